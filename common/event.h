@@ -1,0 +1,45 @@
+/*
+ * event.h: the normalised event every provider adapter produces.
+ *
+ * A verified notification becomes one pn_event; the store records it under
+ * (site, provider, dedup_key) and applies its order transition once.  All
+ * strings are owned by the request arena.
+ */
+#ifndef PN_EVENT_H
+#define PN_EVENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum pn_kind {
+	PN_KIND_PAID,		/* money arrived: pending/failed/closed -> paid */
+	PN_KIND_REFUND,		/* money returned: paid -> (partially_)refunded */
+	PN_KIND_CLOSED,		/* unpaid order closed: pending -> closed */
+	PN_KIND_FAILED,		/* payment attempt failed: pending -> failed */
+	PN_KIND_PENDING,	/* informational: payment still in progress */
+	PN_KIND_IGNORED,	/* verified, but not an order event we act on */
+};
+
+/* "paid", "refund", ... as stored in notifications.event_kind. */
+const char *pn_kind_name(enum pn_kind kind);
+
+struct pn_event {
+	enum pn_kind kind;
+	const char *dedup_key;		/* required: names the event, not the order */
+	const char *event_type;		/* the provider's own word: TRADE_SUCCESS, charge.refunded */
+	const char *order_id;		/* merchant order id, or NULL */
+	const char *psp_txn_id;		/* provider's transaction id, or NULL */
+	const char *psp_event_id;	/* provider's notification id (notify_id, evt_...), or NULL */
+	int64_t amount_minor;		/* order/payment amount in minor units, -1 if absent */
+	const char *currency;		/* ISO 4217 alpha-3, upper case, or NULL */
+	int64_t refund_minor;		/* refund amount, -1 if not a refund */
+	bool refund_cumulative;		/* refund_minor is the running total, not this refund */
+	const char *psp_time;		/* provider's event time as sent, or NULL */
+	const char *key_id;		/* which configured key/secret verified it */
+	const char *flag;		/* "merchant_mismatch" when addressed to another merchant */
+	const char *flag_detail;	/* human detail for the flag */
+};
+
+void pn_event_init(struct pn_event *ev);
+
+#endif

@@ -1,0 +1,179 @@
+/*
+ * pipeline.c: read, route, verify, store, answer, log.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "log.h"
+#include "pipeline.h"
+
+static int64_t
+wall_clock(void)
+{
+	return (int64_t)time(NULL);
+}
+
+void
+pn_receiver_init(struct pn_receiver *r, const struct pn_provider *provider,
+		 struct pn_config *cfg)
+{
+	memset(r, 0, sizeof(*r));
+	r->provider = provider;
+	r->cfg = cfg;
+	if (cfg)
+		r->store = pn_store_new(cfg->conninfo, cfg->statement_timeout_ms,
+					cfg->connect_timeout_s, provider->program);
+	r->arena = pn_arena_new();
+	r->clock = wall_clock;
+}
+
+void
+pn_receiver_destroy(struct pn_receiver *r)
+{
+	pn_store_free(r->store);
+	pn_arena_free(r->arena);
+	pn_buf_free(&r->res.body);
+	memset(r, 0, sizeof(*r));
+}
+
+/* The headers kept with the raw body, as a JSON object (malloc'd). */
+static char *
+raw_headers_json(const struct pn_provider *p, const struct pn_request *req)
+{
+	json_t *obj = json_object();
+	const char *const *h;
+	char   *out;
+
+	json_t *v;
+
+	/* json_string() refuses invalid UTF-8: such a header is not kept. */
+	if (req->content_type && (v = json_string(req->content_type)) != NULL)
+		json_object_set_new(obj, "Content-Type", v);
+	for (h = p->keep_headers; h && *h; h++) {
+		const struct pn_header *hd = pn_request_header(req, *h);
+
+		if (hd && (v = json_string(hd->value)) != NULL)
+			json_object_set_new(obj, *h, v);
+	}
+	out = json_dumps(obj, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(obj);
+	return out;
+}
+
+void
+pn_pipeline_handle(struct pn_receiver *r, struct pn_io *io)
+{
+	const struct pn_provider *p = r->provider;
+	struct pn_reqlog rl;
+	struct pn_request req;
+	struct pn_event ev;
+	struct pn_ingest_result ir;
+	struct pn_err err;
+	const struct pn_site *site = NULL;
+	char   *headers_json = NULL;
+	int64_t	t0 = pn_now_us();
+	int	status;
+	enum pn_read_rc rc;
+
+	memset(&rl, 0, sizeof(rl));
+	memset(&req, 0, sizeof(req));
+	err.msg[0] = '\0';
+	rl.provider = p->name;
+	pn_event_init(&ev);
+
+	if (r->cfg == NULL) {
+		/* CGI with a broken configuration: ask the provider to retry. */
+		status = 503;
+		rl.outcome = "unavailable";
+		rl.reason = "configuration not loaded";
+		p->answer(&req, &r->res, status, "service unavailable");
+		goto respond;
+	}
+
+	rc = pn_request_read(io, (size_t)r->cfg->max_body_bytes, r->arena, &req, &err);
+	if (rc != PN_READ_OK) {
+		status = rc == PN_READ_TOO_LARGE ? 413 : rc == PN_READ_HEADERS_TOO_LARGE ? 431 : 400;
+		rl.outcome = "rejected";
+		rl.reason = err.msg;
+		p->answer(&req, &r->res, status, status == 413 ? "body too large" : "bad request");
+		goto respond;
+	}
+	rl.site = pn_request_site(&req, r->arena);
+	if (strcmp(req.method, "POST") != 0) {
+		status = 405;
+		rl.outcome = "rejected";
+		rl.reason = pn_arena_printf(r->arena, "method %.16s not allowed", req.method);
+		p->answer(&req, &r->res, status, "method not allowed");
+		goto respond;
+	}
+	site = pn_cfg_site(r->cfg, rl.site);
+	if (site == NULL || !p->configured(site)) {
+		status = 404;
+		rl.outcome = "rejected";
+		rl.reason = rl.site == NULL ? "no site in PATH_INFO"
+		    : site == NULL ? "unknown site" : "provider not configured for this site";
+		p->answer(&req, &r->res, status, "unknown site");
+		goto respond;
+	}
+
+	{
+		struct pn_verify_ctx vc = {&req, site, r->arena, r->clock(), true};
+
+		switch (p->verify(&vc, &ev, &err)) {
+		case PN_VERIFIED:
+			break;
+		case PN_MALFORMED:
+			status = 400;
+			rl.outcome = "rejected";
+			rl.reason = err.msg;
+			p->answer(&req, &r->res, status, "malformed notification");
+			goto respond;
+		case PN_UNVERIFIED:
+		default:
+			status = p->unverified_status;
+			rl.outcome = "rejected";
+			rl.reason = err.msg;
+			p->answer(&req, &r->res, status, "signature verification failed");
+			goto respond;
+		}
+	}
+	rl.dedup_key = ev.dedup_key;
+	rl.order_id = ev.order_id;
+	rl.key_id = ev.key_id;
+
+	headers_json = raw_headers_json(p, &req);
+	if (!pn_store_ingest(r->store, site->name, p->name, &ev, headers_json, req.body,
+			     req.body_len, &ir, &err)) {
+		/* Nothing is known to be committed: the provider must retry. */
+		status = 503;
+		rl.outcome = "unavailable";
+		rl.reason = err.msg;
+		p->answer(&req, &r->res, status, "temporarily unavailable, retry later");
+		goto respond;
+	}
+	status = 200;
+	rl.notification_id = ir.notification_id;
+	rl.outcome = ir.duplicate ? "duplicate" : pn_arena_strdup(r->arena, ir.outcome);
+	if (ev.flag)
+		rl.reason = ev.flag_detail;
+	else if (!ir.duplicate && strcmp(ir.outcome, "applied") != 0
+		 && strcmp(ir.outcome, "ignored") != 0)
+		rl.reason = pn_arena_printf(r->arena, "order status %s",
+					    ir.order_status[0] ? ir.order_status : "(none)");
+	p->answer(&req, &r->res, status, NULL);
+
+respond:
+	rl.status = r->res.status;
+	if (!pn_response_write(io, &r->res))
+		pn_log(PN_LOG_ERROR, "could not write the answer for site %s (client gone?)",
+		       rl.site ? rl.site : "-");
+	rl.micros = pn_now_us() - t0;
+	pn_log_request(&rl);
+	free(headers_json);
+	pn_arena_reset(r->arena);
+}

@@ -1,0 +1,58 @@
+/*
+ * provider.h: what a provider adapter is.
+ *
+ * Each webhooks/<provider>.c exports one const struct pn_provider.  main()
+ * and the request pipeline exist once (common/pipeline.c, common/main.c);
+ * an adapter only knows how to verify and normalise its provider's
+ * notification and how to answer in the provider's exact form.
+ */
+#ifndef PN_PROVIDER_H
+#define PN_PROVIDER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "arena.h"
+#include "cfg.h"
+#include "event.h"
+#include "http.h"
+#include "util.h"
+
+enum pn_verdict {
+	PN_VERIFIED = 0,	/* event filled in; store it */
+	PN_MALFORMED,		/* 400: not a notification of this provider's form */
+	PN_UNVERIFIED,		/* signature/MAC/JWT invalid, stale, probe, unknown key */
+};
+
+struct pn_verify_ctx {
+	const struct pn_request *req;
+	const struct pn_site *site;
+	struct pn_arena *arena;
+	int64_t	now;			/* Unix seconds, injectable for tests */
+	bool	check_freshness;	/* false when replaying history */
+};
+
+struct pn_provider {
+	const char *name;		/* "alipay": config prefix, path segment, provider column */
+	const char *program;		/* "paynotify-alipay" */
+	int	unverified_status;	/* HTTP status for PN_UNVERIFIED */
+	/* Headers kept with the raw body (for replay and re-delivery). */
+	const char *const *keep_headers;
+	/* Is this provider configured for the site? */
+	bool	(*configured)(const struct pn_site *site);
+	/* Verify the raw request and normalise it into ev. */
+	enum pn_verdict (*verify)(const struct pn_verify_ctx *ctx, struct pn_event *ev,
+				  struct pn_err *err);
+	/* Fill res with the provider's success (2xx) or failure form. */
+	void	(*answer)(const struct pn_request *req, struct pn_response *res, int status,
+			  const char *reason);
+};
+
+extern const struct pn_provider pn_provider_alipay;
+extern const struct pn_provider pn_provider_stripe;
+
+/* Look a provider up by name (for the admin command); NULL if unknown. */
+const struct pn_provider *pn_provider_find(const char *name);
+extern const struct pn_provider *const pn_providers[];
+
+#endif

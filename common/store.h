@@ -1,0 +1,48 @@
+/*
+ * store.h: the PostgreSQL store.  One persistent connection per process,
+ * re-established on failure; every value goes through parameters of a
+ * prepared statement; PGresult never leaves this module.
+ *
+ * Ingest is one round trip: SELECT * FROM paynotify.ingest(...) runs the
+ * dedup, the order transition and the NOTIFY in one transaction (see
+ * sql/001_schema.sql).  A false return means nothing is known to be
+ * committed: the receiver must answer the provider's failure form.
+ */
+#ifndef PN_STORE_H
+#define PN_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "event.h"
+#include "util.h"
+
+struct pn_store;
+
+struct pn_ingest_result {
+	int64_t	notification_id;
+	char	outcome[32];		/* applied, already_applied, unknown_order, ... */
+	bool	duplicate;		/* the event was stored before: delivery counted */
+	int	deliveries;
+	char	order_status[32];	/* "" when the order is unknown */
+};
+
+/* Never fails: connects lazily.  conninfo is a libpq connection string
+ * (PGHOST, PGPORT, ... fill what it leaves out). */
+struct pn_store *pn_store_new(const char *conninfo, int64_t statement_timeout_ms,
+			      int64_t connect_timeout_s, const char *application_name);
+void pn_store_free(struct pn_store *s);		/* NULL-safe */
+
+bool pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
+		     const struct pn_event *ev, const char *raw_headers_json,
+		     const unsigned char *body, size_t body_len,
+		     struct pn_ingest_result *out, struct pn_err *err) PN_WUR;
+
+/* SELECT 1 (health check); connects if needed. */
+bool pn_store_ping(struct pn_store *s, struct pn_err *err) PN_WUR;
+
+/* Is the connection currently established? (for tests and logs) */
+bool pn_store_connected(const struct pn_store *s);
+
+#endif

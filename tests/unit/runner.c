@@ -1,0 +1,25 @@
+/*
+ * runner.c: runs every unit-test suite (make check).
+ */
+#include "config.h"
+
+#include <stdlib.h>
+
+#include "suites.h"
+
+int
+main(void)
+{
+	SRunner *sr = srunner_create(suite_crypto());
+	int	failed;
+
+	srunner_add_suite(sr, suite_form());
+	srunner_add_suite(sr, suite_money());
+	srunner_add_suite(sr, suite_cfg());
+	srunner_add_suite(sr, suite_stripe());
+	srunner_add_suite(sr, suite_alipay());
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

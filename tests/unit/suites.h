@@ -1,0 +1,16 @@
+/*
+ * suites.h: every unit-test suite, one per module (libsigrok style).
+ */
+#ifndef PN_TEST_SUITES_H
+#define PN_TEST_SUITES_H
+
+#include <check.h>
+
+Suite *suite_alipay(void);
+Suite *suite_cfg(void);
+Suite *suite_crypto(void);
+Suite *suite_form(void);
+Suite *suite_money(void);
+Suite *suite_stripe(void);
+
+#endif

@@ -1,0 +1,261 @@
+/*
+ * alipay.c: Alipay asynchronous notifications (paynotify-alipay).
+ *
+ * As Alipay's SDKs verify them (alipay-sdk-java AlipaySignature.rsaCheckV1/
+ * V2, alipay-sdk-nodejs checkNotifySignV2; see docs/PROVIDERS.md):
+ *   - the form body is decoded exactly once, values kept as bytes;
+ *   - content = sorted "k=v" joined by '&', without sign, sign_type (V1) and
+ *     empty values; if V1 does not verify, V2 (sign_type kept) is tried;
+ *   - RSA2 = SHA256withRSA, RSA = SHA1withRSA, chosen by alipay.sign_type in
+ *     the configuration, never by the payload's sign_type;
+ *   - every configured key is tried (rotation); key_id names the one that
+ *     verified.
+ * Then app_id and seller_id must be the site's, or the notification is
+ * stored as merchant_mismatch and never applied.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "alipay.h"
+#include "crypto.h"
+#include "money.h"
+#include "provider.h"
+
+static const char *const alipay_keep_headers[] = {NULL};
+
+static int
+field_cmp(const void *a, const void *b)
+{
+	const struct pn_form_field *fa = *(const struct pn_form_field *const *)a;
+	const struct pn_form_field *fb = *(const struct pn_form_field *const *)b;
+
+	return strcmp(fa->key, fb->key);
+}
+
+char *
+pn_alipay_sign_content(struct pn_arena *a, const struct pn_form *f, bool keep_sign_type,
+		       size_t *len)
+{
+	const struct pn_form_field **sorted;
+	size_t	i, n = 0, total = 1, o = 0;
+	char   *out;
+
+	sorted = pn_arena_alloc(a, (f->n + 1) * sizeof(*sorted));
+	for (i = 0; i < f->n; i++) {
+		const struct pn_form_field *fl = &f->fields[i];
+
+		if (strcmp(fl->key, "sign") == 0)
+			continue;
+		if (!keep_sign_type && strcmp(fl->key, "sign_type") == 0)
+			continue;
+		if (fl->value_len == 0)
+			continue;
+		sorted[n++] = fl;
+		total += strlen(fl->key) + fl->value_len + 2;
+	}
+	qsort(sorted, n, sizeof(*sorted), field_cmp);
+	out = pn_arena_alloc(a, total);
+	for (i = 0; i < n; i++) {
+		size_t klen = strlen(sorted[i]->key);
+
+		if (i > 0)
+			out[o++] = '&';
+		memcpy(out + o, sorted[i]->key, klen);
+		o += klen;
+		out[o++] = '=';
+		memcpy(out + o, sorted[i]->value, sorted[i]->value_len);
+		o += sorted[i]->value_len;
+	}
+	out[o] = '\0';
+	*len = o;
+	return out;
+}
+
+/* base64 of "sign"; a raw '+' that arrived unescaped decodes to ' '. */
+static bool
+decode_sign(struct pn_arena *a, const char *sign, unsigned char **sig, size_t *siglen)
+{
+	char   *fixed, *p;
+
+	if (pn_b64_decode(a, sign, strlen(sign), sig, siglen))
+		return true;
+	if (strchr(sign, ' ') == NULL)
+		return false;
+	fixed = pn_arena_strdup(a, sign);
+	for (p = fixed; *p; p++)
+		if (*p == ' ')
+			*p = '+';
+	return pn_b64_decode(a, fixed, strlen(fixed), sig, siglen);
+}
+
+static bool
+verify_rule(struct pn_arena *a, const struct pn_form *f, bool v2, const struct pn_site *site,
+	    const unsigned char *sig, size_t siglen, const char **key_id)
+{
+	enum pn_md md = site->alipay.sign_type == PN_ALIPAY_RSA ? PN_MD_SHA1 : PN_MD_SHA256;
+	size_t	len, i;
+	char   *content = pn_alipay_sign_content(a, f, v2, &len);
+	struct pn_iov iov = {content, len};
+
+	for (i = 0; i < site->alipay.nkeys; i++)
+		if (pn_rsa_verify(site->alipay.keys[i].pkey, md, &iov, 1, sig, siglen)) {
+			*key_id = site->alipay.keys[i].id;
+			return true;
+		}
+	return false;
+}
+
+static const char *
+nonempty(const struct pn_form *f, const char *key)
+{
+	const char *v = pn_form_get(f, key);
+
+	return v && *v ? v : NULL;
+}
+
+static void
+flag_amount(struct pn_event *ev, struct pn_arena *a, const char *field, const char *value,
+	    const char *why)
+{
+	ev->flag = "amount_mismatch";
+	ev->flag_detail = pn_arena_printf(a, "%s \"%.40s\": %s", field, value ? value : "", why);
+}
+
+/* Normalise a verified notification. */
+static void
+normalise(struct pn_arena *a, const struct pn_form *f, const struct pn_site *site,
+	  struct pn_event *ev)
+{
+	const char *status = nonempty(f, "trade_status");
+	const char *otn = nonempty(f, "out_trade_no");
+	const char *biz = nonempty(f, "out_biz_no");
+	const char *refund_fee = nonempty(f, "refund_fee");
+	const char *total = nonempty(f, "total_amount");
+	const char *app_id = pn_form_get(f, "app_id"), *seller_id = pn_form_get(f, "seller_id");
+	bool	refund = biz != NULL || refund_fee != NULL || nonempty(f, "gmt_refund") != NULL;
+	struct pn_err err;
+
+	ev->event_type = status;
+	ev->order_id = otn;
+	ev->psp_txn_id = nonempty(f, "trade_no");
+	ev->psp_event_id = nonempty(f, "notify_id");
+	ev->currency = "CNY";
+	ev->psp_time = nonempty(f, "gmt_refund");
+	if (ev->psp_time == NULL)
+		ev->psp_time = nonempty(f, "gmt_payment");
+	if (ev->psp_time == NULL)
+		ev->psp_time = nonempty(f, "notify_time");
+
+	if (status == NULL || otn == NULL) {
+		/* Not a trade notification (e.g. an open-platform message). */
+		ev->kind = PN_KIND_IGNORED;
+		ev->dedup_key = ev->psp_event_id
+		    ? pn_arena_printf(a, "notify:%s", ev->psp_event_id)
+		    : pn_arena_printf(a, "unkeyed:%s", pn_form_get(f, "sign"));
+		return;
+	}
+	if (refund) {
+		ev->kind = PN_KIND_REFUND;
+		ev->refund_cumulative = true;	/* refund_fee is the total refunded so far */
+		ev->dedup_key = pn_arena_printf(a, "%s:%s:refund:%s", otn, status,
+						biz ? biz : refund_fee ? refund_fee : "-");
+		if (refund_fee == NULL || !pn_money_parse(refund_fee, 2, &ev->refund_minor, &err))
+			flag_amount(ev, a, "refund_fee", refund_fee,
+				    refund_fee ? err.msg : "missing on a refund notification");
+	} else {
+		ev->dedup_key = pn_arena_printf(a, "%s:%s", otn, status);
+		if (strcmp(status, "TRADE_SUCCESS") == 0 || strcmp(status, "TRADE_FINISHED") == 0)
+			ev->kind = PN_KIND_PAID;
+		else if (strcmp(status, "TRADE_CLOSED") == 0)
+			ev->kind = PN_KIND_CLOSED;
+		else if (strcmp(status, "WAIT_BUYER_PAY") == 0)
+			ev->kind = PN_KIND_PENDING;
+		else
+			ev->kind = PN_KIND_IGNORED;
+	}
+	if (total != NULL) {
+		if (!pn_money_parse(total, 2, &ev->amount_minor, &err)) {
+			ev->amount_minor = -1;
+			if (ev->flag == NULL)
+				flag_amount(ev, a, "total_amount", total, err.msg);
+		}
+	} else if (ev->kind == PN_KIND_PAID && ev->flag == NULL)
+		flag_amount(ev, a, "total_amount", NULL, "missing on a payment notification");
+
+	/* Addressed to this merchant?  Otherwise stored flagged, never applied. */
+	if (app_id == NULL || strcmp(app_id, site->alipay.app_id) != 0) {
+		ev->flag = "merchant_mismatch";
+		ev->flag_detail = pn_arena_printf(a, "app_id \"%.32s\" is not site %s's \"%s\"",
+						  app_id ? app_id : "", site->name,
+						  site->alipay.app_id);
+	} else if (seller_id == NULL || strcmp(seller_id, site->alipay.seller_id) != 0) {
+		ev->flag = "merchant_mismatch";
+		ev->flag_detail = pn_arena_printf(a, "seller_id \"%.32s\" is not site %s's \"%s\"",
+						  seller_id ? seller_id : "", site->name,
+						  site->alipay.seller_id);
+	}
+}
+
+static enum pn_verdict
+alipay_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_err *err)
+{
+	const struct pn_request *req = ctx->req;
+	const struct pn_site *site = ctx->site;
+	struct pn_form form;
+	const char *sign, *key_id = NULL;
+	unsigned char *sig;
+	size_t	siglen;
+
+	if (!pn_form_parse(ctx->arena, (const char *)req->body, req->body_len, &form, err)) {
+		pn_err_prefix(err, "Alipay notification is not a valid form body");
+		return PN_MALFORMED;
+	}
+	sign = pn_form_get(&form, "sign");
+	if (sign == NULL || *sign == '\0') {
+		pn_err_set(err, "Alipay notification has no sign field");
+		return PN_UNVERIFIED;
+	}
+	if (!decode_sign(ctx->arena, sign, &sig, &siglen)) {
+		pn_err_set(err, "Alipay sign is not valid base64");
+		return PN_UNVERIFIED;
+	}
+	if (!verify_rule(ctx->arena, &form, false, site, sig, siglen, &key_id)
+	    && !verify_rule(ctx->arena, &form, true, site, sig, siglen, &key_id)) {
+		pn_err_set(err, "could not verify Alipay %s signature for site %s: no key matched "
+			   "(%zu tried, rules V1 and V2)",
+			   site->alipay.sign_type == PN_ALIPAY_RSA ? "RSA" : "RSA2", site->name,
+			   site->alipay.nkeys);
+		return PN_UNVERIFIED;
+	}
+	ev->key_id = key_id;
+	normalise(ctx->arena, &form, site, ev);
+	return PN_VERIFIED;
+}
+
+static bool
+alipay_configured(const struct pn_site *site)
+{
+	return site->alipay.configured;
+}
+
+/* Alipay reads the body: exactly "success" stops its retries. */
+static void
+alipay_answer(const struct pn_request *req, struct pn_response *res, int status,
+	      const char *reason)
+{
+	bool ok = status >= 200 && status < 300;
+
+	pn_response_set(res, status, "text/plain", ok ? "success" : "fail");
+}
+
+const struct pn_provider pn_provider_alipay = {
+	.name = "alipay",
+	.program = "paynotify-alipay",
+	.unverified_status = 400,
+	.keep_headers = alipay_keep_headers,
+	.configured = alipay_configured,
+	.verify = alipay_verify,
+	.answer = alipay_answer,
+};

@@ -1,0 +1,26 @@
+/*
+ * providers.c: the list of provider adapters (for the admin command).
+ * A new provider adds its descriptor here and in provider.h.
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "provider.h"
+
+const struct pn_provider *const pn_providers[] = {
+	&pn_provider_alipay,
+	&pn_provider_stripe,
+	NULL,
+};
+
+const struct pn_provider *
+pn_provider_find(const char *name)
+{
+	const struct pn_provider *const *p;
+
+	for (p = pn_providers; *p; p++)
+		if (strcmp((*p)->name, name) == 0)
+			return *p;
+	return NULL;
+}

@@ -1,0 +1,374 @@
+/*
+ * stripe.c: Stripe webhook events (paynotify-stripe).
+ *
+ * Verification follows the official SDKs (stripe-go, stripe-node,
+ * stripe-python; see docs/PROVIDERS.md):
+ *   Stripe-Signature = "t=<unix>,v1=<hex>[,v1=<hex>...][,v0=...]"
+ *   v1 = HMAC-SHA256(secret as its ASCII bytes, "<t>." || raw body)
+ * Any v1 may match any configured secret (rotation); v0 and unknown schemes
+ * are ignored; an element that is not exactly "key=value" makes the header
+ * invalid (stripe-go); an unreadable v1 is skipped (stripe-go).  The
+ * timestamp must be within stripe.tolerance_s of now, in both directions.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "crypto.h"
+#include "json.h"
+#include "money.h"
+#include "provider.h"
+#include "stripe.h"
+
+#define MAX_V1 16
+
+static const char *const stripe_keep_headers[] = {"Stripe-Signature", NULL};
+
+bool
+pn_stripe_parse_header(const char *header, struct pn_stripe_sig *out, struct pn_err *err)
+{
+	const char *p = header;
+	bool	have_t = false;
+
+	memset(out, 0, sizeof(*out));
+	if (header == NULL || *header == '\0') {
+		pn_err_set(err, "no Stripe-Signature header");
+		return false;
+	}
+	if (strlen(header) > 4096) {
+		pn_err_set(err, "Stripe-Signature header is too long");
+		return false;
+	}
+	while (*p) {
+		const char *end = strchr(p, ','), *eq;
+		size_t	len = end ? (size_t)(end - p) : strlen(p);
+		const char *k, *v;
+		size_t	klen, vlen;
+
+		/* trim ASCII blanks around the element (older stripe-dotnet) */
+		k = p;
+		klen = len;
+		while (klen && (*k == ' ' || *k == '\t'))
+			k++, klen--;
+		while (klen && (k[klen - 1] == ' ' || k[klen - 1] == '\t'))
+			klen--;
+		eq = memchr(k, '=', klen);
+		if (eq == NULL || memchr(eq + 1, '=', klen - (size_t)(eq - k) - 1) != NULL) {
+			pn_err_set(err, "malformed Stripe-Signature element \"%.*s\"",
+				   (int)(klen > 40 ? 40 : klen), k);
+			return false;
+		}
+		v = eq + 1;
+		vlen = klen - (size_t)(eq - k) - 1;
+		klen = (size_t)(eq - k);
+		if (klen == 1 && k[0] == 't') {
+			char	digits[20];
+			int64_t	t;
+
+			if (have_t) {
+				pn_err_set(err, "Stripe-Signature carries two timestamps");
+				return false;
+			}
+			if (vlen == 0 || vlen > 18 || (vlen > 1 && v[0] == '0')) {
+				pn_err_set(err, "invalid Stripe-Signature timestamp");
+				return false;
+			}
+			memcpy(digits, v, vlen);
+			digits[vlen] = '\0';
+			if (!pn_parse_i64(digits, &t)) {
+				pn_err_set(err, "invalid Stripe-Signature timestamp");
+				return false;
+			}
+			out->t = t;
+			memcpy(out->t_text, digits, vlen + 1);
+			have_t = true;
+		} else if (klen == 2 && k[0] == 'v' && k[1] == '1') {
+			size_t n = 0;
+
+			/* Unreadable signatures are skipped, as stripe-go does. */
+			if (out->nv1 < (int)MAX_V1 && vlen == 64
+			    && pn_hex_decode(v, vlen, out->v1[out->nv1], 32, &n) && n == 32)
+				out->nv1++;
+		}
+		/* v0 (test-mode fake) and unknown schemes: ignored. */
+		if (end == NULL)
+			break;
+		p = end + 1;
+	}
+	if (!have_t) {
+		pn_err_set(err, "no timestamp in Stripe-Signature");
+		return false;
+	}
+	return true;
+}
+
+bool
+pn_stripe_verify_sig(const struct pn_stripe_sig *sig, const unsigned char *body,
+		     size_t body_len, const struct pn_secret *secrets, size_t nsecrets,
+		     const char **key_id)
+{
+	struct pn_iov iov[3] = {
+		{sig->t_text, strlen(sig->t_text)}, {".", 1}, {body, body_len}};
+	bool	matched = false;
+	size_t	i, j;
+
+	for (i = 0; i < nsecrets; i++) {
+		unsigned char mac[64];
+		size_t	maclen = 0;
+		bool	this_key = false;
+
+		if (!pn_hmac(PN_MD_SHA256, secrets[i].data, secrets[i].len, iov, 3, mac, &maclen))
+			continue;
+		/* Compare with every v1, without stopping at the first match. */
+		for (j = 0; j < (size_t)sig->nv1; j++)
+			this_key |= pn_ct_equal(mac, sig->v1[j], 32);
+		if (this_key && !matched) {
+			matched = true;
+			if (key_id)
+				*key_id = secrets[i].id;
+		}
+	}
+	return matched;
+}
+
+/* Stripe's own minor unit: zero-decimal and three-decimal currencies. */
+static int
+stripe_exponent(const char *cur)
+{
+	static const char *const zero[] = {"BIF", "CLP", "DJF", "GNF", "JPY", "KMF", "KRW",
+		"MGA", "PYG", "RWF", "UGX", "VND", "VUV", "XAF", "XOF", "XPF", NULL};
+	static const char *const three[] = {"BHD", "JOD", "KWD", "OMR", "TND", NULL};
+	const char *const *p;
+
+	for (p = zero; *p; p++)
+		if (strcmp(*p, cur) == 0)
+			return 0;
+	for (p = three; *p; p++)
+		if (strcmp(*p, cur) == 0)
+			return 3;
+	return 2;
+}
+
+/*
+ * Stripe amount (its minor unit) -> ISO 4217 minor units.  They differ for
+ * ISK (Stripe 2 decimals, ISO 0) and MGA (Stripe 0, ISO 2).  Returns false
+ * with a reason when the amount cannot be represented exactly.
+ */
+static bool
+stripe_amount(struct pn_arena *a, json_t *obj, const char *field, const char *raw_cur,
+	      int64_t *minor, const char **currency, const char **why)
+{
+	char	cur[4];
+	int64_t	v;
+	int	iso;
+
+	if (raw_cur == NULL || !pn_money_currency(raw_cur, cur)) {
+		*why = pn_arena_printf(a, "unknown currency \"%.8s\"", raw_cur ? raw_cur : "");
+		return false;
+	}
+	*currency = pn_arena_strdup(a, cur);
+	if (!pn_json_int(obj, field, &v) || v < 0) {
+		*why = pn_arena_printf(a, "no integer %s in the event", field);
+		return false;
+	}
+	iso = pn_money_exponent(cur);
+	if (!pn_money_rescale(v, stripe_exponent(cur), iso, minor)) {
+		*why = pn_arena_printf(a, "%s %lld %s is not a whole ISO 4217 amount", field,
+				       (long long)v, cur);
+		return false;
+	}
+	return true;
+}
+
+static void
+flag_amount(struct pn_event *ev, const char *why)
+{
+	ev->flag = "amount_mismatch";
+	ev->flag_detail = why;
+}
+
+/* The order id: metadata.order_id, else client_reference_id (Checkout). */
+static const char *
+order_id_of(struct pn_arena *a, json_t *obj)
+{
+	const char *id = pn_json_str(a, obj, "metadata.order_id");
+
+	if (id == NULL || *id == '\0')
+		id = pn_json_str(a, obj, "client_reference_id");
+	return id && *id ? id : NULL;
+}
+
+enum pn_verdict
+pn_stripe_normalise(struct pn_arena *a, const unsigned char *body, size_t body_len,
+		    struct pn_event *ev, struct pn_err *err)
+{
+	json_t *root, *obj;
+	const char *type, *object, *why = NULL;
+	enum pn_verdict verdict = PN_VERIFIED;
+	int64_t	created;
+
+	root = pn_json_parse(body, body_len, err);
+	if (root == NULL) {
+		pn_err_prefix(err, "Stripe event is not valid JSON");
+		return PN_MALFORMED;
+	}
+	object = pn_json_str(a, root, "object");
+	if (object == NULL || strcmp(object, "event") != 0) {
+		pn_err_set(err, "not a Stripe v1 event (object \"%.32s\"); thin v2 event "
+			   "notifications are not supported", object ? object : "");
+		verdict = PN_MALFORMED;
+		goto done;
+	}
+	ev->psp_event_id = pn_json_str(a, root, "id");
+	type = pn_json_str(a, root, "type");
+	obj = pn_json_path(root, "data.object");
+	if (ev->psp_event_id == NULL || *ev->psp_event_id == '\0'
+	    || strlen(ev->psp_event_id) > 255) {
+		pn_err_set(err, "Stripe event has no usable id");
+		verdict = PN_MALFORMED;
+		goto done;
+	}
+	/* A genuine event we cannot read further is kept as "ignored". */
+	if (type == NULL || !json_is_object(obj)) {
+		ev->dedup_key = ev->psp_event_id;
+		ev->event_type = type;
+		ev->kind = PN_KIND_IGNORED;
+		goto done;
+	}
+	ev->dedup_key = ev->psp_event_id;
+	ev->event_type = type;
+	if (pn_json_int(root, "created", &created))
+		ev->psp_time = pn_arena_printf(a, "%lld", (long long)created);
+	ev->order_id = order_id_of(a, obj);
+
+	if (strcmp(type, "payment_intent.succeeded") == 0) {
+		ev->kind = PN_KIND_PAID;
+		ev->psp_txn_id = pn_json_str(a, obj, "id");
+		if (!stripe_amount(a, obj, pn_json_path(obj, "amount_received") ? "amount_received"
+				   : "amount", pn_json_str(a, obj, "currency"), &ev->amount_minor,
+				   &ev->currency, &why))
+			flag_amount(ev, why);
+	} else if (strcmp(type, "payment_intent.payment_failed") == 0) {
+		ev->kind = PN_KIND_FAILED;
+		ev->psp_txn_id = pn_json_str(a, obj, "id");
+	} else if (strncmp(type, "checkout.session.", 17) == 0) {
+		const char *sub = type + 17, *ps = pn_json_str(a, obj, "payment_status");
+
+		ev->psp_txn_id = pn_json_str(a, obj, "payment_intent");
+		if (ev->psp_txn_id == NULL)
+			ev->psp_txn_id = pn_json_str(a, obj, "id");
+		if (strcmp(sub, "completed") == 0 || strcmp(sub, "async_payment_succeeded") == 0) {
+			/* completed with payment_status "unpaid" is a delayed method:
+			 * pending until async_payment_succeeded/_failed. */
+			if (ps != NULL && (strcmp(ps, "paid") == 0
+					   || strcmp(ps, "no_payment_required") == 0))
+				ev->kind = PN_KIND_PAID;
+			else
+				ev->kind = PN_KIND_PENDING;
+			if (ev->kind == PN_KIND_PAID
+			    && !stripe_amount(a, obj, "amount_total", pn_json_str(a, obj, "currency"),
+					      &ev->amount_minor, &ev->currency, &why))
+				flag_amount(ev, why);
+		} else if (strcmp(sub, "async_payment_failed") == 0)
+			ev->kind = PN_KIND_FAILED;
+		else if (strcmp(sub, "expired") == 0)
+			ev->kind = PN_KIND_CLOSED;
+		else
+			ev->kind = PN_KIND_IGNORED;
+	} else if (strcmp(type, "charge.refunded") == 0) {
+		ev->kind = PN_KIND_REFUND;
+		ev->refund_cumulative = true;	/* amount_refunded is the running total */
+		ev->psp_txn_id = pn_json_str(a, obj, "payment_intent");
+		if (ev->psp_txn_id == NULL)
+			ev->psp_txn_id = pn_json_str(a, obj, "id");
+		if (!stripe_amount(a, obj, "amount_refunded", pn_json_str(a, obj, "currency"),
+				   &ev->refund_minor, &ev->currency, &why))
+			flag_amount(ev, why);
+		else if (!stripe_amount(a, obj, "amount", pn_json_str(a, obj, "currency"),
+					&ev->amount_minor, &ev->currency, &why))
+			ev->amount_minor = -1;	/* the refund total alone is enough */
+	} else
+		ev->kind = PN_KIND_IGNORED;
+done:
+	json_decref(root);
+	return verdict;
+}
+
+static enum pn_verdict
+stripe_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_err *err)
+{
+	const struct pn_request *req = ctx->req;
+	const struct pn_site *site = ctx->site;
+	const struct pn_header *h = pn_request_header(req, "Stripe-Signature");
+	struct pn_stripe_sig sig;
+	const char *key_id = NULL;
+
+	if (h == NULL) {
+		pn_err_set(err, "no Stripe-Signature header");
+		return PN_UNVERIFIED;
+	}
+	if (h->duplicate) {
+		pn_err_set(err, "more than one Stripe-Signature header");
+		return PN_UNVERIFIED;
+	}
+	if (!pn_stripe_parse_header(h->value, &sig, err))
+		return PN_UNVERIFIED;
+	if (sig.nv1 == 0) {
+		pn_err_set(err, "no v1 signature in Stripe-Signature");
+		return PN_UNVERIFIED;
+	}
+	if (!pn_stripe_verify_sig(&sig, req->body, req->body_len, site->stripe.secrets,
+				  site->stripe.nsecrets, &key_id)) {
+		pn_err_set(err, "could not verify Stripe signature for site %s: no secret matched "
+			   "(%zu tried, %d signatures)", site->name, site->stripe.nsecrets, sig.nv1);
+		return PN_UNVERIFIED;
+	}
+	if (ctx->check_freshness) {
+		int64_t age = ctx->now - sig.t;
+
+		if (age > site->stripe.tolerance_s || -age > site->stripe.tolerance_s) {
+			pn_err_set(err, "Stripe-Signature timestamp %lld is %lld s away from now "
+				   "(tolerance %lld s)", (long long)sig.t,
+				   (long long)(age < 0 ? -age : age),
+				   (long long)site->stripe.tolerance_s);
+			return PN_UNVERIFIED;
+		}
+	}
+	ev->key_id = key_id;
+	return pn_stripe_normalise(ctx->arena, req->body, req->body_len, ev, err);
+}
+
+static bool
+stripe_configured(const struct pn_site *site)
+{
+	return site->stripe.configured;
+}
+
+/* Stripe reads only the status: 2xx delivered, anything else retried. */
+static void
+stripe_answer(const struct pn_request *req, struct pn_response *res, int status,
+	      const char *reason)
+{
+	if (status >= 200 && status < 300) {
+		pn_response_set(res, status, "application/json", "{\"received\":true}");
+		return;
+	}
+	json_t *obj = json_pack("{s:s}", "error", reason ? reason : "failed");
+	char   *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+
+	pn_response_set(res, status, "application/json", text ? text : "{\"error\":\"failed\"}");
+	free(text);
+	json_decref(obj);
+}
+
+const struct pn_provider pn_provider_stripe = {
+	.name = "stripe",
+	.program = "paynotify-stripe",
+	.unverified_status = 400,
+	.keep_headers = stripe_keep_headers,
+	.configured = stripe_configured,
+	.verify = stripe_verify,
+	.answer = stripe_answer,
+};
