@@ -86,7 +86,7 @@ static const struct keydef keydefs[] = {
 	{"site", "stripe.secret_files", K_SECRETS, S(stripe.secrets), S(stripe.nsecrets), 0, 0,
 	 NULL, NULL, "endpoint signing secret file(s) (whsec_...), one secret a line: rotation"},
 	{"site", "stripe.tolerance_s", K_INT, S(stripe.tolerance_s), 0, 1, 86400, NULL, "300",
-	 "largest accepted age of the Stripe-Signature timestamp"},
+	 "largest accepted age of the Stripe-Signature timestamp (future ones pass, as in the SDKs)"},
 
 	{"site", "wechatpay.mchid", K_STR, S(wechatpay.mchid), 0, 0, 0, NULL, NULL,
 	 "merchant id (mchid / mch_id) notifications must carry"},

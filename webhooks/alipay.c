@@ -6,6 +6,9 @@
  *   - the form body is decoded exactly once, values kept as bytes;
  *   - content = sorted "k=v" joined by '&', without sign, sign_type (V1) and
  *     empty values; if V1 does not verify, V2 (sign_type kept) is tried;
+ *     when the body has empty values, both are tried again with them kept,
+ *     as alipay-sdk-nodejs builds the content (every variant is a function
+ *     of the same signed fields, so accepting it forges nothing);
  *   - RSA2 = SHA256withRSA, RSA = SHA1withRSA, chosen by alipay.sign_type in
  *     the configuration, never by the payload's sign_type;
  *   - every configured key is tried (rotation); key_id names the one that
@@ -36,7 +39,7 @@ field_cmp(const void *a, const void *b)
 
 char *
 pn_alipay_sign_content(struct pn_arena *a, const struct pn_form *f, bool keep_sign_type,
-		       size_t *len)
+		       bool keep_empty, size_t *len)
 {
 	const struct pn_form_field **sorted;
 	size_t	i, n = 0, total = 1, o = 0;
@@ -50,7 +53,7 @@ pn_alipay_sign_content(struct pn_arena *a, const struct pn_form *f, bool keep_si
 			continue;
 		if (!keep_sign_type && strcmp(fl->key, "sign_type") == 0)
 			continue;
-		if (fl->value_len == 0)
+		if (fl->value_len == 0 && !keep_empty)
 			continue;
 		sorted[n++] = fl;
 		total += strlen(fl->key) + fl->value_len + 2;
@@ -91,12 +94,13 @@ decode_sign(struct pn_arena *a, const char *sign, unsigned char **sig, size_t *s
 }
 
 static bool
-verify_rule(struct pn_arena *a, const struct pn_form *f, bool v2, const struct pn_site *site,
-	    const unsigned char *sig, size_t siglen, const char **key_id)
+verify_content(struct pn_arena *a, const struct pn_form *f, bool v2, bool keep_empty,
+	       const struct pn_site *site, const unsigned char *sig, size_t siglen,
+	       const char **key_id)
 {
 	enum pn_md md = site->alipay.sign_type == PN_ALIPAY_RSA ? PN_MD_SHA1 : PN_MD_SHA256;
 	size_t	len, i;
-	char   *content = pn_alipay_sign_content(a, f, v2, &len);
+	char   *content = pn_alipay_sign_content(a, f, v2, keep_empty, &len);
 	struct pn_iov iov = {content, len};
 
 	for (i = 0; i < site->alipay.nkeys; i++)
@@ -105,6 +109,24 @@ verify_rule(struct pn_arena *a, const struct pn_form *f, bool v2, const struct p
 			return true;
 		}
 	return false;
+}
+
+/* Rules V1 then V2; then both with empty values kept, if there are any. */
+static bool
+verify_rules(struct pn_arena *a, const struct pn_form *f, const struct pn_site *site,
+	     const unsigned char *sig, size_t siglen, const char **key_id)
+{
+	bool	has_empty = false;
+	size_t	i;
+
+	if (verify_content(a, f, false, false, site, sig, siglen, key_id)
+	    || verify_content(a, f, true, false, site, sig, siglen, key_id))
+		return true;
+	for (i = 0; i < f->n; i++)
+		if (f->fields[i].value_len == 0 && strcmp(f->fields[i].key, "sign") != 0)
+			has_empty = true;
+	return has_empty && (verify_content(a, f, false, true, site, sig, siglen, key_id)
+			     || verify_content(a, f, true, true, site, sig, siglen, key_id));
 }
 
 static const char *
@@ -221,8 +243,7 @@ alipay_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_er
 		pn_err_set(err, "Alipay sign is not valid base64");
 		return PN_UNVERIFIED;
 	}
-	if (!verify_rule(ctx->arena, &form, false, site, sig, siglen, &key_id)
-	    && !verify_rule(ctx->arena, &form, true, site, sig, siglen, &key_id)) {
+	if (!verify_rules(ctx->arena, &form, site, sig, siglen, &key_id)) {
 		pn_err_set(err, "could not verify Alipay %s signature for site %s: no key matched "
 			   "(%zu tried, rules V1 and V2)",
 			   site->alipay.sign_type == PN_ALIPAY_RSA ? "RSA" : "RSA2", site->name,

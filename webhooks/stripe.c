@@ -8,7 +8,10 @@
  * Any v1 may match any configured secret (rotation); v0 and unknown schemes
  * are ignored; an element that is not exactly "key=value" makes the header
  * invalid (stripe-go); an unreadable v1 is skipped (stripe-go).  The
- * timestamp must be within stripe.tolerance_s of now, in both directions.
+ * signature is checked first, then the age: now - t > stripe.tolerance_s is
+ * refused.  A timestamp in the future is accepted, as stripe-go,
+ * stripe-node and stripe-python accept it (only Stripe can sign one, and a
+ * receiver whose clock lags must not refuse genuine events).
  */
 #include "config.h"
 
@@ -328,10 +331,9 @@ stripe_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_er
 	if (ctx->check_freshness) {
 		int64_t age = ctx->now - sig.t;
 
-		if (age > site->stripe.tolerance_s || -age > site->stripe.tolerance_s) {
-			pn_err_set(err, "Stripe-Signature timestamp %lld is %lld s away from now "
-				   "(tolerance %lld s)", (long long)sig.t,
-				   (long long)(age < 0 ? -age : age),
+		if (age > site->stripe.tolerance_s) {
+			pn_err_set(err, "Stripe-Signature timestamp %lld is %lld s old "
+				   "(tolerance %lld s)", (long long)sig.t, (long long)age,
 				   (long long)site->stripe.tolerance_s);
 			return PN_UNVERIFIED;
 		}

@@ -31,7 +31,7 @@ content_of(struct pn_arena *a, const char *body, bool v2)
 	size_t	len;
 
 	ck_assert_msg(pn_form_parse(a, body, strlen(body), &f, &err), "%s", err.msg);
-	return pn_alipay_sign_content(a, &f, v2, &len);
+	return pn_alipay_sign_content(a, &f, v2, false, &len);
 }
 
 /* psp §1.9.C: the exact V1 content, byte for byte. */
@@ -101,6 +101,14 @@ START_TEST(test_content_rules)
 	ck_assert_str_eq(content_of(a, "b=2&a_b=3&a=1&empty=&sign=x&sign_type=RSA2&ab=4", false),
 			 "a=1&a_b=3&ab=4&b=2");
 	ck_assert_str_eq(content_of(a, "b=2&sign_type=RSA2&sign=x", true), "b=2&sign_type=RSA2");
+	{
+		struct pn_form f;
+		struct pn_err err;
+		size_t	len;
+
+		ck_assert(pn_form_parse(a, "b=&a=1&sign=x", 13, &f, &err));
+		ck_assert_str_eq(pn_alipay_sign_content(a, &f, false, true, &len), "a=1&b=");
+	}
 	pn_arena_free(a);
 }
 END_TEST
