@@ -87,6 +87,8 @@ pn_request_read(struct pn_io *io, size_t max_body, struct pn_arena *a,
 	req->path_info = pn_arena_strdup(a, v ? v : "");
 	v = io->param(io->ctx, "CONTENT_TYPE");
 	req->content_type = v ? pn_arena_strdup(a, v) : NULL;
+	v = io->param(io->ctx, "REQUEST_URI");
+	req->request_uri = v ? pn_arena_strdup(a, v) : NULL;
 	v = io->param(io->ctx, "REMOTE_ADDR");
 	req->remote_addr = v ? pn_arena_strdup(a, v) : NULL;
 	req->body = (const unsigned char *)"";
@@ -154,7 +156,11 @@ pn_request_site(const struct pn_request *req, struct pn_arena *a)
 {
 	const char *p = req->path_info, *end, *start;
 
-	end = p + strlen(p);
+	/* Without PATH_INFO (Apache's mod_proxy_fcgi) the request URI,
+	 * without its query, names the site the same way. */
+	if (*p == '\0' && req->request_uri != NULL)
+		p = req->request_uri;
+	end = p + strcspn(p, "?");
 	if (end > p && end[-1] == '/')
 		end--;		/* tolerate one trailing slash */
 	start = end;
@@ -207,7 +213,7 @@ pn_response_write(struct pn_io *io, const struct pn_response *res)
 			     "Status: %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
 			     "Cache-Control: no-store\r\n%s\r\n",
 			     res->status, pn_http_reason(res->status), res->content_type,
-			     res->body.len, res->status == 405 ? "Allow: POST\r\n" : "");
+			     res->body.len, res->status == 405 ? "Allow: POST, GET, HEAD\r\n" : "");
 	else
 		n = snprintf(head, sizeof(head), "Status: %d %s\r\n%s\r\n", res->status,
 			     pn_http_reason(res->status),

@@ -27,6 +27,7 @@ struct pn_header {
 struct pn_request {
 	const char *method;
 	const char *path_info;		/* "" when absent */
+	const char *request_uri;	/* NULL when absent */
 	const char *content_type;	/* NULL when absent */
 	const char *remote_addr;
 	const unsigned char *body;	/* raw bytes, NUL-terminated for convenience */
@@ -62,7 +63,8 @@ enum pn_read_rc pn_request_read(struct pn_io *io, size_t max_body, struct pn_are
 /* Case-insensitive header lookup; NULL when absent. */
 const struct pn_header *pn_request_header(const struct pn_request *req, const char *name);
 
-/* The last segment of PATH_INFO ("/notify/alipay/shop-a" -> "shop-a"), or NULL. */
+/* The last segment of PATH_INFO ("/notify/alipay/shop-a" -> "shop-a"), or of
+ * REQUEST_URI (query removed) when PATH_INFO is empty; NULL if none. */
 const char *pn_request_site(const struct pn_request *req, struct pn_arena *a);
 
 struct pn_response {

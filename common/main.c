@@ -2,13 +2,15 @@
  * main.c: main() of every receiver, written once.
  *
  * Compiled once per receiver with -DPN_PROVIDER=pn_provider_<name>.  The
- * same binary serves one request as plain CGI (environment + stdin) or, when
- * fd 0 is a listening socket (web server, spawn-fcgi, systemd socket unit),
- * loops as a FastCGI responder.
+ * same binary serves
+ *   - one request as plain CGI (environment + stdin), when fd 0 is not a
+ *     socket and --listen is not given;
+ *   - FastCGI on fd 0 when fd 0 is a listening socket (web server,
+ *     spawn-fcgi, systemd socket unit);
+ *   - FastCGI on its own socket with --listen, pre-forking --workers N.
  */
 #include "config.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +22,7 @@
 
 #include "log.h"
 #include "pipeline.h"
+#include "server.h"
 
 #ifndef PN_PROVIDER
 #error "compile with -DPN_PROVIDER=pn_provider_<name>"
@@ -60,81 +63,44 @@ cgi_write(void *ctx, const void *buf, size_t n)
 	return fwrite(buf, 1, n, stdout) == n;
 }
 
-/* ---- FastCGI ------------------------------------------------------------ */
-
-static const char *
-fcgi_param(void *ctx, const char *name)
-{
-	FCGX_Request *r = ctx;
-
-	return FCGX_GetParam(name, r->envp);
-}
-
-static void
-fcgi_each_param(void *ctx, void (*fn)(void *, const char *), void *arg)
-{
-	FCGX_Request *r = ctx;
-	char  **e;
-
-	for (e = r->envp; e && *e; e++)
-		fn(arg, *e);
-}
-
-static long
-fcgi_read(void *ctx, void *buf, size_t n)
-{
-	FCGX_Request *r = ctx;
-	int	want = n > 65536 ? 65536 : (int)n;
-
-	return FCGX_GetStr(buf, want, r->in);
-}
-
-static bool
-fcgi_write(void *ctx, const void *buf, size_t n)
-{
-	FCGX_Request *r = ctx;
-
-	return FCGX_PutStr(buf, (int)n, r->out) == (int)n;
-}
-
 static int
-serve_fastcgi(struct pn_receiver *rcv)
+serve_cgi(const struct pn_provider *provider, struct pn_config *cfg)
 {
-	FCGX_Request req;
+	struct pn_receiver rcv;
+	struct pn_io io = {NULL, cgi_param, cgi_each_param, cgi_read, cgi_write};
+	int	rc = 0;
 
-	if (FCGX_Init() != 0) {
-		pn_log(PN_LOG_ERROR, "could not initialise libfcgi");
-		return 1;
-	}
-	if (FCGX_InitRequest(&req, 0, 0) != 0) {
-		pn_log(PN_LOG_ERROR, "could not initialise a FastCGI request");
-		return 1;
-	}
-	pn_log(PN_LOG_INFO, "serving FastCGI on fd 0 (%zu sites)", rcv->cfg ? rcv->cfg->nsites : 0);
-	while (FCGX_Accept_r(&req) >= 0) {
-		struct pn_io io = {&req, fcgi_param, fcgi_each_param, fcgi_read, fcgi_write};
-
-		pn_pipeline_handle(rcv, &io);
-		FCGX_Finish_r(&req);
-	}
-	FCGX_Free(&req, 1);
-	pn_log(PN_LOG_INFO, "FastCGI loop ended");
-	return 0;
+	pn_receiver_init(&rcv, provider, cfg);
+	pn_pipeline_handle(&rcv, &io);
+	if (fflush(stdout) != 0)
+		rc = 1;
+	pn_receiver_destroy(&rcv);
+	pn_cfg_free(cfg);
+	return rc;
 }
 
 static void
 usage(FILE *f, const char *prog)
 {
 	fprintf(f,
-		"usage: %s [-c FILE]\n"
+		"usage: %s [-c FILE] [--listen unix:PATH|HOST:PORT] [--workers N]\n"
 		"\n"
-		"Receives %s payment notifications as a CGI program, or as a FastCGI\n"
-		"responder when fd 0 is a listening socket.\n"
+		"Receives %s payment notifications.  Without --listen it is a CGI program,\n"
+		"or a FastCGI responder when fd 0 is a listening socket.\n"
 		"\n"
-		"  -c, --config FILE   configuration file (default: $PAYNOTIFY_CONFIG,\n"
-		"                      else /etc/paynotify/paynotify.conf)\n"
-		"  -h, --help          show this help\n"
-		"  -V, --version       show the version\n",
+		"  -c, --config FILE        configuration (default: $PAYNOTIFY_CONFIG, else\n"
+		"                           " PN_DEFAULT_CONFIG ")\n"
+		"  -l, --listen ADDR        FastCGI on unix:PATH or HOST:PORT\n"
+		"  -w, --workers N          pre-fork N supervised workers (default with\n"
+		"                           --listen: 2; on fd 0: 0 = serve in this process)\n"
+		"  -m, --socket-mode MODE   octal mode of a unix socket (default 0660)\n"
+		"  -o, --socket-owner U[:G] owner of a unix socket\n"
+		"  -t, --check-config       load the configuration, report, and exit\n"
+		"  -h, --help               show this help\n"
+		"  -V, --version            show the version\n"
+		"\n"
+		"Signals: SIGTERM stops after in-flight requests; SIGHUP reloads the\n"
+		"configuration and keys (a broken one is refused, the old one keeps serving).\n",
 		prog, PN_PROVIDER.name);
 }
 
@@ -143,22 +109,52 @@ main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{"config", required_argument, NULL, 'c'},
+		{"listen", required_argument, NULL, 'l'},
+		{"workers", required_argument, NULL, 'w'},
+		{"socket-mode", required_argument, NULL, 'm'},
+		{"socket-owner", required_argument, NULL, 'o'},
+		{"check-config", no_argument, NULL, 't'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
 	const struct pn_provider *provider = &PN_PROVIDER;
-	const char *config_path = NULL;
+	struct pn_server_opts opts = {NULL, NULL, -1, 0660, NULL};
 	struct pn_config *cfg;
-	struct pn_receiver rcv;
 	struct pn_err err;
-	int	c, rc = 0;
-	bool	cgi;
+	bool	check_only = false;
+	int	c, listen_fd = 0;
 
-	while ((c = getopt_long(argc, argv, "c:hV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:l:w:m:o:thV", longopts, NULL)) != -1) {
+		char   *end;
+
 		switch (c) {
 		case 'c':
-			config_path = optarg;
+			opts.config_path = optarg;
+			break;
+		case 'l':
+			opts.listen = optarg;
+			break;
+		case 'w':
+			opts.workers = (int)strtol(optarg, &end, 10);
+			if (*end != '\0' || opts.workers < 0) {
+				fprintf(stderr, "%s: invalid --workers \"%s\"\n", provider->program, optarg);
+				return 2;
+			}
+			break;
+		case 'm':
+			opts.socket_mode = (mode_t)strtol(optarg, &end, 8);
+			if (*end != '\0' || opts.socket_mode > 0777) {
+				fprintf(stderr, "%s: invalid --socket-mode \"%s\"\n", provider->program,
+					optarg);
+				return 2;
+			}
+			break;
+		case 'o':
+			opts.socket_owner = optarg;
+			break;
+		case 't':
+			check_only = true;
 			break;
 		case 'h':
 			usage(stdout, provider->program);
@@ -171,30 +167,49 @@ main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (config_path == NULL)
-		config_path = pn_cfg_default_path();
+	if (optind != argc) {
+		usage(stderr, provider->program);
+		return 2;
+	}
+	if (opts.config_path == NULL)
+		opts.config_path = pn_cfg_default_path();
 	pn_log_init(provider->program, PN_LOG_INFO);
 	signal(SIGPIPE, SIG_IGN);
 
-	cgi = FCGX_IsCGI();
-	cfg = pn_cfg_load(config_path, &err);
+	cfg = pn_cfg_load(opts.config_path, &err);
+	if (check_only) {
+		if (cfg == NULL) {
+			fprintf(stderr, "%s\n", err.msg);
+			return 1;
+		}
+		printf("%s: configuration OK (%zu sites)\n", opts.config_path, cfg->nsites);
+		pn_cfg_free(cfg);
+		return 0;
+	}
+	if (opts.listen == NULL && FCGX_IsCGI()) {
+		/* CGI: a broken configuration still gets the provider's
+		 * failure form, so that the provider retries. */
+		if (cfg == NULL)
+			pn_log(PN_LOG_ERROR, "could not load configuration: %s", err.msg);
+		else
+			pn_log_set_level((int)cfg->log_level);
+		return serve_cgi(provider, cfg);
+	}
 	if (cfg == NULL) {
 		pn_log(PN_LOG_ERROR, "could not load configuration: %s", err.msg);
-		if (!cgi)
-			return 78;	/* EX_CONFIG: a supervisor should not spin on it */
-	} else
-		pn_log_set_level((int)cfg->log_level);
-
-	pn_receiver_init(&rcv, provider, cfg);
-	if (cgi) {
-		struct pn_io io = {NULL, cgi_param, cgi_each_param, cgi_read, cgi_write};
-
-		pn_pipeline_handle(&rcv, &io);
-		if (fflush(stdout) != 0)
-			rc = 1;
-	} else
-		rc = serve_fastcgi(&rcv);
-	pn_receiver_destroy(&rcv);
-	pn_cfg_free(cfg);
-	return rc;
+		return 78;	/* EX_CONFIG: a supervisor should not spin on it */
+	}
+	pn_log_set_level((int)cfg->log_level);
+	if (opts.listen != NULL) {
+		listen_fd = pn_server_listen(opts.listen, opts.socket_mode, opts.socket_owner, &err);
+		if (listen_fd < 0) {
+			pn_log(PN_LOG_ERROR, "%s", err.msg);
+			pn_cfg_free(cfg);
+			return 1;
+		}
+		if (opts.workers < 0)
+			opts.workers = 2;
+	} else if (opts.workers < 0)
+		opts.workers = 0;
+	return pn_server_run(provider, &opts, listen_fd, cfg);
 }

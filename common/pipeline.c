@@ -104,6 +104,21 @@ pn_pipeline_handle(struct pn_receiver *r, struct pn_io *io)
 		goto respond;
 	}
 	rl.site = pn_request_site(&req, r->arena);
+	if (strcmp(req.method, "GET") == 0 || strcmp(req.method, "HEAD") == 0) {
+		/* Health check for load balancers: never touches orders. */
+		rl.site = NULL;
+		if (pn_store_ping(r->store, &err)) {
+			status = 200;
+			rl.outcome = "health";
+			pn_response_set(&r->res, status, "text/plain", "ok\n");
+		} else {
+			status = 503;
+			rl.outcome = "health";
+			rl.reason = err.msg;
+			pn_response_set(&r->res, status, "text/plain", "database unavailable\n");
+		}
+		goto respond;
+	}
 	if (strcmp(req.method, "POST") != 0) {
 		status = 405;
 		rl.outcome = "rejected";

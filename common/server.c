@@ -1,0 +1,593 @@
+/*
+ * server.c: listening socket, pre-forked workers, supervisor, reload.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <fcgiapp.h>
+
+#include "log.h"
+#include "pipeline.h"
+#include "server.h"
+
+#define LISTEN_BACKLOG 1024
+#define MAX_WORKERS 256
+#define STOP_GRACE_S 30		/* then SIGKILL what is left */
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 10000
+#define HEALTHY_AFTER_S 10	/* a worker that lived this long resets the back-off */
+
+static volatile sig_atomic_t got_term;
+static volatile sig_atomic_t got_hup;
+
+static void
+on_term(int sig)
+{
+	got_term = 1;
+}
+
+static void
+on_hup(int sig)
+{
+	got_hup = 1;
+}
+
+static int64_t
+mono_ms(void)
+{
+	return pn_now_us() / 1000;
+}
+
+/* ---- the listening socket ------------------------------------------------ */
+
+static bool
+apply_owner(const char *path, const char *owner, struct pn_err *err)
+{
+	char	buf[256], *colon;
+	uid_t	uid = (uid_t)-1;
+	gid_t	gid = (gid_t)-1;
+
+	snprintf(buf, sizeof(buf), "%s", owner);
+	colon = strchr(buf, ':');
+	if (colon)
+		*colon++ = '\0';
+	if (*buf) {
+		struct passwd *pw = getpwnam(buf);
+
+		if (pw == NULL) {
+			pn_err_set(err, "unknown user \"%s\" in --socket-owner", buf);
+			return false;
+		}
+		uid = pw->pw_uid;
+		if (colon == NULL)
+			gid = pw->pw_gid;
+	}
+	if (colon && *colon) {
+		struct group *gr = getgrnam(colon);
+
+		if (gr == NULL) {
+			pn_err_set(err, "unknown group \"%s\" in --socket-owner", colon);
+			return false;
+		}
+		gid = gr->gr_gid;
+	}
+	if (chown(path, uid, gid) != 0) {
+		pn_err_set(err, "could not chown socket \"%s\": %s", path, strerror(errno));
+		return false;
+	}
+	return true;
+}
+
+static int
+listen_unix(const char *path, mode_t mode, const char *owner, struct pn_err *err)
+{
+	struct sockaddr_un sun;
+	struct stat st;
+	int	fd;
+
+	if (strlen(path) >= sizeof(sun.sun_path)) {
+		pn_err_set(err, "socket path \"%s\" is too long", path);
+		return -1;
+	}
+	/* A socket left by a previous run is replaced; anything else is not. */
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			pn_err_set(err, "\"%s\" exists and is not a socket", path);
+			return -1;
+		}
+		unlink(path);
+	}
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	memcpy(sun.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0) {
+		pn_err_set(err, "could not bind unix socket \"%s\": %s", path, strerror(errno));
+		goto failed;
+	}
+	if (chmod(path, mode) != 0) {
+		pn_err_set(err, "could not chmod socket \"%s\": %s", path, strerror(errno));
+		goto failed;
+	}
+	if (owner && !apply_owner(path, owner, err))
+		goto failed;
+	if (listen(fd, LISTEN_BACKLOG) != 0) {
+		pn_err_set(err, "could not listen on \"%s\": %s", path, strerror(errno));
+		goto failed;
+	}
+	return fd;
+failed:
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+static int
+listen_tcp(const char *spec, struct pn_err *err)
+{
+	char	host[256], *port;
+	struct addrinfo hints, *res = NULL, *ai;
+	int	fd = -1, one = 1, rc;
+
+	snprintf(host, sizeof(host), "%s", spec);
+	port = strrchr(host, ':');
+	if (port == NULL || port[1] == '\0') {
+		pn_err_set(err, "invalid listen address \"%s\" (expected unix:PATH or HOST:PORT)", spec);
+		return -1;
+	}
+	*port++ = '\0';
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+	rc = getaddrinfo(*host ? host : NULL, port, &hints, &res);
+	if (rc != 0) {
+		pn_err_set(err, "could not resolve \"%s\": %s", spec, gai_strerror(rc));
+		return -1;
+	}
+	for (ai = res; ai; ai = ai->ai_next) {
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+		if (fd < 0)
+			continue;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, LISTEN_BACKLOG) == 0)
+			break;
+		close(fd);
+		fd = -1;
+	}
+	if (fd < 0)
+		pn_err_set(err, "could not listen on \"%s\": %s", spec, strerror(errno));
+	freeaddrinfo(res);
+	return fd;
+}
+
+int
+pn_server_listen(const char *spec, mode_t mode, const char *owner, struct pn_err *err)
+{
+	if (strncmp(spec, "unix:", 5) == 0)
+		return listen_unix(spec + 5, mode, owner, err);
+	return listen_tcp(spec, err);
+}
+
+/* ---- FastCGI request I/O ------------------------------------------------ */
+
+static const char *
+fcgi_param(void *ctx, const char *name)
+{
+	FCGX_Request *r = ctx;
+
+	return FCGX_GetParam(name, r->envp);
+}
+
+static void
+fcgi_each_param(void *ctx, void (*fn)(void *, const char *), void *arg)
+{
+	FCGX_Request *r = ctx;
+	char  **e;
+
+	for (e = r->envp; e && *e; e++)
+		fn(arg, *e);
+}
+
+static long
+fcgi_read(void *ctx, void *buf, size_t n)
+{
+	FCGX_Request *r = ctx;
+	int	want = n > 65536 ? 65536 : (int)n;
+
+	return FCGX_GetStr(buf, want, r->in);
+}
+
+static bool
+fcgi_write(void *ctx, const void *buf, size_t n)
+{
+	FCGX_Request *r = ctx;
+
+	return FCGX_PutStr(buf, (int)n, r->out) == (int)n;
+}
+
+/* ---- a worker ------------------------------------------------------------ */
+
+static void
+install(int sig, void (*fn)(int))
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = fn;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = 0;	/* no SA_RESTART: ppoll() must return */
+	sigaction(sig, &sa, NULL);
+}
+
+static void
+block_signals(void)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGQUIT);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+}
+
+/* Reload in this process (single-process mode). */
+static void
+reload_in_place(struct pn_receiver *rcv, const char *path)
+{
+	const struct pn_provider *p = rcv->provider;
+	struct pn_config *old = rcv->cfg, *cfg;
+	struct pn_err err;
+
+	cfg = pn_cfg_load(path, &err);
+	if (cfg == NULL) {
+		pn_log(PN_LOG_ERROR, "configuration reload refused, the old one keeps serving: %s",
+		       err.msg);
+		return;
+	}
+	pn_receiver_destroy(rcv);
+	pn_cfg_free(old);
+	pn_receiver_init(rcv, p, cfg);
+	pn_log_set_level((int)cfg->log_level);
+	pn_log(PN_LOG_INFO, "configuration reloaded from %s (%zu sites)", path, cfg->nsites);
+}
+
+/*
+ * Serve requests until SIGTERM/SIGINT/SIGQUIT.  Handled signals are blocked
+ * all along and let through only inside ppoll(), while no request is being
+ * served.  reload_path: reload on SIGHUP (single-process mode); NULL in a
+ * pre-forked worker, which the supervisor replaces instead.
+ */
+static void
+worker_loop(struct pn_receiver *rcv, int listen_fd, const char *reload_path)
+{
+	FCGX_Request req;
+	sigset_t waitmask;
+
+	install(SIGTERM, on_term);
+	install(SIGINT, on_term);
+	install(SIGQUIT, on_term);
+	install(SIGHUP, reload_path ? on_hup : SIG_IGN);
+	block_signals();
+	sigprocmask(SIG_SETMASK, NULL, &waitmask);
+	sigdelset(&waitmask, SIGTERM);
+	sigdelset(&waitmask, SIGINT);
+	sigdelset(&waitmask, SIGQUIT);
+	sigdelset(&waitmask, SIGHUP);
+
+	/* Non-blocking accept: several workers wait on one socket. */
+	fcntl(listen_fd, F_SETFL, fcntl(listen_fd, F_GETFL) | O_NONBLOCK);
+	FCGX_InitRequest(&req, listen_fd, FCGI_FAIL_ACCEPT_ON_INTR);
+	while (!got_term) {
+		if (got_hup) {
+			got_hup = 0;
+			reload_in_place(rcv, reload_path);
+		}
+		/* With FCGI_KEEP_CONN the next request arrives on the web
+		 * server's open connection; otherwise wait for a new one. */
+		if (req.ipcFd < 0) {
+			struct pollfd pfd = {listen_fd, POLLIN, 0};
+
+			if (ppoll(&pfd, 1, NULL, &waitmask) <= 0)
+				continue;	/* a signal: look at the flags */
+		}
+		if (FCGX_Accept_r(&req) < 0)
+			continue;	/* another worker took the connection */
+		{
+			struct pn_io io = {&req, fcgi_param, fcgi_each_param, fcgi_read, fcgi_write};
+
+			pn_pipeline_handle(rcv, &io);
+		}
+		FCGX_Finish_r(&req);
+	}
+	FCGX_Free(&req, 1);
+}
+
+static int
+serve_here(const struct pn_provider *p, const struct pn_server_opts *o, int listen_fd,
+	   struct pn_config *cfg)
+{
+	struct pn_receiver rcv;
+
+	pn_receiver_init(&rcv, p, cfg);
+	pn_log(PN_LOG_INFO, "serving FastCGI (%zu sites)", cfg->nsites);
+	worker_loop(&rcv, listen_fd, o->config_path);
+	pn_log(PN_LOG_INFO, "stopped");
+	cfg = rcv.cfg;
+	pn_receiver_destroy(&rcv);
+	pn_cfg_free(cfg);
+	return 0;
+}
+
+/* ---- the supervisor ------------------------------------------------------ */
+
+struct slot {
+	pid_t	pid;		/* 0: not running */
+	int64_t	started_ms;
+	int64_t	respawn_ms;	/* when to start it again (0: now) */
+	int64_t	backoff_ms;
+};
+
+struct supervisor {
+	const struct pn_provider *p;
+	const struct pn_server_opts *o;
+	int	listen_fd;
+	struct pn_config *cfg;
+	struct slot slots[MAX_WORKERS];
+	pid_t	retiring[MAX_WORKERS * 4];	/* old generation, finishing their requests */
+	size_t	nretiring;
+};
+
+static pid_t
+spawn(struct supervisor *sv, struct slot *sl)
+{
+	pid_t pid = fork();
+
+	if (pid < 0) {
+		pn_log(PN_LOG_ERROR, "could not fork a worker: %s", strerror(errno));
+		sl->respawn_ms = mono_ms() + BACKOFF_MAX_MS;
+		return -1;
+	}
+	if (pid == 0) {
+		struct pn_receiver rcv;
+
+		signal(SIGCHLD, SIG_DFL);
+		pn_receiver_init(&rcv, sv->p, sv->cfg);
+		worker_loop(&rcv, sv->listen_fd, NULL);
+		pn_receiver_destroy(&rcv);
+		pn_cfg_free(sv->cfg);
+		_exit(0);
+	}
+	sl->pid = pid;
+	sl->started_ms = mono_ms();
+	sl->respawn_ms = 0;
+	return pid;
+}
+
+static void
+describe_exit(int status, char *buf, size_t sz)
+{
+	if (WIFSIGNALED(status))
+		snprintf(buf, sz, "was killed by signal %d", WTERMSIG(status));
+	else
+		snprintf(buf, sz, "exited with status %d", WEXITSTATUS(status));
+}
+
+static void
+reap(struct supervisor *sv, bool stopping)
+{
+	int	status;
+	pid_t	pid;
+
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		char	how[64];
+		size_t	i;
+		bool	found = false;
+
+		describe_exit(status, how, sizeof(how));
+		for (i = 0; i < sv->nretiring; i++)
+			if (sv->retiring[i] == pid) {
+				sv->retiring[i] = sv->retiring[--sv->nretiring];
+				found = true;
+				break;
+			}
+		for (i = 0; !found && i < (size_t)sv->o->workers; i++) {
+			struct slot *sl = &sv->slots[i];
+			int64_t lived;
+
+			if (sl->pid != pid)
+				continue;
+			found = true;
+			sl->pid = 0;
+			if (stopping)
+				break;
+			lived = mono_ms() - sl->started_ms;
+			if (lived >= HEALTHY_AFTER_S * 1000)
+				sl->backoff_ms = BACKOFF_MIN_MS;
+			else
+				sl->backoff_ms = sl->backoff_ms ? sl->backoff_ms * 2 : BACKOFF_MIN_MS;
+			if (sl->backoff_ms > BACKOFF_MAX_MS)
+				sl->backoff_ms = BACKOFF_MAX_MS;
+			sl->respawn_ms = mono_ms() + (lived >= HEALTHY_AFTER_S * 1000 ? 0 : sl->backoff_ms);
+			pn_log(PN_LOG_ERROR, "worker %ld %s after %lld ms; restarting it in %lld ms",
+			       (long)pid, how, (long long)lived,
+			       (long long)(sl->respawn_ms - mono_ms()));
+		}
+		if (!found)
+			pn_log(PN_LOG_DEBUG, "process %ld %s", (long)pid, how);
+	}
+}
+
+static void
+reload(struct supervisor *sv)
+{
+	struct pn_err err;
+	struct pn_config *cfg = pn_cfg_load(sv->o->config_path, &err);
+	size_t	i;
+
+	if (cfg == NULL) {
+		pn_log(PN_LOG_ERROR, "configuration reload refused, the old one keeps serving: %s",
+		       err.msg);
+		return;
+	}
+	pn_cfg_free(sv->cfg);
+	sv->cfg = cfg;
+	pn_log_set_level((int)cfg->log_level);
+	/* New generation first, so the socket is never without a worker;
+	 * then the old one stops after its current request. */
+	for (i = 0; i < (size_t)sv->o->workers; i++) {
+		struct slot *sl = &sv->slots[i];
+		pid_t	old = sl->pid;
+
+		if (old > 0 && sv->nretiring < PN_ARRAY_LEN(sv->retiring))
+			sv->retiring[sv->nretiring++] = old;
+		sl->pid = 0;
+		sl->backoff_ms = 0;
+		spawn(sv, sl);
+		if (old > 0)
+			kill(old, SIGTERM);
+	}
+	pn_log(PN_LOG_INFO, "configuration reloaded from %s (%zu sites); workers replaced",
+	       sv->o->config_path, cfg->nsites);
+}
+
+static bool
+any_alive(const struct supervisor *sv)
+{
+	size_t i;
+
+	if (sv->nretiring > 0)
+		return true;
+	for (i = 0; i < (size_t)sv->o->workers; i++)
+		if (sv->slots[i].pid > 0)
+			return true;
+	return false;
+}
+
+static void
+signal_all(const struct supervisor *sv, int sig)
+{
+	size_t i;
+
+	for (i = 0; i < (size_t)sv->o->workers; i++)
+		if (sv->slots[i].pid > 0)
+			kill(sv->slots[i].pid, sig);
+	for (i = 0; i < sv->nretiring; i++)
+		kill(sv->retiring[i], sig);
+}
+
+static int
+supervise(const struct pn_provider *p, const struct pn_server_opts *o, int listen_fd,
+	  struct pn_config *cfg)
+{
+	struct supervisor sv;
+	sigset_t set;
+	int64_t	stop_deadline = 0;
+	bool	stopping = false;
+	size_t	i;
+
+	memset(&sv, 0, sizeof(sv));
+	sv.p = p;
+	sv.o = o;
+	sv.listen_fd = listen_fd;
+	sv.cfg = cfg;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGQUIT);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+
+	for (i = 0; i < (size_t)o->workers; i++)
+		spawn(&sv, &sv.slots[i]);
+	pn_log(PN_LOG_INFO, "supervising %d workers (%zu sites)", o->workers, cfg->nsites);
+
+	while (!stopping || any_alive(&sv)) {
+		struct timespec ts = {1, 0};
+		int64_t	now = mono_ms(), next = now + 1000;
+		int	sig;
+
+		for (i = 0; !stopping && i < (size_t)o->workers; i++) {
+			struct slot *sl = &sv.slots[i];
+
+			if (sl->pid == 0 && sl->respawn_ms <= now)
+				spawn(&sv, sl);
+			if (sl->pid == 0 && sl->respawn_ms < next)
+				next = sl->respawn_ms;
+		}
+		if (next > now) {
+			ts.tv_sec = (next - now) / 1000;
+			ts.tv_nsec = ((next - now) % 1000) * 1000000;
+		} else
+			ts.tv_sec = 0, ts.tv_nsec = 1000000;
+		sig = sigtimedwait(&set, NULL, &ts);
+		switch (sig) {
+		case SIGCHLD:
+			reap(&sv, stopping);
+			break;
+		case SIGHUP:
+			if (!stopping)
+				reload(&sv);
+			break;
+		case SIGTERM:
+		case SIGINT:
+		case SIGQUIT:
+			if (!stopping) {
+				pn_log(PN_LOG_INFO, "stopping: workers finish their requests");
+				stopping = true;
+				stop_deadline = mono_ms() + STOP_GRACE_S * 1000;
+				signal_all(&sv, SIGTERM);
+			}
+			break;
+		default:
+			break;
+		}
+		if (stopping && mono_ms() > stop_deadline) {
+			pn_log(PN_LOG_ERROR, "workers did not stop in %d s: killing them", STOP_GRACE_S);
+			signal_all(&sv, SIGKILL);
+			stop_deadline = mono_ms() + 60000;
+		}
+	}
+	pn_log(PN_LOG_INFO, "stopped");
+	pn_cfg_free(sv.cfg);
+	return 0;
+}
+
+int
+pn_server_run(const struct pn_provider *p, const struct pn_server_opts *o, int listen_fd,
+	      struct pn_config *cfg)
+{
+	if (FCGX_Init() != 0) {
+		pn_log(PN_LOG_ERROR, "could not initialise libfcgi");
+		pn_cfg_free(cfg);
+		return 1;
+	}
+	if (o->workers <= 0)
+		return serve_here(p, o, listen_fd, cfg);
+	if (o->workers > MAX_WORKERS) {
+		pn_log(PN_LOG_ERROR, "at most %d workers", MAX_WORKERS);
+		pn_cfg_free(cfg);
+		return 2;
+	}
+	return supervise(p, o, listen_fd, cfg);
+}

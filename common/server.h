@@ -1,0 +1,43 @@
+/*
+ * server.h: the FastCGI process model.
+ *
+ *   - a listening socket: fd 0 handed over by a web server, spawn-fcgi or a
+ *     systemd socket unit, or our own (--listen unix:PATH | HOST:PORT);
+ *   - workers == 0: this process serves the socket itself;
+ *   - workers  > 0: a supervisor pre-forks that many workers, restarts one
+ *     that dies (with back-off), and on SIGHUP loads the configuration again
+ *     and replaces the workers by a new generation (old workers finish their
+ *     request first); a configuration that does not load is refused with a
+ *     log line and the old workers keep serving;
+ *   - SIGTERM/SIGINT: stop accepting, finish in-flight requests, exit.
+ *
+ * Signals are blocked while a request is served and delivered only while a
+ * worker waits for a connection, so a request is never interrupted.
+ */
+#ifndef PN_SERVER_H
+#define PN_SERVER_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "cfg.h"
+#include "provider.h"
+#include "util.h"
+
+struct pn_server_opts {
+	const char *config_path;
+	const char *listen;		/* NULL: use fd 0 */
+	int	workers;		/* 0: serve in this process */
+	mode_t	socket_mode;		/* unix sockets */
+	const char *socket_owner;	/* "user[:group]" for unix sockets, or NULL */
+};
+
+/* Open the listening socket described by spec ("unix:/path", "host:port", ":port"). */
+int pn_server_listen(const char *spec, mode_t mode, const char *owner, struct pn_err *err) PN_WUR;
+
+/* Serve FastCGI on listen_fd until told to stop.  Takes ownership of cfg.
+ * Returns the process exit status. */
+int pn_server_run(const struct pn_provider *p, const struct pn_server_opts *o, int listen_fd,
+		  struct pn_config *cfg);
+
+#endif
