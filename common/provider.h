@@ -48,6 +48,7 @@ struct pn_provider {
 			  const char *reason);
 };
 
+extern const struct pn_provider pn_provider_2c2p;
 extern const struct pn_provider pn_provider_alipay;
 extern const struct pn_provider pn_provider_stripe;
 
