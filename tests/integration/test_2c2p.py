@@ -23,6 +23,7 @@ import hashlib
 import hmac
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -48,8 +49,10 @@ FORM_TYPE = "application/x-www-form-urlencoded"
 
 
 def write_config(cluster):
+    """A config with two 2C2P sites (pntest.write_config knows only Alipay
+    and Stripe); the v4 secret file holds a decoy key first (rotation)."""
     d = tempfile.mkdtemp(prefix="pntest-2c2p-cfg.")
-    pntest._cleanups.append(lambda: __import__("shutil").rmtree(d, ignore_errors=True))
+    pntest._cleanups.append(lambda: shutil.rmtree(d, ignore_errors=True))
     pntest._write_secret(os.path.join(d, "2c2p.key"), OTHER_KEY + "\n" + KEY + "\n")
     pntest._write_secret(os.path.join(d, "2c2p-legacy.key"), LEGACY_KEY + "\n")
     text = "\n".join([
