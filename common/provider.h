@@ -73,6 +73,7 @@ struct pn_provider {
 	bool	(*sign)(const struct pn_sign_req *req, struct pn_signed *out, struct pn_err *err);
 };
 
+extern const struct pn_provider pn_provider_2c2p;
 extern const struct pn_provider pn_provider_alipay;
 extern const struct pn_provider pn_provider_stripe;
 
