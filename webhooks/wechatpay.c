@@ -554,6 +554,19 @@ trim_java(const char *s, size_t len, const char **start, size_t *out)
 	*out = len;
 }
 
+/* A v2 value as it was signed (trimmed, see v2_sign_string), or NULL if empty. */
+static const char *
+v2_get(struct pn_arena *a, const struct pn_xml_flat *x, const char *name)
+{
+	const char *v = pn_xml_get(x, name), *s;
+	size_t	len;
+
+	if (v == NULL)
+		return NULL;
+	trim_java(v, strlen(v), &s, &len);
+	return len ? pn_arena_strndup(a, s, len) : NULL;
+}
+
 static int
 field_cmp(const void *a, const void *b)
 {
@@ -695,23 +708,23 @@ v2_check_sign(const struct pn_verify_ctx *ctx, const struct pn_xml_flat *x,
 static void
 v2_payment(struct pn_arena *a, const struct pn_xml_flat *x, struct pn_event *ev)
 {
-	const char *result = nonempty(pn_xml_get(x, "result_code"));
-	const char *txn = nonempty(pn_xml_get(x, "transaction_id"));
-	const char *otn = nonempty(pn_xml_get(x, "out_trade_no"));
+	const char *result = v2_get(a, x, "result_code");
+	const char *txn = v2_get(a, x, "transaction_id");
+	const char *otn = v2_get(a, x, "out_trade_no");
 	const char *base = txn ? txn : otn ? pn_arena_printf(a, "otn:%s", otn) : "-";
 
 	ev->order_id = otn;
 	ev->psp_txn_id = txn;
-	ev->psp_time = nonempty(pn_xml_get(x, "time_end"));
+	ev->psp_time = v2_get(a, x, "time_end");
 	ev->event_type = pn_arena_printf(a, "v2.pay.%s", result ? result : "-");
 	ev->dedup_key = pn_arena_printf(a, "%s:%s", base, result ? result : "-");
 	ev->kind = streq(result, "SUCCESS") ? PN_KIND_PAID
 	    : streq(result, "FAIL") ? PN_KIND_FAILED : PN_KIND_IGNORED;
-	if (!currency_of(a, pn_xml_get(x, "fee_type"), &ev->currency)) {
+	if (!currency_of(a, v2_get(a, x, "fee_type"), &ev->currency)) {
 		ev->currency = NULL;
 		flag_amount(ev, "fee_type is not an ISO 4217 code");
 	}
-	if (!fen_text(pn_xml_get(x, "total_fee"), &ev->amount_minor)) {
+	if (!fen_text(v2_get(a, x, "total_fee"), &ev->amount_minor)) {
 		ev->amount_minor = -1;
 		if (ev->kind == PN_KIND_PAID && ev->flag == NULL)
 			flag_amount(ev, "no usable total_fee on a payment");
@@ -726,50 +739,58 @@ v2_open_refund(const struct pn_verify_ctx *ctx, const char *req_info, struct pn_
 	const struct pn_site *s = ctx->site;
 	unsigned char *raw, *plain, aes[32];
 	size_t	rawlen, plen, i;
-	struct pn_err ignored;
+	const char *opened = NULL;
+	struct pn_err inner;
 
 	if (!pn_b64_decode(ctx->arena, req_info, strlen(req_info), &raw, &rawlen)) {
 		pn_err_set(err, "req_info is not valid base64");
 		return false;
 	}
 	for (i = 0; i < s->wechatpay.napiv2_keys; i++) {
-		bool ok = pn_wechatpay_v2_refund_key(&s->wechatpay.apiv2_keys[i], aes)
-		    && pn_aes256ecb_decrypt(ctx->arena, aes, raw, rawlen, &plain, &plen)
-		    && pn_xml_parse_flat(ctx->arena, plain, plen, "root", in, &ignored);
+		bool dec = pn_wechatpay_v2_refund_key(&s->wechatpay.apiv2_keys[i], aes)
+		    && pn_aes256ecb_decrypt(ctx->arena, aes, raw, rawlen, &plain, &plen);
 
 		OPENSSL_cleanse(aes, sizeof(aes));
-		if (ok) {
+		if (!dec)
+			continue;
+		/* No MAC: well-formed <root> XML is the rest of the proof. */
+		if (pn_xml_parse_flat(ctx->arena, plain, plen, "root", in, &inner)) {
 			*key_id = s->wechatpay.apiv2_keys[i].id;
 			return true;
 		}
+		opened = s->wechatpay.apiv2_keys[i].id;
 	}
-	pn_err_set(err, "could not decrypt WeChat Pay v2 refund req_info for site %s with any "
-		   "APIv2 key (%zu tried)", s->name, s->wechatpay.napiv2_keys);
+	if (opened != NULL)
+		pn_err_set(err, "WeChat Pay v2 req_info for site %s decrypts with APIv2 key %s but "
+			   "is not acceptable XML: %s", s->name, opened, inner.msg);
+	else
+		pn_err_set(err, "could not decrypt WeChat Pay v2 refund req_info for site %s with "
+			   "any APIv2 key (%zu tried)", s->name, s->wechatpay.napiv2_keys);
 	return false;
 }
 
 static void
 v2_refund(struct pn_arena *a, const struct pn_xml_flat *in, struct pn_event *ev)
 {
-	const char *status = nonempty(pn_xml_get(in, "refund_status"));
-	const char *rid = nonempty(pn_xml_get(in, "refund_id"));
-	const char *orn = nonempty(pn_xml_get(in, "out_refund_no"));
+	const char *status = v2_get(a, in, "refund_status");
+	const char *rid = v2_get(a, in, "refund_id");
+	const char *orn = v2_get(a, in, "out_refund_no");
 	const char *base = rid ? rid : orn ? pn_arena_printf(a, "out:%s", orn) : "-";
 
-	ev->order_id = nonempty(pn_xml_get(in, "out_trade_no"));
-	ev->psp_txn_id = nonempty(pn_xml_get(in, "transaction_id"));
-	ev->psp_time = nonempty(pn_xml_get(in, "success_time"));
+	ev->order_id = v2_get(a, in, "out_trade_no");
+	ev->psp_txn_id = v2_get(a, in, "transaction_id");
+	ev->psp_time = v2_get(a, in, "success_time");
 	ev->event_type = pn_arena_printf(a, "v2.refund.%s", status ? status : "-");
 	ev->dedup_key = pn_arena_printf(a, "refund:%s:%s", base, status ? status : "-");
 	ev->currency = "CNY";
-	if (!fen_text(pn_xml_get(in, "total_fee"), &ev->amount_minor))
+	if (!fen_text(v2_get(a, in, "total_fee"), &ev->amount_minor))
 		ev->amount_minor = -1;
 	/* CHANGE (abnormal) and REFUNDCLOSE are recorded for a human. */
 	if (!streq(status, "SUCCESS"))
 		return;
 	ev->kind = PN_KIND_REFUND;
 	ev->refund_cumulative = false;	/* refund_fee is this refund alone */
-	if (!fen_text(pn_xml_get(in, "refund_fee"), &ev->refund_minor)) {
+	if (!fen_text(v2_get(a, in, "refund_fee"), &ev->refund_minor)) {
 		ev->refund_minor = -1;
 		flag_amount(ev, "no usable refund_fee on a refund");
 	}
@@ -793,13 +814,13 @@ v2_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_err *e
 		return PN_MALFORMED;
 	}
 	/* return_code is a transport flag; without SUCCESS nothing is signed. */
-	rc = pn_xml_get(&x, "return_code");
+	rc = v2_get(ctx->arena, &x, "return_code");
 	if (!streq(rc, "SUCCESS")) {
 		pn_err_set(err, "WeChat Pay v2 return_code is \"%.16s\", not SUCCESS: nothing to "
 			   "verify or record", rc ? rc : "");
 		return PN_MALFORMED;
 	}
-	req_info = nonempty(pn_xml_get(&x, "req_info"));
+	req_info = v2_get(ctx->arena, &x, "req_info");
 	if (req_info != NULL) {
 		if (!v2_open_refund(ctx, req_info, &in, &key_id, err))
 			return PN_UNVERIFIED;
@@ -810,10 +831,10 @@ v2_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_err *e
 		v2_payment(ctx->arena, &x, ev);
 	}
 	ev->key_id = key_id;
-	m.mchid = pn_xml_get(&x, "mch_id");
-	m.sub_mchid = pn_xml_get(&x, "sub_mch_id");
-	m.appid = pn_xml_get(&x, "appid");
-	m.sub_appid = pn_xml_get(&x, "sub_appid");
+	m.mchid = v2_get(ctx->arena, &x, "mch_id");
+	m.sub_mchid = v2_get(ctx->arena, &x, "sub_mch_id");
+	m.appid = v2_get(ctx->arena, &x, "appid");
+	m.sub_appid = v2_get(ctx->arena, &x, "sub_appid");
 	m.mchid_name = "mch_id";
 	m.appid_name = "appid";
 	check_merchant(ctx->arena, ctx->site, &m, true, ev);
