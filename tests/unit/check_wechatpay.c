@@ -47,8 +47,12 @@ fixture_text(const char *rel, size_t *len)
 	char   *text = NULL;
 	struct pn_err err;
 
+	const char *copy;
+
 	ck_assert_msg(pn_read_file(fixture_path(rel), 1 << 20, &text, len, &err), "%s", err.msg);
-	return pn_arena_memdup(A, text, *len + 1);
+	copy = pn_arena_memdup(A, text, *len + 1);
+	free(text);
+	return copy;
 }
 
 static struct pn_secret
