@@ -36,6 +36,7 @@
 #include "wechatpay.h"
 
 #define MAX_FEN INT64_C(1000000000000000)	/* 10^15, as pn_money_parse */
+#define PN_WECHATPAY_MAX_KEY 255
 
 static const char *const wechatpay_keep_headers[] = {
 	"Wechatpay-Timestamp", "Wechatpay-Nonce", "Wechatpay-Signature", "Wechatpay-Serial",
@@ -184,6 +185,23 @@ check_merchant(struct pn_arena *a, const struct pn_site *site, const struct merc
 						  : m->appid_name, app ? app : "", site->name,
 						  site->wechatpay.appid);
 	}
+}
+
+/*
+ * Keys are indexed (unique per site and provider): a key built from an
+ * unusually long provider field is replaced by its SHA-256, so that it can
+ * never make the insert fail and the provider retry forever.
+ */
+static const char *
+bound_key(struct pn_arena *a, const char *key)
+{
+	struct pn_iov iov = {key, strlen(key)};
+	unsigned char md[64];
+	size_t	mdlen = 0;
+
+	if (iov.len <= PN_WECHATPAY_MAX_KEY || !pn_digest(PN_MD_SHA256, &iov, 1, md, &mdlen))
+		return key;
+	return pn_arena_printf(a, "sha256:%s", pn_hex_encode(a, md, mdlen, false));
 }
 
 /* ---- API v3: headers, signature, decryption ----------------------------- */
@@ -534,6 +552,7 @@ v3_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_err *e
 	}
 	ev->key_id = pn_arena_printf(ctx->arena, "%s/%s", sig_key, aes_key);
 	v3_normalise(ctx->arena, env, plain_json, &h, ctx->site, ev);
+	ev->dedup_key = bound_key(ctx->arena, ev->dedup_key);
 done:
 	json_decref(plain_json);
 	json_decref(env);
@@ -838,6 +857,7 @@ v2_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_err *e
 	m.mchid_name = "mch_id";
 	m.appid_name = "appid";
 	check_merchant(ctx->arena, ctx->site, &m, true, ev);
+	ev->dedup_key = bound_key(ctx->arena, ev->dedup_key);
 	return PN_VERIFIED;
 }
 
