@@ -405,6 +405,67 @@ done:
 	return ok;
 }
 
+bool
+pn_aes256gcm_encrypt(struct pn_arena *a, const unsigned char key[32], const void *iv,
+		     size_t ivlen, const void *aad, size_t aadlen, const void *in, size_t inlen,
+		     unsigned char **out, size_t *outlen)
+{
+	EVP_CIPHER_CTX *ctx;
+	unsigned char *buf;
+	int	n = 0, m = 0;
+	bool	ok = false;
+
+	if (inlen > (size_t)INT32_MAX - 32 || ivlen == 0 || ivlen > 64)
+		return false;
+	buf = pn_arena_alloc(a, inlen + 16 + 1);
+	if ((ctx = EVP_CIPHER_CTX_new()) == NULL)
+		return false;
+	if (EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, NULL, NULL) != 1
+	    || EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN, (int)ivlen, NULL) != 1
+	    || EVP_EncryptInit_ex(ctx, NULL, NULL, key, iv) != 1)
+		goto done;
+	if (aadlen > 0 && EVP_EncryptUpdate(ctx, NULL, &n, aad, (int)aadlen) != 1)
+		goto done;
+	if (EVP_EncryptUpdate(ctx, buf, &n, in, (int)inlen) != 1
+	    || EVP_EncryptFinal_ex(ctx, buf + n, &m) != 1
+	    || EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, 16, buf + n + m) != 1)
+		goto done;
+	*out = buf;
+	*outlen = (size_t)(n + m) + 16;
+	ok = true;
+done:
+	EVP_CIPHER_CTX_free(ctx);
+	ERR_clear_error();
+	return ok;
+}
+
+bool
+pn_aes256ecb_encrypt(struct pn_arena *a, const unsigned char key[32], const void *in,
+		     size_t inlen, unsigned char **out, size_t *outlen)
+{
+	EVP_CIPHER_CTX *ctx;
+	unsigned char *buf;
+	int	n = 0, m = 0;
+	bool	ok = false;
+
+	if (inlen > (size_t)INT32_MAX - 32)
+		return false;
+	buf = pn_arena_alloc(a, inlen + 32);
+	if ((ctx = EVP_CIPHER_CTX_new()) == NULL)
+		return false;
+	if (EVP_EncryptInit_ex(ctx, EVP_aes_256_ecb(), NULL, key, NULL) != 1
+	    || EVP_EncryptUpdate(ctx, buf, &n, in, (int)inlen) != 1
+	    || EVP_EncryptFinal_ex(ctx, buf + n, &m) != 1)
+		goto done;
+	*out = buf;
+	*outlen = (size_t)(n + m);
+	ok = true;
+done:
+	EVP_CIPHER_CTX_free(ctx);
+	ERR_clear_error();
+	return ok;
+}
+
 /* ---- keys ---------------------------------------------------------------- */
 
 static char *
