@@ -426,8 +426,8 @@ class Scenarios:
         self.assertEqual(self.order(oid)["status"], "pending")
 
     # -- both ---------------------------------------------------------------
-    def test_get_405_unknown_site_404(self):
-        r = self.send({}, b"", method="GET")
+    def test_put_405_unknown_site_404(self):
+        r = self.send({}, b"", method="PUT")
         self.assertEqual(r.status, 405, r)
         r = self.send(*v3_request(transaction("x", 1, "t")), site="no-such-site")
         self.fail_v3(r, 404)
