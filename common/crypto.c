@@ -191,18 +191,6 @@ pn_hex_encode(struct pn_arena *a, const void *in, size_t len, bool upper)
 	return out;
 }
 
-static int
-hex_value(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 bool
 pn_hex_decode(const char *in, size_t len, unsigned char *out, size_t outcap, size_t *outlen)
 {
@@ -211,7 +199,7 @@ pn_hex_decode(const char *in, size_t len, unsigned char *out, size_t outcap, siz
 	if (len % 2 != 0 || len / 2 > outcap)
 		return false;
 	for (i = 0; i < len; i += 2) {
-		int hi = hex_value((unsigned char)in[i]), lo = hex_value((unsigned char)in[i + 1]);
+		int hi = pn_hexval((unsigned char)in[i]), lo = pn_hexval((unsigned char)in[i + 1]);
 
 		if (hi < 0 || lo < 0)
 			return false;
