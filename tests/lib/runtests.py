@@ -136,8 +136,11 @@ def main():
             result.failed += 1
             out.write("  ERROR could not load %s\n%s" % (path, traceback.format_exc()))
         if result.passed + result.failed + result.skipped_n == 0:
-            result.failed += 1
-            out.write("  ERROR %s: no test ran\n" % label)
+            if args.pattern:
+                out.write("  (no test in %s matches %r)\n" % (label, args.pattern))
+            else:
+                result.failed += 1
+                out.write("  ERROR %s: no test ran\n" % label)
         out.write("integration %s: %d passed, %d failed, %d skipped\n" % (
             label, result.passed, result.failed, result.skipped_n))
         out.flush()
