@@ -609,6 +609,9 @@ class TestReport(AdminTest):
                                ("pending_without_notification", "shop2", "OLD"),
                                ("unknown_order", "shop", "NOORDER")])
         self.assertIn("5 items need a human", p.stderr)
+        detail = {r["order_id"]: r["detail"] for r in json.loads(p.stdout)}
+        self.assertEqual(detail["AMT"], "paid 100 CNY, order 999 CNY pending")
+        self.assertEqual(detail["NOORDER"], "paid 100 CNY, no such order")
         p = admin("report", "--pending-older-than", "3h", "--format", "csv")
         self.assertEqual(p.returncode, 1)
         rows = list(csv.DictReader(io.StringIO(p.stdout, newline="")))
