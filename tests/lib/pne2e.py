@@ -18,6 +18,7 @@ wait has a deadline.
 """
 
 import collections
+import ctypes
 import http.client as httpclient
 import os
 import pwd
@@ -231,8 +232,21 @@ def wait_port(port, timeout, proc=None, what="server"):
 # ---------------------------------------------------------------------------
 # processes
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent():
+    """In the child: SIGTERM when the test runner dies, even by SIGKILL
+    (scripts/test's timeout -k), so that no server outlives it."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
 class _Proc:
-    """A process started in its own process group, stopped at exit."""
+    """A process started in its own process group, stopped at exit (and
+    sent SIGTERM if the runner dies first)."""
 
     def __init__(self):
         self.proc = None
@@ -245,7 +259,8 @@ class _Proc:
         with open(log, "ab") as lf:
             self.proc = subprocess.Popen(argv, stdin=stdin, stdout=lf, stderr=lf,
                                          env=env or pntest.clean_env(), cwd=cwd,
-                                         start_new_session=True, pass_fds=pass_fds)
+                                         start_new_session=True, pass_fds=pass_fds,
+                                         preexec_fn=_die_with_parent)
         return self.proc
 
     @property
