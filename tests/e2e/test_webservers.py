@@ -14,7 +14,9 @@ end: a valid notification (from `paynotify sign`) is applied and acked in
 the provider's exact form; the same delivery again is acked and only
 counted (deliveries = 2, one transition); a forged one (the same
 notification signed with other keys) gets the failure form and stores
-nothing; GET on the receiver's path is the health check (200 "ok").
+nothing; GET on the receiver's path is the health check (200 "ok").  The
+body limits of the snippets match [limits] max_body_bytes: 1 MiB is
+delivered, one byte more is 413.
 """
 
 import json
@@ -182,6 +184,26 @@ class FrontEnd:
         r = pne2e.http(self.port(), "POST", "/notify/stripe/no-such-site", n.headers, n.body)
         self.assertEqual(r.status, 404, r)
         self.assertEqual(PG.notifications("order_id = %s" % pntest.q(oid)), [])
+
+
+    def test_body_over_limit_413(self):
+        # the snippets' client_max_body_size / LimitRequestBody (1 MiB)
+        n = pne2e.sign(CFG, "stripe", new_order(self.front, "big", "stripe"))
+        body = n.body + b" " * (1048576 + 1 - len(n.body))
+        r = pne2e.http(self.port(), "POST", n.path, n.headers, body)
+        self.assertEqual(r.status, 413, r)
+
+    def test_body_at_limit_is_delivered(self):
+        # exactly max_body_bytes (1 MiB) passes the front end and is read
+        oid = new_order(self.front, "at-limit", "stripe")
+        body = pntest.stripe_checkout_completed(oid, 1234, "usd")
+        body += b" " * (1048576 - len(body))
+        h = {"Content-Type": pntest.STRIPE_CONTENT_TYPE,
+             "Stripe-Signature": pntest.stripe_header("whsec_demo_secret", int(time.time()),
+                                                      body)}
+        r = pne2e.http(self.port(), "POST", "/notify/stripe/" + SITE, h, body)
+        check_success(self, "stripe", False, r)
+        self.assertEqual(PG.order(SITE, oid)["status"], "paid")
 
 
 class TestNginx(FrontEnd, unittest.TestCase):
