@@ -160,8 +160,11 @@ def sign_2c2p(payload_text, header=b'{"alg":"HS256","typ":"JWT"}', key=TWOC2P_KE
     if isinstance(payload_text, str):
         payload_text = payload_text.encode("utf-8")
     signed = b64u(header) + "." + b64u(payload_text)
-    digest = {None: hashlib.sha256, "HS256": hashlib.sha256, "HS512": hashlib.sha512}[alg]
-    sig = "" if alg == "none" else b64u(hmac.new(key.encode(), signed.encode(), digest).digest())
+    if alg == "none":
+        sig = ""
+    else:
+        digest = {None: hashlib.sha256, "HS256": hashlib.sha256, "HS512": hashlib.sha512}[alg]
+        sig = b64u(hmac.new(key.encode(), signed.encode(), digest).digest())
     body = json.dumps({"payload": signed + "." + sig}).encode()
     return {"Content-Type": "application/json"}, body
 
