@@ -342,8 +342,8 @@ class Receiver:
         pntest._diagnostics.append(self)
         with open(self.log, "wb") as lf:
             self.proc = subprocess.Popen(
-                [self.binary, "-c", self.config, "--listen", "unix:" + self.sock,
-                 "--workers", str(self.workers)],
+                pntest.valgrind_argv([self.binary, "-c", self.config, "--listen",
+                                      "unix:" + self.sock, "--workers", str(self.workers)]),
                 stdin=subprocess.DEVNULL, stdout=lf, stderr=lf, cwd="/",
                 env=pntest.clean_env(self.env), start_new_session=True)
         deadline = time.monotonic() + timeout
@@ -370,7 +370,7 @@ class Receiver:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(15)
+                self.proc.wait(60 if pntest.UNDER_VALGRIND else 15)
             except subprocess.TimeoutExpired:
                 try:
                     os.killpg(self.proc.pid, signal.SIGKILL)
