@@ -21,6 +21,7 @@ import json
 import os
 import queue
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -304,11 +305,27 @@ class Faults(unittest.TestCase):
         self.assertLess(reconnect_s, 2.0, "every worker must be back within 2 s")
         self.exactly_once("O", events)
         self.assertEqual(len(self.rcv.worker_pids()), 4)
+        # Per worker: after its last 503, each of the 4 workers (same pids,
+        # none restarted) answered successes again: it reconnected by itself.
+        last_503, ok_after = {}, {}
+        for i, line in enumerate(self.rcv.log_text().splitlines()):
+            m = re.search(r"paynotify-stripe\[(\d+)\]: request .* status=(\d+)", line)
+            if m:
+                pid, st = int(m.group(1)), int(m.group(2))
+                if st == 503:
+                    last_503[pid] = i
+                elif st == 200 and i > last_503.get(pid, -1):
+                    ok_after[pid] = ok_after.get(pid, 0) + 1
+        self.assertEqual(set(last_503), set(self.rcv.worker_pids()),
+                         "every worker must have seen the outage")
+        self.assertTrue(all(ok_after.get(pid, 0) > 0 for pid in last_503),
+                        "every worker must succeed again after the outage: %r" % ok_after)
         measured("database_outage", events=events, outage_s=marks["start_begin"] - marks["stop_done"],
                  answers_during_outage=len(during),
                  first_success_after_up_s=first_ok - marks["up"],
                  last_failure_after_up_s=reconnect_s,
-                 pg_start_s=marks["up"] - marks["start_begin"], seconds=took)
+                 pg_start_s=marks["up"] - marks["start_begin"],
+                 workers_recovered=len(ok_after), seconds=took)
 
     # -- 4 ------------------------------------------------------------------
     def test_4_slow_database(self):
