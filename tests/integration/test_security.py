@@ -213,8 +213,10 @@ class LooseSecretFiles(unittest.TestCase):
                     self.assertIsNone(pnkit.failure_form(provider, r), r)
                     self.assertIn(name, r.stderr)
                     rcv = pnkit.Receiver(provider, cfg, workers=1)
-                    with self.assertRaises(RuntimeError):
+                    with self.assertRaisesRegex(RuntimeError, "exited at start-up"):
                         rcv.start(timeout=5)
+                    self.assertNotEqual(rcv.proc.returncode, 0)
+                    self.assertIn("chmod 600", rcv.log_text())
                     rcv.stop()
 
 
