@@ -149,6 +149,9 @@ def build(case, ctx):
     headers.update(c.get("headers", {}))
     for k, v in c.get("header_repeat", {}).items():
         headers[k] = v["unit"] * v["count"]
+    if "header_many" in c:
+        for n in range(c["header_many"]["count"]):
+            headers["%s%d" % (c["header_many"]["prefix"], n)] = "v"
     for old, new in c.get("replace", []):
         assert old.encode() in body, "%s: replace: %r not in the body" % (c["name"], old)
         body = body.replace(old.encode(), new.encode())
