@@ -152,7 +152,10 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 	const char *values[INGEST_NPARAMS];
 	int	lengths[INGEST_NPARAMS] = {0};
 	int	formats[INGEST_NPARAMS] = {0};
-	int	attempt;
+	char   *escaped[INGEST_NPARAMS] = {NULL};
+	const char *orig[INGEST_NPARAMS];
+	int	attempt, i;
+	bool	ok;
 
 	values[0] = site;
 	values[1] = provider;
@@ -175,13 +178,26 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 	lengths[17] = (int)body_len;
 	formats[17] = 1;
 
+	/*
+	 * PostgreSQL refuses text that is not valid UTF-8, and would refuse it
+	 * on every retry: a genuine notification whose ids carry other bytes
+	 * (Alipay charset=gbk) would never be stored.  Such text is escaped
+	 * (\xNN, deterministically, so dedup keys stay stable); the raw body
+	 * keeps every byte.
+	 */
+	for (i = 0; i < 16; i++) {
+		orig[i] = values[i];
+		escaped[i] = values[i] ? pn_utf8_escape(values[i]) : NULL;
+		values[i] = escaped[i];
+	}
 	memset(out, 0, sizeof(*out));
-	for (attempt = 0; attempt < 2; attempt++) {
+	ok = false;
+	for (attempt = 0; attempt < 2 && !ok; attempt++) {
 		PGresult *res;
 		const char *v;
 
 		if (!ensure_connected(s, err))
-			return false;
+			break;
 		res = PQexecPrepared(s->conn, INGEST_STMT, INGEST_NPARAMS, values, lengths,
 				     formats, 0);
 		if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
@@ -196,7 +212,8 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 			v = PQgetisnull(res, 0, 4) ? "" : PQgetvalue(res, 0, 4);
 			snprintf(out->order_status, sizeof(out->order_status), "%s", v);
 			PQclear(res);
-			return true;
+			ok = true;
+			break;
 		}
 		set_pq_error(err, "could not store notification", PQresultErrorMessage(res)[0]
 			     ? PQresultErrorMessage(res) : PQerrorMessage(s->conn));
@@ -208,10 +225,13 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 		 * retry would do.  Anything else (timeout, constraint) fails.
 		 */
 		if (!connection_lost(s))
-			return false;
+			break;
 		disconnect(s);
 	}
-	return false;
+	for (i = 0; i < 16; i++)
+		if (escaped[i] != orig[i])
+			free(escaped[i]);
+	return ok;
 }
 
 bool

@@ -160,6 +160,76 @@ pn_trim(char *s)
 	return s;
 }
 
+/* Length of the well-formed UTF-8 sequence at p (at most n bytes), or 0. */
+static size_t
+utf8_seq(const unsigned char *p, size_t n)
+{
+	unsigned char c = p[0];
+	size_t	len, i;
+	uint32_t cp;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		len = 2, cp = c & 0x1f;
+	else if (c >= 0xe0 && c <= 0xef)
+		len = 3, cp = c & 0x0f;
+	else if (c >= 0xf0 && c <= 0xf4)
+		len = 4, cp = c & 0x07;
+	else
+		return 0;
+	if (n < len)
+		return 0;
+	for (i = 1; i < len; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (p[i] & 0x3f);
+	}
+	if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff))
+	    || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return len;
+}
+
+bool
+pn_utf8_valid(const char *s, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t	i = 0, n;
+
+	while (i < len) {
+		if ((n = utf8_seq(p + i, len - i)) == 0)
+			return false;
+		i += n;
+	}
+	return true;
+}
+
+char *
+pn_utf8_escape(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t	len = strlen(s), i = 0, o = 0, n;
+	char   *out;
+
+	if (pn_utf8_valid(s, len))
+		return (char *)s;
+	out = pn_xmalloc(len * 4 + 1);
+	while (i < len) {
+		if ((n = utf8_seq(p + i, len - i)) == 0) {
+			snprintf(out + o, 5, "\\x%02x", p[i]);
+			o += 4;
+			i++;
+			continue;
+		}
+		memcpy(out + o, p + i, n);
+		o += n;
+		i += n;
+	}
+	out[o] = '\0';
+	return out;
+}
+
 int
 pn_hexval(unsigned char c)
 {

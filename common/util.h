@@ -41,6 +41,14 @@ PN_NORETURN void pn_fatal(const char *fmt, ...) PN_PRINTF(1, 2);
 bool pn_streq_nocase(const char *a, const char *b);
 char *pn_trim(char *s);		/* trims ASCII blanks in place; returns s advanced */
 
+/* Is s[0..len) well-formed UTF-8 (no overlongs, no surrogates)? */
+bool pn_utf8_valid(const char *s, size_t len);
+/* s as valid UTF-8: every byte that is not part of a well-formed sequence
+ * becomes the four characters \xNN.  Deterministic (the same bytes always
+ * give the same text), so it can be used for keys.  Returns s itself when it
+ * is valid; otherwise a malloc'd string the caller frees. */
+char *pn_utf8_escape(const char *s);
+
 /* Value of one hex digit (either case), or -1. */
 int pn_hexval(unsigned char c);
 

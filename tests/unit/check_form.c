@@ -4,6 +4,7 @@
  */
 #include "config.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include <check.h>
@@ -90,6 +91,34 @@ START_TEST(test_form_encode)
 }
 END_TEST
 
+/* UTF-8 validation and the deterministic \xNN escape used before storing. */
+START_TEST(test_utf8_escape)
+{
+	static const struct {
+		const char *in, *out;
+	} v[] = {
+		{"plain", "plain"},
+		{"\xe4\xbc\x9a\xe5\x91\x98 \xf0\x9f\x98\x80", "\xe4\xbc\x9a\xe5\x91\x98 \xf0\x9f\x98\x80"},
+		{"\xb6\xa9\xb5\xa5", "\\xb6\\xa9\\xb5\\xa5"},		/* GBK */
+		{"a\xc3", "a\\xc3"},					/* cut sequence */
+		{"\xc0\xaf", "\\xc0\\xaf"},				/* overlong */
+		{"\xed\xa0\x80", "\\xed\\xa0\\x80"},			/* surrogate */
+		{"\xf4\x90\x80\x80", "\\xf4\\x90\\x80\\x80"},	/* above U+10FFFF */
+	};
+	size_t	i;
+
+	for (i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		char *e = pn_utf8_escape(v[i].in);
+
+		ck_assert_str_eq(e, v[i].out);
+		ck_assert(pn_utf8_valid(e, strlen(e)));
+		ck_assert((e == v[i].in) == (strcmp(v[i].in, v[i].out) == 0));
+		if (e != v[i].in)
+			free(e);
+	}
+}
+END_TEST
+
 Suite *
 suite_form(void)
 {
@@ -100,6 +129,7 @@ suite_form(void)
 	tcase_add_test(tc, test_form_binary_nul);
 	tcase_add_test(tc, test_form_limits);
 	tcase_add_test(tc, test_form_encode);
+	tcase_add_test(tc, test_utf8_escape);
 	suite_add_tcase(s, tc);
 	return s;
 }
