@@ -1,0 +1,63 @@
+/*
+ * fuzz.h: what the libFuzzer targets in tests/fuzz/ share.
+ *
+ * Every fuzz_<target>.c defines LLVMFuzzerTestOneInput() and nothing else
+ * global.  It is linked either with -fsanitize=fuzzer (--enable-fuzzing,
+ * libFuzzer supplies main()) or with replay.c (a plain main() that feeds
+ * corpus files, for ASan/UBSan builds with gcc or clang).  Targets set
+ * themselves up lazily on the first call, so both drivers behave the same.
+ * A target aborts (fuzz_check) when an invariant of the code under test
+ * does not hold; that is a finding, like a sanitizer report.
+ */
+#ifndef PN_FUZZ_H
+#define PN_FUZZ_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cfg.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Abort with a message when an invariant does not hold. */
+#define fuzz_check(cond) \
+	do { \
+		if (!(cond)) { \
+			fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, \
+				#cond); \
+			abort(); \
+		} \
+	} while (0)
+
+/* Path of a file under tests/fixtures ($PN_FIXTURES overrides the built-in
+ * source directory); static buffer. */
+const char *fuzz_fixture(const char *rel);
+
+/* The fixed clock of the provider targets (Unix seconds). */
+#define FUZZ_NOW 1700000100
+
+/* The Stripe site: one secret, "whsec_test_secret" (tests/fixtures/unit/
+ * secrets/stripe-old), tolerance 300 s.  Built in memory once. */
+const struct pn_site *fuzz_stripe_site(void);
+#define FUZZ_STRIPE_SECRET "whsec_test_secret"
+
+/* The Alipay site: app_id 2021000000000001, seller_id 2088000000000001,
+ * key tests/fixtures/unit/keys/test-a.pub.pem (sign_type RSA2 or RSA). */
+const struct pn_site *fuzz_alipay_site(int sign_type);
+/* The matching private key (test-a.key.pem), to sign mutated bodies. */
+EVP_PKEY *fuzz_alipay_privkey(void);
+
+/* A request with the given body and up to one header (name may be NULL);
+ * the body is copied into malloc'd memory of exactly size + 1 bytes (NUL
+ * last) so that ASan sees any read past it.  Free with fuzz_request_free. */
+struct pn_request;
+struct pn_request *fuzz_request(const uint8_t *body, size_t size, const char *hname,
+				const char *hvalue);
+void fuzz_request_free(struct pn_request *req);
+
+/* Exactly size bytes + NUL, malloc'd (caller frees). */
+char *fuzz_strndup(const uint8_t *data, size_t size);
+
+#endif

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Write the seed files of tests/fuzz/corpus/<target>/ from tests/fixtures.
+
+Seeds are named seed-<origin>; regression inputs (crash-*, leak-*, ...) and
+files added by 'libFuzzer -merge=1' are left alone.  Run it from the source
+tree after changing fixtures:  python3 tests/fuzz/seed-corpora.py
+"""
+import os
+import re
+import sys
+
+top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+fix = os.path.join(top, "tests", "fixtures")
+out = os.path.join(top, "tests", "fuzz", "corpus")
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def write(target, name, data):
+    d = os.path.join(out, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "seed-" + name), "wb") as f:
+        f.write(data)
+
+
+def cases(provider):
+    d = os.path.join(fix, provider)
+    for name in sorted(os.listdir(d)):
+        if not name.endswith(".case"):
+            continue
+        c = {"name": name[:-5], "headers": {}}
+        for line in read(os.path.join(d, name)).decode().splitlines():
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            k, _, v = line.partition("=")
+            k, v = k.strip(), v.strip()
+            if k.startswith("header "):
+                c["headers"][k[7:].strip()] = v
+            else:
+                c[k] = v
+        if "body" in c:
+            c["body_bytes"] = read(os.path.join(d, c["body"]))
+        yield c
+
+
+def strip_sign(body):
+    return b"&".join(f for f in body.split(b"&") if not f.startswith(b"sign="))
+
+
+bodies = {}
+for c in cases("alipay"):
+    if "body_bytes" not in c:
+        continue
+    body = c["body_bytes"]
+    bodies[c["body"]] = body
+    write("form", c["body"][:-5], body)
+    # verbatim: mode 0 (RSA2 site) or 2 (RSA site); only test-a sites verify
+    if c["site"] in ("alipay-test", "alipay-test-rsa1"):
+        mode = 2 if c["site"] == "alipay-test-rsa1" else 0
+        write("alipay", c["name"], bytes([mode]) + body)
+for name, body in sorted(bodies.items()):
+    write("alipay", "signed-" + name[:-5], b"\x01" + strip_sign(body))
+
+for c in cases("stripe"):
+    sig = c["headers"].get("Stripe-Signature")
+    if sig is not None:
+        write("stripe_header", c["name"], sig.encode())
+    if "body_bytes" not in c:
+        continue
+    body = c["body_bytes"]
+    if c["site"] == "stripe-old" and sig is not None:
+        write("stripe", c["name"], sig.encode() + b"\n" + body)
+    write("stripe", "signed-" + c["body"][:-5], b"@\n" + body)
+    write("json", c["body"][:-5], b"data.object.amount\n" + body)
+    if c["name"] == "checkout-paid":
+        env = [
+            b"REQUEST_METHOD=POST",
+            b"PATH_INFO=/notify/stripe/shop-a",
+            b"CONTENT_TYPE=application/json",
+            b"CONTENT_LENGTH=%d" % len(body),
+            b"REMOTE_ADDR=127.0.0.1",
+            b"HTTP_STRIPE_SIGNATURE=" + sig.encode(),
+            b"HTTP_USER_AGENT=Stripe/1.0 (+https://stripe.com/docs/webhooks)",
+        ]
+        write("http", "stripe-" + c["name"], b"\x0f" + b"\n".join(env) + b"\n\n" + body)
+
+body = bodies["finished.body"]
+env = [
+    b"REQUEST_METHOD=POST",
+    b"REQUEST_URI=/notify/alipay/shop-a/?x=1",
+    b"CONTENT_TYPE=application/x-www-form-urlencoded; charset=utf-8",
+    b"HTTP_CONTENT_TYPE=ignored",
+    b"HTTP_X_FORWARDED_FOR=10.0.0.1",
+    b"HTTP_X_FORWARDED_FOR=10.0.0.2",
+]
+write("http", "alipay-finished-no-length", b"\x2b" + b"\n".join(env) + b"\n\n" + body)
+write("http", "get-health", b"\x00REQUEST_METHOD=GET\nPATH_INFO=/health\n\n")
+
+for exp, amount in [(2, b"88.88"), (2, b"19.990"), (2, b"0.01"), (0, b"1000"),
+                    (3, b"1.234"), (4, b"0.0001"), (2, b"1000000000000.00"),
+                    (2, b"007.5"), (2, b"1.001")]:
+    write("money", "%d-%s" % (exp, amount.decode()), bytes([exp + 1]) + amount)
+for c in cases("alipay"):
+    m = re.search(rb"(?:total_amount|refund_fee)=([^&]*)", c.get("body_bytes", b""))
+    if m:
+        write("money", "alipay-" + c["name"], b"\x03" + m.group(1))
+
+write("cfg", "unit.conf", read(os.path.join(fix, "unit", "unit.conf")))
+write("cfg", "example", read(os.path.join(top, "conf", "paynotify.conf.example")))
+sys.exit(0)
