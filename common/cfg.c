@@ -29,6 +29,8 @@ enum ktype {
 	K_FLAGS,	/* unsigned, several words of a choice list */
 	K_SECRETS,	/* struct pn_secret * + size_t count: secret files, one secret a line */
 	K_PUBKEYS,	/* struct pn_pubkey * + size_t count: key or certificate files */
+	K_PRIVKEY,	/* EVP_PKEY *: a private key file (test signing only) */
+	K_BOOL,		/* bool: on/off */
 };
 
 struct choice {
@@ -82,9 +84,13 @@ static const struct keydef keydefs[] = {
 	 "several files = rotation"},
 	{"site", "alipay.sign_type", K_CHOICE, S(alipay.sign_type), 0, 0, 0, alipay_sign_types,
 	 "RSA2", "RSA2 (SHA256withRSA) or RSA (SHA1withRSA); never taken from the payload"},
+	{"site", "alipay.test_private_key_file", K_PRIVKEY, S(alipay.test_key), 0, 0, 0, NULL, NULL,
+	 "sandbox sites only: private key that `paynotify sign` signs test notifications with"},
 
 	{"site", "stripe.secret_files", K_SECRETS, S(stripe.secrets), S(stripe.nsecrets), 0, 0,
 	 NULL, NULL, "endpoint signing secret file(s) (whsec_...), one secret a line: rotation"},
+	{"site", "stripe.test_signing", K_BOOL, S(stripe.test_signing), 0, 0, 0, NULL, "off",
+	 "sandbox sites only: let `paynotify sign` sign test events with the site's secret"},
 	{"site", "stripe.tolerance_s", K_INT, S(stripe.tolerance_s), 0, 1, 86400, NULL, "300",
 	 "largest accepted age of the Stripe-Signature timestamp (future ones pass, as in the SDKs)"},
 
@@ -105,6 +111,9 @@ static const struct keydef keydefs[] = {
 	 "WeChat Pay public key id (PUB_KEY_ID_...)"},
 	{"site", "wechatpay.public_key_file", K_PUBKEYS, S(wechatpay.public_keys),
 	 S(wechatpay.npublic_keys), 0, 0, NULL, NULL, "WeChat Pay public key (SPKI PEM)"},
+	{"site", "wechatpay.test_private_key_file", K_PRIVKEY, S(wechatpay.test_key), 0, 0, 0, NULL,
+	 NULL, "sandbox sites only: private key that `paynotify sign` signs v3 test notifications "
+	 "with (it also enables signing v2 ones with the APIv2 key)"},
 	{"site", "wechatpay.tolerance_s", K_INT, S(wechatpay.tolerance_s), 0, 1, 86400, NULL, "300",
 	 "largest accepted distance of Wechatpay-Timestamp from now"},
 
@@ -116,6 +125,8 @@ static const struct keydef keydefs[] = {
 	 "jwt (PGW v4 backend notification) or redirect (legacy Redirect API)"},
 	{"site", "2c2p.redirect_hash", K_CHOICE, S(twoc2p.redirect_hash), 0, 0, 0, twoc2p_hashes,
 	 "sha1", "HMAC digest of the legacy hash_value"},
+	{"site", "2c2p.test_signing", K_BOOL, S(twoc2p.test_signing), 0, 0, 0, NULL, "off",
+	 "sandbox sites only: let `paynotify sign` sign test notifications with the site's key"},
 };
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -343,6 +354,31 @@ assign(struct parser *p, const struct keydef *kd, void *base, char *value,
 			return false;
 		}
 		*(unsigned *)field = flags;
+		return true;
+	}
+	case K_BOOL:
+		if (strcmp(value, "on") == 0 || strcmp(value, "yes") == 0 || strcmp(value, "true") == 0)
+			*(bool *)field = true;
+		else if (strcmp(value, "off") == 0 || strcmp(value, "no") == 0
+			 || strcmp(value, "false") == 0)
+			*(bool *)field = false;
+		else {
+			pn_err_set(err, "invalid value \"%s\" for \"%s\": expected on or off", value,
+				   kd->key);
+			return false;
+		}
+		return true;
+	case K_PRIVKEY: {
+		char   *path = resolve_path(p, value);
+		EVP_PKEY *k = NULL;
+
+		if (check_secret_perms(path, err))
+			k = pn_privkey_load(path, err);
+		free(path);
+		if (k == NULL)
+			return false;
+		EVP_PKEY_free(*(EVP_PKEY **)field);
+		*(EVP_PKEY **)field = k;
 		return true;
 	}
 	case K_SECRETS:
@@ -655,6 +691,8 @@ pn_cfg_free(struct pn_config *cfg)
 		free(s->alipay.app_id);
 		free(s->alipay.seller_id);
 		pubkeys_free(s->alipay.keys, s->alipay.nkeys);
+		EVP_PKEY_free(s->alipay.test_key);
+		EVP_PKEY_free(s->wechatpay.test_key);
 		secrets_free(s->stripe.secrets, s->stripe.nsecrets);
 		free(s->wechatpay.mchid);
 		free(s->wechatpay.appid);

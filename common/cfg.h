@@ -54,6 +54,7 @@ struct pn_site {
 		struct pn_pubkey *keys;		/* alipay.public_key_file (several: rotation) */
 		size_t	nkeys;
 		int	sign_type;		/* enum pn_alipay_sign_type */
+		EVP_PKEY *test_key;		/* alipay.test_private_key_file (paynotify sign) */
 	} alipay;
 
 	struct {
@@ -61,6 +62,7 @@ struct pn_site {
 		struct pn_secret *secrets;	/* stripe.secret_files, one per line */
 		size_t	nsecrets;
 		int64_t	tolerance_s;
+		bool	test_signing;		/* stripe.test_signing (paynotify sign) */
 	} stripe;
 
 	struct {
@@ -78,6 +80,7 @@ struct pn_site {
 		struct pn_pubkey *public_keys;	/* wechatpay.public_key_file */
 		size_t	npublic_keys;
 		int64_t	tolerance_s;
+		EVP_PKEY *test_key;		/* wechatpay.test_private_key_file (paynotify sign) */
 	} wechatpay;
 
 	struct {
@@ -87,6 +90,7 @@ struct pn_site {
 		size_t	nsecrets;
 		int	api;			/* enum pn_2c2p_api */
 		int	redirect_hash;		/* enum pn_2c2p_hash */
+		bool	test_signing;		/* 2c2p.test_signing (paynotify sign) */
 	} twoc2p;
 };
 

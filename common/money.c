@@ -92,6 +92,14 @@ pn_money_exponent(const char *alpha3)
 	return c ? c->exponent : -1;
 }
 
+const char *
+pn_money_numeric(const char *alpha3)
+{
+	const struct currency *c = find_alpha(alpha3);
+
+	return c ? c->numeric : NULL;
+}
+
 bool
 pn_money_currency(const char *in, char out[4])
 {

@@ -15,6 +15,8 @@
 int pn_money_exponent(const char *alpha3);
 /* Alpha-3 code (upper case, static) of a numeric ISO 4217 code ("702"), or NULL. */
 const char *pn_money_alpha_from_numeric(const char *numeric);
+/* Numeric ISO 4217 code (static) of an alpha-3 code, or NULL. */
+const char *pn_money_numeric(const char *alpha3);
 /* Canonical upper-case alpha-3 into out[4]; false when not a known code. */
 bool pn_money_currency(const char *in, char out[4]) PN_WUR;
 

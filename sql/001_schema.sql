@@ -186,6 +186,7 @@ CREATE FUNCTION paynotify.ingest(
 LANGUAGE plpgsql AS $$
 DECLARE
     v_order_id text := p_order_id;
+    v_stored_order_id text;
 BEGIN
     PERFORM pg_advisory_xact_lock(
         hashtextextended(p_site || '/' || p_provider || '/' || p_dedup_key, 0));
@@ -194,10 +195,13 @@ BEGIN
        SET deliveries = n.deliveries + 1, last_delivery_at = now()
      WHERE n.site = p_site AND n.provider = p_provider AND n.dedup_key = p_dedup_key
     RETURNING n.id, n.outcome, n.deliveries, n.order_id
-         INTO notification_id, outcome, deliveries, v_order_id;
+         INTO notification_id, outcome, deliveries, v_stored_order_id;
 
+    -- RETURNING INTO sets its targets to NULL when no row matched: the
+    -- stored order id goes into its own variable, never over p_order_id.
     IF FOUND THEN
         duplicate := true;
+        v_order_id := v_stored_order_id;
     ELSE
         duplicate := false;
         deliveries := 1;

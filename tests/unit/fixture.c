@@ -32,7 +32,8 @@ fixture_config(void)
 {
 	static struct pn_config *cfg;
 	static const char *secrets[] = {"stripe-old", "stripe-new", "stripe-both",
-					"stripe-dotnet", NULL};
+					"stripe-dotnet", "2c2p-sandbox", "2c2p-guide",
+					"2c2p-rotated", "2c2p-legacy", NULL};
 	struct pn_err err;
 	const char **s;
 

@@ -1,0 +1,157 @@
+/*
+ * cmd_migrate.c: paynotify migrate — apply the numbered sql/ files in order.
+ *
+ * Each file NNN_name.sql is one transaction that ends by recording version
+ * NNN in paynotify.schema_version.  migrate applies, in order, the files
+ * above the recorded version, under an advisory lock so that two runs
+ * cannot interleave.  Running it again is a no-op.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "admin.h"
+
+#ifndef PN_SQLDIR
+#define PN_SQLDIR "/usr/local/share/paynotify/sql"
+#endif
+
+#define MIGRATE_LOCK "SELECT pg_advisory_lock(hashtext('paynotify migrate'))"
+#define MIGRATE_UNLOCK "SELECT pg_advisory_unlock(hashtext('paynotify migrate'))"
+
+static void
+help(FILE *f)
+{
+	fprintf(f, "usage: paynotify migrate [--sql-dir DIR]\n\n"
+		"Apply the numbered schema files (NNN_*.sql) above the version recorded in\n"
+		"paynotify.schema_version, in order, each in its own transaction.  Safe to\n"
+		"run twice and on an existing database.\n\n"
+		"  --sql-dir DIR  where the files are (default: $PAYNOTIFY_SQL_DIR, else\n"
+		"                 " PN_SQLDIR ")\n");
+}
+
+static int
+cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* NNN_*.sql files, sorted; returns the count. */
+static size_t
+list_files(const char *dir, char ***out)
+{
+	DIR    *d = opendir(dir);
+	struct dirent *de;
+	size_t	n = 0;
+
+	*out = NULL;
+	if (d == NULL)
+		return 0;
+	while ((de = readdir(d)) != NULL) {
+		const char *s = de->d_name;
+		size_t	len = strlen(s);
+
+		if (len > 8 && s[0] >= '0' && s[0] <= '9' && s[1] >= '0' && s[1] <= '9'
+		    && s[2] >= '0' && s[2] <= '9' && s[3] == '_' && strcmp(s + len - 4, ".sql") == 0) {
+			*out = pn_xrealloc(*out, (n + 1) * sizeof(char *));
+			(*out)[n++] = pn_xstrdup(s);
+		}
+	}
+	closedir(d);
+	qsort(*out, n, sizeof(char *), cmp_str);
+	return n;
+}
+
+static int
+migrate_exec(int argc, char **argv, const char *config_path)
+{
+	static const struct option longopts[] = {
+		{"sql-dir", required_argument, NULL, 'd'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *dir = getenv("PAYNOTIFY_SQL_DIR");
+	struct pn_config *cfg = NULL;
+	struct pn_err err;
+	PGconn *conn = NULL;
+	char  **files = NULL;
+	size_t	nfiles, i, applied = 0;
+	int	opt, version = 0, rc = PN_EXIT_FAILURE;
+
+	optind = 0;	/* glibc: 0 re-initialises getopt after main() used it */
+	while ((opt = getopt_long(argc, argv, "d:h", longopts, NULL)) != -1) {
+		if (opt == 'd')
+			dir = optarg;
+		else if (opt == 'h') {
+			help(stdout);
+			return 0;
+		} else {
+			help(stderr);
+			return PN_EXIT_USAGE;
+		}
+	}
+	if (dir == NULL || *dir == '\0')
+		dir = PN_SQLDIR;
+	nfiles = list_files(dir, &files);
+	if (nfiles == 0) {
+		fprintf(stderr, "paynotify: no NNN_*.sql files in \"%s\" (use --sql-dir)\n", dir);
+		return PN_EXIT_FAILURE;
+	}
+	if ((cfg = pn_admin_config(config_path)) == NULL)
+		goto done;
+	if ((conn = pn_db_connect(cfg, &err)) == NULL
+	    || !pn_db_query(conn, MIGRATE_LOCK, 0, NULL, NULL, &err)
+	    || !pn_db_schema_version(conn, &version, &err)) {
+		fprintf(stderr, "paynotify: %s\n", err.msg);
+		goto done;
+	}
+	for (i = 0; i < nfiles; i++) {
+		int	num = atoi(files[i]), now = 0;
+		char   *path = pn_xasprintf("%s/%s", dir, files[i]), *sql = NULL;
+		bool	ok;
+
+		if (num <= version) {
+			free(path);
+			continue;
+		}
+		ok = pn_read_file(path, 16 * 1024 * 1024, &sql, NULL, &err)
+		    && pn_db_script(conn, sql, &err) && pn_db_schema_version(conn, &now, &err);
+		free(sql);
+		free(path);
+		if (!ok) {
+			fprintf(stderr, "paynotify: %s: %s\n", files[i], err.msg);
+			goto done;
+		}
+		if (now < num) {
+			fprintf(stderr, "paynotify: %s did not record schema version %d\n", files[i], num);
+			goto done;
+		}
+		printf("applied %s (schema version %d)\n", files[i], now);
+		version = now;
+		applied++;
+	}
+	if (applied == 0)
+		printf("schema is at version %d: nothing to do\n", version);
+	if (version < PN_SCHEMA_VERSION)
+		fprintf(stderr, "paynotify: warning: this build expects schema version %d but %s "
+			"only goes to %d\n", PN_SCHEMA_VERSION, dir, version);
+	rc = PN_EXIT_OK;
+done:
+	if (conn) {
+		if (!pn_db_query(conn, MIGRATE_UNLOCK, 0, NULL, NULL, &err))
+			fprintf(stderr, "paynotify: %s\n", err.msg);
+		PQfinish(conn);
+	}
+	for (i = 0; i < nfiles; i++)
+		free(files[i]);
+	free(files);
+	pn_cfg_free(cfg);
+	return rc;
+}
+
+const struct pn_cmd pn_cmd_migrate = {
+	"migrate", "[--sql-dir DIR]", "create or upgrade the database schema", migrate_exec, help,
+};

@@ -1,0 +1,372 @@
+/*
+ * cmd_replay.c: paynotify replay — re-verify stored notifications from their
+ * raw bytes with the sites' configured keys (freshness off: it is history),
+ * re-derive the event and report, apply (through the same SQL transition as
+ * live traffic) or re-deliver it.
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "admin.h"
+#include "arena.h"
+#include "crypto.h"
+#include "provider.h"
+
+#define BATCH "200"
+
+enum mode { MODE_DRY_RUN, MODE_APPLY, MODE_TO };
+
+static void
+help(FILE *f)
+{
+	fprintf(f, "usage: paynotify replay [filters] [--dry-run | --apply | --to URL]\n"
+		"                        [--format table|csv|json]\n\n"
+		"Re-verify each stored notification from its raw bytes with the site's\n"
+		"configured keys (timestamps are not checked: it is history) and re-derive\n"
+		"its event, then:\n"
+		"  --dry-run   (default) report what applying it would do now\n"
+		"  --apply     run it through the same transition as live traffic\n"
+		"              (idempotent; applies notifications flagged unknown_order or\n"
+		"              amount_mismatch once the order is there and matches)\n"
+		"  --to URL    re-deliver the original request (headers and body) to\n"
+		"              URL/notify/<provider>/<site>, e.g. a staging receiver\n\n"
+		"Filters: --site S --provider P --since TIME --until TIME --order ID\n"
+		"         --outcome OUTCOME --id N   (TIME: anything PostgreSQL reads as\n"
+		"         timestamptz, e.g. '2026-11-30 08:00+08')\n\n"
+		"Exit status: 0 all verified and settled; 1 something still needs a human\n"
+		"(unknown order, amount or merchant mismatch, failed re-delivery); 2 some\n"
+		"stored notification no longer verifies (altered or keys removed); 3 error.\n");
+}
+
+struct replay {
+	enum mode mode;
+	const char *to;
+	struct pn_config *cfg;
+	PGconn *conn;
+	CURL   *curl;
+	struct pn_arena *a;
+	struct pn_table out;
+	size_t	n, verified, unverified, attention, applied;
+};
+
+/* Rebuild the request from the stored headers and body. */
+static void
+rebuild_request(struct pn_arena *a, const char *provider, const char *site,
+		const char *headers_json, const unsigned char *body, size_t body_len,
+		struct pn_request *req)
+{
+	json_t *obj = json_loads(headers_json ? headers_json : "{}", 0, NULL);
+	const char *k;
+	json_t *v;
+
+	memset(req, 0, sizeof(*req));
+	req->method = "POST";
+	req->path_info = pn_arena_printf(a, "/notify/%s/%s", provider, site);
+	req->body = body;
+	req->body_len = body_len;
+	json_object_foreach(obj, k, v) {
+		if (!json_is_string(v) || req->nheaders == PN_MAX_HEADERS)
+			continue;
+		if (strcmp(k, "Content-Type") == 0) {
+			req->content_type = pn_arena_strdup(a, json_string_value(v));
+			continue;
+		}
+		req->headers[req->nheaders].name = pn_arena_strdup(a, k);
+		req->headers[req->nheaders].value = pn_arena_strdup(a, json_string_value(v));
+		req->nheaders++;
+	}
+	json_decref(obj);
+}
+
+static size_t
+discard(char *p, size_t size, size_t n, void *ud)
+{
+	return size * n;
+}
+
+/* POST the original request to URL/notify/<provider>/<site>; HTTP status or -1. */
+static long
+redeliver(struct replay *r, const struct pn_request *req, const char *provider,
+	  const char *site)
+{
+	struct curl_slist *hdrs = NULL;
+	char   *url = pn_arena_printf(r->a, "%s/notify/%s/%s", r->to, provider, site);
+	long	status = -1;
+	size_t	i;
+
+	if (req->content_type)
+		hdrs = curl_slist_append(hdrs, pn_arena_printf(r->a, "Content-Type: %s",
+							       req->content_type));
+	for (i = 0; i < req->nheaders; i++)
+		hdrs = curl_slist_append(hdrs, pn_arena_printf(r->a, "%s: %s", req->headers[i].name,
+							       req->headers[i].value));
+	hdrs = curl_slist_append(hdrs, "Expect:");
+	curl_easy_reset(r->curl);
+	curl_easy_setopt(r->curl, CURLOPT_URL, url);
+	curl_easy_setopt(r->curl, CURLOPT_POST, 1L);
+	curl_easy_setopt(r->curl, CURLOPT_POSTFIELDS, (const char *)req->body);
+	curl_easy_setopt(r->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
+	curl_easy_setopt(r->curl, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(r->curl, CURLOPT_WRITEFUNCTION, discard);
+	curl_easy_setopt(r->curl, CURLOPT_TIMEOUT, 30L);
+	curl_easy_setopt(r->curl, CURLOPT_USERAGENT, "paynotify-replay/" PACKAGE_VERSION);
+	if (curl_easy_perform(r->curl) == CURLE_OK)
+		curl_easy_getinfo(r->curl, CURLINFO_RESPONSE_CODE, &status);
+	curl_slist_free_all(hdrs);
+	return status;
+}
+
+static bool
+needs_human(const char *outcome)
+{
+	return outcome && (strcmp(outcome, "unknown_order") == 0
+			   || strcmp(outcome, "amount_mismatch") == 0
+			   || strcmp(outcome, "merchant_mismatch") == 0);
+}
+
+static const char *
+i64(struct pn_arena *a, int64_t v)
+{
+	return v < 0 ? NULL : pn_arena_printf(a, "%lld", (long long)v);
+}
+
+/* Run reapply() on a verified event; fills now/status.  false on a DB error. */
+static bool
+reapply(struct replay *r, const char *id, const struct pn_event *ev, const char **now,
+	const char **status, struct pn_err *err)
+{
+	const char *params[9] = {
+		id, pn_kind_name(ev->kind), ev->order_id, ev->psp_txn_id,
+		i64(r->a, ev->amount_minor), ev->currency, i64(r->a, ev->refund_minor),
+		ev->refund_cumulative ? "true" : "false", ev->flag,
+	};
+	struct pn_table t;
+	bool	dry = r->mode != MODE_APPLY;
+
+	if (dry && !pn_db_query(r->conn, "BEGIN", 0, NULL, NULL, err))
+		return false;
+	if (!pn_db_query(r->conn,
+			 "SELECT outcome_now, order_status FROM paynotify.reapply($1::bigint, $2, $3, "
+			 "$4, $5::bigint, $6, $7::bigint, $8::boolean, $9)", 9, params, &t, err)) {
+		if (dry && !pn_db_query(r->conn, "ROLLBACK", 0, NULL, NULL, err))
+			return false;
+		return false;
+	}
+	*now = t.nrows ? pn_arena_strdup(r->a, t.cells[0] ? t.cells[0] : "") : "";
+	*status = t.nrows && t.cells[1] ? pn_arena_strdup(r->a, t.cells[1]) : "";
+	pn_table_free(&t);
+	if (dry && !pn_db_query(r->conn, "ROLLBACK", 0, NULL, NULL, err))
+		return false;
+	return true;
+}
+
+/* One stored notification. */
+static bool
+replay_row(struct replay *r, const struct pn_table *rows, size_t i, struct pn_err *err)
+{
+	const char *id = pn_table_get(rows, i, "id"), *site_name = pn_table_get(rows, i, "site");
+	const char *prov_name = pn_table_get(rows, i, "provider");
+	const char *recorded = pn_table_get(rows, i, "outcome");
+	const char *stored_key = pn_table_get(rows, i, "dedup_key");
+	const char *hex = pn_table_get(rows, i, "raw_body");
+	const struct pn_provider *p = pn_provider_find(prov_name);
+	const struct pn_site *site = pn_cfg_site(r->cfg, site_name);
+	const char *verified = "no", *key = "", *event = "", *now = "", *status = "";
+	const char *order = pn_table_get(rows, i, "order_id"), *note = "";
+	unsigned char *body = pn_arena_alloc(r->a, strlen(hex) / 2 + 1);
+	size_t	body_len = 0;
+	struct pn_request req;
+	struct pn_event ev;
+	struct pn_err verr;
+
+	verr.msg[0] = '\0';
+	if (!pn_hex_decode(hex, strlen(hex), body, strlen(hex) / 2 + 1, &body_len))
+		body_len = 0;
+	rebuild_request(r->a, prov_name, site_name, pn_table_get(rows, i, "raw_headers"), body,
+			body_len, &req);
+	pn_event_init(&ev);
+	if (p == NULL || site == NULL || !p->configured(site)) {
+		note = "site or provider no longer configured";
+	} else {
+		struct pn_verify_ctx vc = {&req, site, r->a, (int64_t)time(NULL), false};
+
+		if (p->verify(&vc, &ev, &verr) == PN_VERIFIED) {
+			verified = "yes";
+			key = ev.key_id ? ev.key_id : "";
+			event = pn_kind_name(ev.kind);
+			if (ev.order_id)
+				order = ev.order_id;
+		} else
+			note = pn_arena_strdup(r->a, verr.msg);
+	}
+	if (strcmp(verified, "yes") == 0 && strcmp(ev.dedup_key, stored_key) != 0) {
+		note = pn_arena_printf(r->a, "re-derived event key \"%s\" differs from the stored one",
+				       ev.dedup_key);
+		verified = "no";
+	}
+	if (strcmp(verified, "yes") != 0) {
+		r->unverified++;
+	} else {
+		r->verified++;
+		if (r->mode == MODE_TO) {
+			long code = redeliver(r, &req, prov_name, site_name);
+
+			now = code < 0 ? "unreachable" : pn_arena_printf(r->a, "HTTP %ld", code);
+			if (code < 200 || code > 299) {
+				r->attention++;
+				note = "re-delivery not acknowledged";
+			}
+		} else {
+			if (!reapply(r, id, &ev, &now, &status, err))
+				return false;
+			if (needs_human(now))
+				r->attention++;
+			if (r->mode == MODE_APPLY && strcmp(now, "applied") == 0
+			    && strcmp(recorded, "applied") != 0)
+				r->applied++;
+		}
+	}
+	{
+		const char *cells[] = {id, site_name, prov_name, order ? order : "", event,
+				       verified, key, recorded, now, status, note};
+
+		pn_table_add(&r->out, cells);
+	}
+	return true;
+}
+
+static int
+replay_exec(int argc, char **argv, const char *config_path)
+{
+	static const struct option longopts[] = {
+		{"site", required_argument, NULL, 's'}, {"provider", required_argument, NULL, 'p'},
+		{"since", required_argument, NULL, 'S'}, {"until", required_argument, NULL, 'U'},
+		{"order", required_argument, NULL, 'o'}, {"outcome", required_argument, NULL, 'O'},
+		{"id", required_argument, NULL, 'i'}, {"dry-run", no_argument, NULL, 'n'},
+		{"apply", no_argument, NULL, 'a'}, {"to", required_argument, NULL, 't'},
+		{"format", required_argument, NULL, 'f'}, {"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	static const char *cols[] = {"id", "site", "provider", "order", "event", "verified", "key",
+				     "recorded", "now", "order_status", "note"};
+	const char *filter[7] = {NULL};	/* site provider since until order outcome id */
+	struct replay r;
+	struct pn_err err;
+	enum pn_format fmt = pn_format_default();
+	char	last[24] = "0";
+	bool	progress = isatty(STDERR_FILENO);
+	int	opt, rc = PN_EXIT_FAILURE;
+	int64_t	t0 = pn_now_us();
+
+	memset(&r, 0, sizeof(r));
+	optind = 0;	/* glibc: 0 re-initialises getopt after main() used it */
+	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 's': filter[0] = optarg; break;
+		case 'p': filter[1] = optarg; break;
+		case 'S': filter[2] = optarg; break;
+		case 'U': filter[3] = optarg; break;
+		case 'o': filter[4] = optarg; break;
+		case 'O': filter[5] = optarg; break;
+		case 'i': filter[6] = optarg; break;
+		case 'n': r.mode = MODE_DRY_RUN; break;
+		case 'a': r.mode = MODE_APPLY; break;
+		case 't': r.mode = MODE_TO; r.to = optarg; break;
+		case 'f':
+			if (!pn_format_parse(optarg, false, &fmt)) {
+				fprintf(stderr, "paynotify: --format must be table, csv or json\n");
+				return PN_EXIT_USAGE;
+			}
+			break;
+		case 'h':
+			help(stdout);
+			return 0;
+		default:
+			help(stderr);
+			return PN_EXIT_USAGE;
+		}
+	}
+	if (optind != argc) {
+		help(stderr);
+		return PN_EXIT_USAGE;
+	}
+	if ((r.cfg = pn_admin_config(config_path)) == NULL)
+		return PN_EXIT_FAILURE;
+	r.a = pn_arena_new();
+	pn_table_init(&r.out, PN_ARRAY_LEN(cols), cols);
+	if ((r.conn = pn_db_connect(r.cfg, &err)) == NULL)
+		goto failed;
+	if (r.mode == MODE_TO && (r.curl = curl_easy_init()) == NULL) {
+		pn_err_set(&err, "could not initialise libcurl");
+		goto failed;
+	}
+	for (;;) {
+		const char *params[8] = {last, filter[0], filter[1], filter[2], filter[3], filter[4],
+					 filter[5], filter[6]};
+		struct pn_table rows;
+		size_t	i, got;
+
+		if (!pn_db_query(r.conn,
+				 "SELECT id, site, provider, dedup_key, order_id, outcome, "
+				 "raw_headers::text AS raw_headers, encode(raw_body, 'hex') AS raw_body "
+				 "FROM paynotify.notifications WHERE id > $1::bigint "
+				 "AND ($2::text IS NULL OR site = $2) "
+				 "AND ($3::text IS NULL OR provider = $3) "
+				 "AND ($4::timestamptz IS NULL OR received_at >= $4) "
+				 "AND ($5::timestamptz IS NULL OR received_at < $5) "
+				 "AND ($6::text IS NULL OR order_id = $6) "
+				 "AND ($7::text IS NULL OR outcome = $7) "
+				 "AND ($8::bigint IS NULL OR id = $8) ORDER BY id LIMIT " BATCH,
+				 8, params, &rows, &err))
+			goto failed;
+		for (i = 0; i < rows.nrows; i++) {
+			if (!replay_row(&r, &rows, i, &err)) {
+				pn_table_free(&rows);
+				goto failed;
+			}
+			r.n++;
+			pn_arena_reset(r.a);
+			if (progress && r.n % 50 == 0 && pn_now_us() - t0 > 1000000)
+				fprintf(stderr, "\rreplaying: %zu notifications", r.n);
+		}
+		got = rows.nrows;
+		if (got > 0)
+			snprintf(last, sizeof(last), "%s", pn_table_get(&rows, got - 1, "id"));
+		pn_table_free(&rows);
+		if (got == 0)
+			break;
+	}
+	if (progress && pn_now_us() - t0 > 1000000)
+		fprintf(stderr, "\r\033[K");
+	pn_table_print(&r.out, fmt, stdout);
+	fprintf(fmt == PN_FMT_TABLE ? stdout : stderr,
+		"%zu notifications: %zu verified, %zu not verified, %zu need a human%s\n", r.n,
+		r.verified, r.unverified, r.attention,
+		r.mode == MODE_APPLY ? pn_arena_printf(r.a, ", %zu applied now", r.applied)
+		: r.mode == MODE_DRY_RUN ? " (dry run: nothing changed)" : "");
+	rc = r.unverified ? PN_EXIT_UNVERIFIED : r.attention ? PN_EXIT_ATTENTION : PN_EXIT_OK;
+	goto done;
+failed:
+	fprintf(stderr, "paynotify: %s\n", err.msg);
+done:
+	if (r.curl)
+		curl_easy_cleanup(r.curl);
+	PQfinish(r.conn);
+	pn_table_free(&r.out);
+	pn_arena_free(r.a);
+	pn_cfg_free(r.cfg);
+	return rc;
+}
+
+const struct pn_cmd pn_cmd_replay = {
+	"replay", "[filters] [--dry-run|--apply|--to URL]",
+	"re-verify stored notifications; report, apply or re-deliver", replay_exec, help,
+};

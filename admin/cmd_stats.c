@@ -1,0 +1,146 @@
+/*
+ * cmd_stats.c: paynotify stats — counters by site, provider, event kind and
+ * outcome; deliveries and duplicates; the last notification per site and
+ * provider.  --format prometheus writes the text exposition format for
+ * node_exporter's textfile collector.
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "admin.h"
+
+static void
+help(FILE *f)
+{
+	fprintf(f, "usage: paynotify stats [--site S] [--format table|csv|json|prometheus]\n\n"
+		"Counts of stored notifications by site, provider, event kind and outcome,\n"
+		"with deliveries, duplicate deliveries and the last notification time.\n"
+		"For node_exporter's textfile collector:\n"
+		"  paynotify stats --format prometheus > /var/lib/node_exporter/paynotify.prom.$$ &&\n"
+		"    mv /var/lib/node_exporter/paynotify.prom.$$ /var/lib/node_exporter/paynotify.prom\n");
+}
+
+static const char stats_sql[] =
+	"SELECT site, provider, event_kind, outcome, count(*) AS notifications,"
+	"       sum(deliveries) AS deliveries, sum(deliveries - 1) AS duplicates,"
+	"       max(last_delivery_at) AS last_delivery,"
+	"       extract(epoch FROM max(last_delivery_at))::bigint AS last_delivery_epoch"
+	"  FROM paynotify.notifications"
+	" WHERE ($1::text IS NULL OR site = $1)"
+	" GROUP BY site, provider, event_kind, outcome"
+	" ORDER BY site, provider, event_kind, outcome";
+
+/* Prometheus label values: escape \, " and newline. */
+static void
+label(FILE *f, const char *name, const char *v, bool first)
+{
+	fprintf(f, "%s%s=\"", first ? "" : ",", name);
+	for (; v && *v; v++) {
+		if (*v == '\\' || *v == '"')
+			fputc('\\', f);
+		if (*v == '\n')
+			fputs("\\n", f);
+		else
+			fputc(*v, f);
+	}
+	fputc('"', f);
+}
+
+static void
+print_prometheus(const struct pn_table *t, FILE *f)
+{
+	static const struct {
+		const char *metric, *col, *type, *help;
+		bool	per_outcome;
+	} m[] = {
+		{"paynotify_notifications_total", "notifications", "counter",
+		 "Distinct notifications stored.", true},
+		{"paynotify_deliveries_total", "deliveries", "counter",
+		 "Deliveries received for stored notifications (duplicates included).", true},
+		{"paynotify_duplicate_deliveries_total", "duplicates", "counter",
+		 "Deliveries of notifications already stored.", true},
+		{"paynotify_last_delivery_timestamp_seconds", "last_delivery_epoch", "gauge",
+		 "Time of the last delivery.", true},
+	};
+	size_t	i, r;
+
+	for (i = 0; i < PN_ARRAY_LEN(m); i++) {
+		fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", m[i].metric, m[i].help, m[i].metric,
+			m[i].type);
+		for (r = 0; r < t->nrows; r++) {
+			fprintf(f, "%s{", m[i].metric);
+			label(f, "site", pn_table_get(t, r, "site"), true);
+			label(f, "provider", pn_table_get(t, r, "provider"), false);
+			label(f, "event_kind", pn_table_get(t, r, "event_kind"), false);
+			label(f, "outcome", pn_table_get(t, r, "outcome"), false);
+			fprintf(f, "} %s\n", pn_table_get(t, r, m[i].col));
+		}
+	}
+}
+
+static int
+stats_exec(int argc, char **argv, const char *config_path)
+{
+	static const struct option longopts[] = {
+		{"site", required_argument, NULL, 's'},
+		{"format", required_argument, NULL, 'f'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *params[1] = {NULL};
+	enum pn_format fmt = pn_format_default();
+	struct pn_config *cfg;
+	struct pn_table t;
+	struct pn_err err;
+	PGconn *conn;
+	int	opt, rc = PN_EXIT_FAILURE;
+
+	optind = 0;	/* glibc: 0 re-initialises getopt after main() used it */
+	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 's': params[0] = optarg; break;
+		case 'f':
+			if (!pn_format_parse(optarg, true, &fmt)) {
+				fprintf(stderr, "paynotify: --format must be table, csv, json or "
+					"prometheus\n");
+				return PN_EXIT_USAGE;
+			}
+			break;
+		case 'h':
+			help(stdout);
+			return 0;
+		default:
+			help(stderr);
+			return PN_EXIT_USAGE;
+		}
+	}
+	if (optind != argc) {
+		help(stderr);
+		return PN_EXIT_USAGE;
+	}
+	if ((cfg = pn_admin_config(config_path)) == NULL)
+		return PN_EXIT_FAILURE;
+	conn = pn_db_connect(cfg, &err);
+	if (conn == NULL || !pn_db_query(conn, stats_sql, 1, params, &t, &err)) {
+		fprintf(stderr, "paynotify: %s\n", err.msg);
+		goto done;
+	}
+	if (fmt == PN_FMT_PROMETHEUS)
+		print_prometheus(&t, stdout);
+	else
+		pn_table_print(&t, fmt, stdout);
+	pn_table_free(&t);
+	rc = PN_EXIT_OK;
+done:
+	PQfinish(conn);
+	pn_cfg_free(cfg);
+	return rc;
+}
+
+const struct pn_cmd pn_cmd_stats = {
+	"stats", "[--site S] [--format prometheus]", "counters, for dashboards and Prometheus",
+	stats_exec, help,
+};

@@ -1,0 +1,116 @@
+/*
+ * db.c: libpq for the admin command.  The only admin file that sees a
+ * PGresult; every value goes through parameters.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "admin.h"
+
+static void
+set_pq_error(struct pn_err *err, const char *what, const char *msg)
+{
+	size_t n = strcspn(msg, "\n");
+
+	pn_err_set(err, "%s: %.*s", what, (int)n, msg);
+}
+
+PGconn *
+pn_db_connect(const struct pn_config *cfg, struct pn_err *err)
+{
+	const char *keys[] = {"application_name", "connect_timeout", "dbname", NULL};
+	char	timeout[16];
+	const char *vals[] = {"paynotify", timeout, cfg->conninfo ? cfg->conninfo : "", NULL};
+	PGconn *conn;
+
+	snprintf(timeout, sizeof(timeout), "%lld", (long long)cfg->connect_timeout_s);
+	conn = PQconnectdbParams(keys, vals, 1);
+	if (conn == NULL || PQstatus(conn) != CONNECTION_OK) {
+		set_pq_error(err, "could not connect to the database",
+			     conn ? PQerrorMessage(conn) : "out of memory");
+		PQfinish(conn);
+		return NULL;
+	}
+	return conn;
+}
+
+bool
+pn_db_query(PGconn *conn, const char *sql, int nparams, const char *const *params,
+	    struct pn_table *out, struct pn_err *err)
+{
+	PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+	ExecStatusType st = PQresultStatus(res);
+	int	r, c, ncols;
+
+	if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
+		set_pq_error(err, "query failed", PQresultErrorMessage(res));
+		PQclear(res);
+		return false;
+	}
+	if (out != NULL) {
+		const char **names, **cells;
+
+		ncols = PQnfields(res);
+		names = pn_xcalloc((size_t)ncols + 1, sizeof(char *));
+		cells = pn_xcalloc((size_t)ncols + 1, sizeof(char *));
+		for (c = 0; c < ncols; c++)
+			names[c] = PQfname(res, c);
+		pn_table_init(out, (size_t)ncols, names);
+		for (r = 0; r < PQntuples(res); r++) {
+			for (c = 0; c < ncols; c++)
+				cells[c] = PQgetisnull(res, r, c) ? NULL : PQgetvalue(res, r, c);
+			pn_table_add(out, cells);
+		}
+		free(names);
+		free(cells);
+	}
+	PQclear(res);
+	return true;
+}
+
+bool
+pn_db_script(PGconn *conn, const char *sql, struct pn_err *err)
+{
+	PGresult *res = PQexec(conn, sql);
+	ExecStatusType st = PQresultStatus(res);
+
+	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+		set_pq_error(err, "script failed", PQresultErrorMessage(res));
+		PQclear(res);
+		/* A failed script leaves an aborted transaction behind. */
+		res = PQexec(conn, "ROLLBACK");
+		PQclear(res);
+		return false;
+	}
+	PQclear(res);
+	return true;
+}
+
+bool
+pn_db_schema_version(PGconn *conn, int *version, struct pn_err *err)
+{
+	struct pn_table t;
+	const char *v;
+
+	bool	exists;
+
+	/* Two steps: the table may not exist yet, and SQL resolves names first. */
+	if (!pn_db_query(conn, "SELECT to_regclass('paynotify.schema_version') IS NOT NULL", 0,
+			 NULL, &t, err))
+		return false;
+	exists = t.nrows == 1 && t.cells[0] && strcmp(t.cells[0], "t") == 0;
+	pn_table_free(&t);
+	*version = 0;
+	if (!exists)
+		return true;
+	if (!pn_db_query(conn, "SELECT coalesce(max(version), 0) FROM paynotify.schema_version", 0,
+			 NULL, &t, err))
+		return false;
+	v = t.nrows == 1 ? t.cells[0] : NULL;
+	*version = v ? atoi(v) : 0;
+	pn_table_free(&t);
+	return true;
+}

@@ -1,0 +1,102 @@
+/*
+ * main.c: `paynotify`, the operators' command.  Dispatches to one
+ * subcommand per cmd_*.c file.
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "admin.h"
+#include "log.h"
+
+static const struct pn_cmd *const commands[] = {
+	&pn_cmd_migrate,
+	&pn_cmd_check_config,
+	&pn_cmd_replay,
+	&pn_cmd_report,
+	&pn_cmd_sign,
+	&pn_cmd_stats,
+	NULL,
+};
+
+static void
+usage(FILE *f)
+{
+	const struct pn_cmd *const *c;
+
+	fprintf(f, "usage: paynotify [-c FILE] COMMAND [ARGS]\n\n"
+		"Operate paynotify: schema, configuration, replay and reconciliation.\n\n"
+		"Commands:\n");
+	for (c = commands; *c; c++)
+		fprintf(f, "  %-13s %s\n", (*c)->name, (*c)->summary);
+	fprintf(f, "\nOptions:\n"
+		"  -c, --config FILE  configuration (default: $PAYNOTIFY_CONFIG, else\n"
+		"                     " PN_DEFAULT_CONFIG ")\n"
+		"  -h, --help         this help; `paynotify COMMAND --help` for a command\n"
+		"  -V, --version      the version\n\n"
+		"Exit status: 0 all well, 1 something needs a human, 2 a stored notification\n"
+		"no longer verifies (replay), 3 could not do the job, 64 usage error.\n");
+}
+
+struct pn_config *
+pn_admin_config(const char *path)
+{
+	struct pn_err err;
+	struct pn_config *cfg = pn_cfg_load(path, &err);
+
+	if (cfg == NULL)
+		fprintf(stderr, "paynotify: %s\n", err.msg);
+	return cfg;
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"config", required_argument, NULL, 'c'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *config_path = NULL;
+	const struct pn_cmd *const *c;
+	int	opt;
+
+	/* Options before the command only; the command parses the rest. */
+	while ((opt = getopt_long(argc, argv, "+c:hV", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'c':
+			config_path = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf("paynotify %s (schema version %d)\n", PACKAGE_VERSION, PN_SCHEMA_VERSION);
+			return 0;
+		default:
+			usage(stderr);
+			return PN_EXIT_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return PN_EXIT_USAGE;
+	}
+	if (config_path == NULL)
+		config_path = pn_cfg_default_path();
+	pn_log_init("paynotify", PN_LOG_ERROR);
+	signal(SIGPIPE, SIG_IGN);
+	for (c = commands; *c; c++)
+		if (strcmp((*c)->name, argv[optind]) == 0) {
+			optind++;
+			return (*c)->exec(argc - optind + 1, argv + optind - 1, config_path);
+		}
+	fprintf(stderr, "paynotify: unknown command \"%s\"\n\n", argv[optind]);
+	usage(stderr);
+	return PN_EXIT_USAGE;
+}

@@ -1,0 +1,785 @@
+/*
+ * 2c2p.c: 2C2P payment notifications (paynotify-2c2p).
+ *
+ * Two generations, chosen per site by 2c2p.api, never by the request:
+ *
+ * PGW v4 (jwt, the default): the backend notification is the JSON body
+ *   {"payload":"<JWT>"}, an HS256 JWS keyed with the merchant secret key
+ *   string as its ASCII bytes (2C2P's agent-skills handler uses node
+ *   jsonwebtoken with the key as a string; the 2C2P JWT guide sample only
+ *   reproduces that way).  The HMAC covers the segments as received; the
+ *   payload is decoded only after the signature matched.
+ *
+ * Legacy Redirect API (redirect): a form POST whose hash_value is the hex
+ *   HMAC-SHA1 (or SHA-256, 2c2p.redirect_hash) of the response fields in a
+ *   fixed order, as 2C2P's Magento 2 and WooCommerce plugins check it
+ *   (P2c2pHash::isValidHashValue, wc_2c2p_is_valid_hash): strcasecmp there,
+ *   a constant-time comparison of the decoded bytes here.
+ *
+ * A genuine notification for another merchantID / merchant_id is stored as
+ * merchant_mismatch and never applied (DESIGN: outcomes table).  See
+ * docs/2C2P.md for every decision.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "2c2p.h"
+#include "buf.h"
+#include "crypto.h"
+#include "form.h"
+#include "json.h"
+#include "money.h"
+#include "provider.h"
+
+#define SIG_B64_LEN 43		/* 32 bytes in unpadded base64url */
+#define MAX_ID_LEN 255		/* invoiceNo, tranRef, order_id: longer is unusable */
+
+static const char *const twoc2p_keep_headers[] = {NULL};
+
+/* ---- JWT ----------------------------------------------------------------- */
+
+/* The header must say HS256; "none", HS512, RS256 ... are refused. */
+static bool
+check_header(struct pn_arena *a, const char *seg, size_t len, struct pn_err *err)
+{
+	unsigned char *text;
+	size_t	tlen;
+	json_t *hdr;
+	bool	ok;
+
+	if (len > PN_2C2P_MAX_JWT_HEADER) {
+		pn_err_set(err, "JWT header segment is too long (%zu characters)", len);
+		return false;
+	}
+	if (!pn_b64url_decode(a, seg, len, &text, &tlen)) {
+		pn_err_set(err, "JWT header segment is not base64url");
+		return false;
+	}
+	hdr = pn_json_parse(text, tlen, err);
+	if (hdr == NULL) {
+		pn_err_prefix(err, "JWT header is not valid JSON");
+		return false;
+	}
+	ok = json_is_object(hdr) && json_is_string(json_object_get(hdr, "alg"))
+	    && strcmp(json_string_value(json_object_get(hdr, "alg")), "HS256") == 0
+	    && json_string_length(json_object_get(hdr, "alg")) == 5;
+	if (!ok)
+		pn_err_set(err, "JWT header is not an object with alg \"HS256\"");
+	else if (json_object_get(hdr, "crit") != NULL) {
+		/* RFC 7515 4.1.11: we understand no extension */
+		pn_err_set(err, "JWT header has a crit member");
+		ok = false;
+	}
+	json_decref(hdr);
+	return ok;
+}
+
+/* HMAC-SHA256 of signed[0..len) with every secret against sig. */
+static bool
+match_secrets(const char *signed_part, size_t len, const unsigned char sig[32],
+	      const struct pn_secret *secrets, size_t nsecrets, const char **key_id)
+{
+	struct pn_iov iov = {signed_part, len};
+	bool	matched = false;
+	size_t	i;
+
+	for (i = 0; i < nsecrets; i++) {
+		unsigned char mac[64];
+		size_t	maclen = 0;
+
+		if (!pn_hmac(PN_MD_SHA256, secrets[i].data, secrets[i].len, &iov, 1, mac, &maclen)
+		    || maclen != 32)
+			continue;
+		/* no early exit: the time taken does not tell which key matched */
+		if (pn_ct_equal(mac, sig, 32) && !matched) {
+			matched = true;
+			*key_id = secrets[i].id;
+		}
+	}
+	return matched;
+}
+
+bool
+pn_2c2p_verify_jwt(struct pn_arena *a, const char *jwt, size_t len,
+		   const struct pn_secret *secrets, size_t nsecrets, unsigned char **payload,
+		   size_t *payload_len, const char **key_id, struct pn_err *err)
+{
+	const char *end = jwt + len, *d1, *d2;
+	unsigned char *sig;
+	size_t	siglen;
+
+	if (len == 0 || len > PN_2C2P_MAX_JWT || memchr(jwt, '\0', len) != NULL) {
+		pn_err_set(err, "JWT is empty, too long or contains a NUL byte");
+		return false;
+	}
+	d1 = memchr(jwt, '.', len);
+	d2 = d1 ? memchr(d1 + 1, '.', (size_t)(end - d1 - 1)) : NULL;
+	if (d2 == NULL || memchr(d2 + 1, '.', (size_t)(end - d2 - 1)) != NULL) {
+		pn_err_set(err, "JWT does not have exactly three segments");
+		return false;
+	}
+	if (d1 == jwt || d2 == d1 + 1 || d2 + 1 == end) {
+		pn_err_set(err, "JWT has an empty segment");
+		return false;
+	}
+	if (!check_header(a, jwt, (size_t)(d1 - jwt), err))
+		return false;
+	if ((size_t)(end - d2 - 1) != SIG_B64_LEN
+	    || !pn_b64url_decode(a, d2 + 1, SIG_B64_LEN, &sig, &siglen) || siglen != 32) {
+		pn_err_set(err, "JWT signature is not 32 bytes of unpadded base64url");
+		return false;
+	}
+	if (!match_secrets(jwt, (size_t)(d2 - jwt), sig, secrets, nsecrets, key_id)) {
+		pn_err_set(err, "no secret matched the JWT signature (%zu tried)", nsecrets);
+		return false;
+	}
+	if (!pn_b64url_decode(a, d1 + 1, (size_t)(d2 - d1 - 1), payload, payload_len)) {
+		pn_err_set(err, "JWT payload segment is not base64url");
+		return false;
+	}
+	return true;
+}
+
+/* ---- the literal text of a JSON member ---------------------------------- */
+
+static size_t
+skip_ws(const char *s, size_t i, size_t n)
+{
+	while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
+		i++;
+	return i;
+}
+
+/* s[i] is '"': the index after the closing quote, or 0. */
+static size_t
+skip_string(const char *s, size_t i, size_t n)
+{
+	for (i++; i < n; i++) {
+		if (s[i] == '\\')
+			i++;
+		else if (s[i] == '"')
+			return i + 1;
+	}
+	return 0;
+}
+
+/* The index after the value starting at s[i], or 0 (no recursion). */
+static size_t
+skip_value(const char *s, size_t i, size_t n)
+{
+	size_t	depth = 0;
+
+	if (i >= n)
+		return 0;
+	if (s[i] == '"')
+		return skip_string(s, i, n);
+	if (s[i] != '{' && s[i] != '[') {
+		while (i < n && s[i] != ',' && s[i] != '}' && s[i] != ']' && s[i] != ' '
+		       && s[i] != '\t' && s[i] != '\n' && s[i] != '\r')
+			i++;
+		return i;
+	}
+	for (; i < n; i++) {
+		if (s[i] == '"') {
+			size_t e = skip_string(s, i, n);
+
+			if (e == 0)
+				return 0;
+			i = e - 1;
+		} else if (s[i] == '{' || s[i] == '[')
+			depth++;
+		else if ((s[i] == '}' || s[i] == ']') && --depth == 0)
+			return i + 1;
+	}
+	return 0;
+}
+
+bool
+pn_2c2p_raw_member(const char *s, size_t n, const char *name, const char **val, size_t *vlen)
+{
+	size_t	i = skip_ws(s, 0, n), nlen = strlen(name);
+
+	if (i >= n || s[i] != '{')
+		return false;
+	for (i++;;) {
+		size_t	ks, ke, vs, ve;
+
+		i = skip_ws(s, i, n);
+		if (i >= n || s[i] != '"')
+			return false;	/* '}' (not found) or not an object */
+		ks = i + 1;
+		ke = skip_string(s, i, n);
+		if (ke == 0)
+			return false;
+		i = skip_ws(s, ke, n);
+		if (i >= n || s[i] != ':')
+			return false;
+		vs = skip_ws(s, i + 1, n);
+		ve = skip_value(s, vs, n);
+		if (ve == 0 || ve == vs)
+			return false;
+		if (ke - 1 - ks == nlen && memcmp(s + ks, name, nlen) == 0) {
+			*val = s + vs;
+			*vlen = ve - vs;
+			return true;
+		}
+		i = skip_ws(s, ve, n);
+		if (i >= n || s[i] != ',')
+			return false;
+		i++;
+	}
+}
+
+/* ---- normalising a v4 payload --------------------------------------------- */
+
+enum pn_kind
+pn_2c2p_kind(const char *rc)
+{
+	if (rc == NULL || strlen(rc) != 4)
+		return PN_KIND_IGNORED;
+	if (strcmp(rc, "0000") == 0)
+		return PN_KIND_PAID;
+	if (strcmp(rc, "0001") == 0 || strcmp(rc, "2001") == 0)
+		return PN_KIND_PENDING;
+	if (strcmp(rc, "0003") == 0)
+		return PN_KIND_CLOSED;
+	/* 4001-4999 are issuer/host declines; 4000 (card verification) and
+	 * 4200 (tokenisation) are successes of flows that charge nothing. */
+	if (rc[0] == '4' && rc[1] >= '0' && rc[1] <= '9' && rc[2] >= '0' && rc[2] <= '9'
+	    && rc[3] >= '0' && rc[3] <= '9' && strcmp(rc, "4000") != 0 && strcmp(rc, "4200") != 0)
+		return PN_KIND_FAILED;
+	return PN_KIND_IGNORED;
+}
+
+/* A non-empty string member of at most max bytes, or NULL. */
+static const char *
+str_field(struct pn_arena *a, json_t *root, const char *key, size_t max)
+{
+	json_t *v = json_object_get(root, key);
+
+	if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > max)
+		return NULL;
+	return pn_arena_strndup(a, json_string_value(v), json_string_length(v));
+}
+
+/*
+ * The amount as decimal text: a JSON string as is, a JSON number as the
+ * literal that was signed (jansson keeps only a double, and 19.99 is not
+ * a double).
+ */
+static const char *
+amount_text(struct pn_arena *a, json_t *root, const unsigned char *payload, size_t len,
+	    const char **why)
+{
+	json_t *v = json_object_get(root, "amount");
+	const char *raw;
+	size_t	rlen;
+
+	if (json_is_string(v))
+		return pn_arena_strndup(a, json_string_value(v), json_string_length(v));
+	if (!json_is_number(v)) {
+		*why = "no amount";
+		return NULL;
+	}
+	if (!pn_2c2p_raw_member((const char *)payload, len, "amount", &raw, &rlen)
+	    || rlen > 40 || raw[0] == '"') {
+		*why = "could not locate the amount literal";
+		return NULL;
+	}
+	return pn_arena_strndup(a, raw, rlen);
+}
+
+/* Amount and currency into ev; false with *why when not exact. */
+static bool
+v4_amount(struct pn_arena *a, json_t *root, const unsigned char *payload, size_t len,
+	  struct pn_event *ev, const char **why)
+{
+	const char *cur_raw = str_field(a, root, "currencyCode", 8), *text;
+	char	cur[4];
+	struct pn_err merr;
+
+	if (cur_raw == NULL || !pn_money_currency(cur_raw, cur)) {
+		*why = pn_arena_printf(a, "unknown currencyCode \"%.8s\"", cur_raw ? cur_raw : "");
+		return false;
+	}
+	ev->currency = pn_arena_strdup(a, cur);
+	text = amount_text(a, root, payload, len, why);
+	if (text == NULL)
+		return false;
+	if (!pn_money_parse(text, pn_money_exponent(cur), &ev->amount_minor, &merr)) {
+		ev->amount_minor = -1;
+		*why = pn_arena_printf(a, "amount %.40s %s: %s", text, cur, merr.msg);
+		return false;
+	}
+	return true;
+}
+
+/* exp / nbf, enforced when present, as jsonwebtoken does (no leeway). */
+static bool
+check_times(json_t *root, int64_t now, struct pn_err *err)
+{
+	json_t *exp = json_object_get(root, "exp"), *nbf = json_object_get(root, "nbf");
+
+	if ((exp && !json_is_number(exp)) || (nbf && !json_is_number(nbf))) {
+		pn_err_set(err, "JWT exp or nbf is not a number");
+		return false;
+	}
+	if (now <= 0)
+		return true;
+	if (exp && (double)now >= json_number_value(exp)) {
+		pn_err_set(err, "JWT expired at %.0f (now %lld)", json_number_value(exp),
+			   (long long)now);
+		return false;
+	}
+	if (nbf && (double)now < json_number_value(nbf)) {
+		pn_err_set(err, "JWT not valid before %.0f (now %lld)", json_number_value(nbf),
+			   (long long)now);
+		return false;
+	}
+	return true;
+}
+
+static void
+check_merchant(struct pn_arena *a, const struct pn_site *site, const char *field,
+	       const char *got, struct pn_event *ev)
+{
+	if (got != NULL && strcmp(got, site->twoc2p.merchant_id) == 0)
+		return;
+	ev->flag = "merchant_mismatch";
+	ev->flag_detail = pn_arena_printf(a, "%s \"%.32s\" is not site %s's \"%s\"", field,
+					  got ? got : "", site->name, site->twoc2p.merchant_id);
+}
+
+enum pn_verdict
+pn_2c2p_normalise(struct pn_arena *a, const struct pn_site *site, const unsigned char *payload,
+		  size_t len, int64_t now, const char *unkeyed, struct pn_event *ev,
+		  struct pn_err *err)
+{
+	json_t *root = pn_json_parse(payload, len, err);
+	const char *inv, *rc, *ref, *why = NULL;
+	enum pn_verdict verdict = PN_VERIFIED;
+
+	if (root == NULL) {
+		pn_err_prefix(err, "2C2P JWT payload is not valid JSON");
+		return PN_MALFORMED;
+	}
+	if (!json_is_object(root)) {
+		pn_err_set(err, "2C2P JWT payload is not a JSON object");
+		verdict = PN_MALFORMED;
+		goto done;
+	}
+	if (!check_times(root, now, err)) {
+		verdict = PN_UNVERIFIED;
+		goto done;
+	}
+	inv = str_field(a, root, "invoiceNo", MAX_ID_LEN);
+	rc = str_field(a, root, "respCode", 16);
+	ref = str_field(a, root, "tranRef", MAX_ID_LEN);
+	ev->event_type = rc;
+	ev->order_id = inv;
+	ev->psp_txn_id = ref;
+	ev->psp_time = str_field(a, root, "transactionDateTime", 64);
+	if (inv == NULL || rc == NULL) {
+		/* genuine but not a payment result we can key: kept, never applied */
+		ev->kind = PN_KIND_IGNORED;
+		ev->dedup_key = unkeyed;
+	} else {
+		ev->kind = pn_2c2p_kind(rc);
+		ev->dedup_key = pn_arena_printf(a, "%s:%s:%s", inv, rc, ref ? ref : "");
+	}
+	/* the amount only gates "paid"; for other kinds it is informational */
+	if (!v4_amount(a, root, payload, len, ev, &why) && ev->kind == PN_KIND_PAID) {
+		ev->flag = "amount_mismatch";
+		ev->flag_detail = why;
+	}
+	check_merchant(a, site, "merchantID", str_field(a, root, "merchantID", 64), ev);
+done:
+	json_decref(root);
+	return verdict;
+}
+
+static enum pn_verdict
+verify_v4(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_err *err)
+{
+	const struct pn_request *req = ctx->req;
+	const struct pn_site *site = ctx->site;
+	json_t *root = pn_json_parse(req->body, req->body_len, err), *p;
+	const char *jwt, *key_id = NULL;
+	unsigned char *payload;
+	size_t	jwt_len, plen;
+
+	if (root == NULL) {
+		pn_err_prefix(err, "2C2P notification is not valid JSON");
+		return PN_MALFORMED;
+	}
+	p = json_is_object(root) ? json_object_get(root, "payload") : NULL;
+	if (!json_is_string(p)) {
+		json_decref(root);
+		pn_err_set(err, "2C2P notification has no string member \"payload\"");
+		return PN_MALFORMED;
+	}
+	jwt_len = json_string_length(p);
+	jwt = pn_arena_strndup(ctx->arena, json_string_value(p), jwt_len);
+	json_decref(root);
+	if (!pn_2c2p_verify_jwt(ctx->arena, jwt, jwt_len, site->twoc2p.secrets,
+				site->twoc2p.nsecrets, &payload, &plen, &key_id, err)) {
+		pn_err_prefix(err, "could not verify 2C2P JWT for site %s", site->name);
+		return PN_UNVERIFIED;
+	}
+	ev->key_id = key_id;
+	/* the signature segment names this exact notification */
+	return pn_2c2p_normalise(ctx->arena, site, payload, plen,
+				 ctx->check_freshness ? ctx->now : 0,
+				 pn_arena_printf(ctx->arena, "jwt:%s", strrchr(jwt, '.') + 1), ev,
+				 err);
+}
+
+/* ---- legacy Redirect API --------------------------------------------------- */
+
+/* 2C2P's order (P2c2pHash::isValidHashValue, wc_2c2p_is_valid_hash). */
+static const char *const redirect_fields[] = {
+	"version", "request_timestamp", "merchant_id", "order_id", "invoice_no", "currency",
+	"amount", "transaction_ref", "approval_code", "eci", "transaction_datetime",
+	"payment_channel", "payment_status", "channel_response_code", "channel_response_desc",
+	"masked_pan", "stored_card_unique_id", "backend_invoice", "paid_channel", "paid_agent",
+	"recurring_unique_id", "user_defined_1", "user_defined_2", "user_defined_3",
+	"user_defined_4", "user_defined_5", "browser_info", "ippPeriod", "ippInterestType",
+	"ippInterestRate", "ippMerchantAbsorbRate", NULL};
+
+static const struct pn_form_field *
+form_field(const struct pn_form *f, const char *key)
+{
+	size_t i;
+
+	for (i = 0; i < f->n; i++)
+		if (strcmp(f->fields[i].key, key) == 0)
+			return &f->fields[i];
+	return NULL;
+}
+
+char *
+pn_2c2p_redirect_content(struct pn_arena *a, const struct pn_form *f, size_t *len)
+{
+	const char *const *k;
+	size_t	total = 1, o = 0;
+	char   *out;
+
+	for (k = redirect_fields; *k; k++) {
+		const struct pn_form_field *fl = form_field(f, *k);
+
+		total += fl ? fl->value_len : 0;
+	}
+	out = pn_arena_alloc(a, total);
+	for (k = redirect_fields; *k; k++) {
+		const struct pn_form_field *fl = form_field(f, *k);
+
+		if (fl) {
+			memcpy(out + o, fl->value, fl->value_len);
+			o += fl->value_len;
+		}
+	}
+	out[o] = '\0';
+	*len = o;
+	return out;
+}
+
+static const char *
+short_field(const struct pn_form *f, const char *key)
+{
+	const char *v = pn_form_get(f, key);
+
+	return v && *v && strlen(v) <= MAX_ID_LEN ? v : NULL;
+}
+
+/* amount: 12 zero-padded digits of minor units; currency: numeric ISO 4217. */
+static bool
+redirect_amount(struct pn_arena *a, const struct pn_form *f, struct pn_event *ev,
+		const char **why)
+{
+	const char *num = pn_form_get(f, "currency"), *amt = pn_form_get(f, "amount");
+	const char *alpha = pn_money_alpha_from_numeric(num);
+	int64_t	v;
+
+	if (alpha == NULL) {
+		*why = pn_arena_printf(a, "unknown numeric currency \"%.8s\"", num ? num : "");
+		return false;
+	}
+	ev->currency = alpha;
+	if (amt == NULL || strlen(amt) != 12 || !pn_parse_i64(amt, &v)) {
+		*why = pn_arena_printf(a, "amount \"%.16s\" is not 12 digits", amt ? amt : "");
+		return false;
+	}
+	ev->amount_minor = v;
+	return true;
+}
+
+static void
+normalise_redirect(struct pn_arena *a, const struct pn_form *f, const struct pn_site *site,
+		   const char *hash_value, struct pn_event *ev)
+{
+	const char *oid = short_field(f, "order_id"), *st = short_field(f, "payment_status");
+	const char *ref = short_field(f, "transaction_ref"), *why = NULL;
+
+	ev->event_type = st;
+	ev->order_id = oid;
+	ev->psp_txn_id = ref;
+	ev->psp_time = short_field(f, "transaction_datetime");
+	if (oid == NULL || st == NULL) {
+		ev->kind = PN_KIND_IGNORED;
+		ev->dedup_key = pn_arena_printf(a, "hash:%s", hash_value);
+	} else {
+		ev->dedup_key = pn_arena_printf(a, "%s:%s:%s", oid, st, ref ? ref : "");
+		ev->kind = strcmp(st, "000") == 0 ? PN_KIND_PAID
+		    : strcmp(st, "001") == 0 ? PN_KIND_PENDING : PN_KIND_FAILED;
+	}
+	if (!redirect_amount(a, f, ev, &why) && ev->kind == PN_KIND_PAID) {
+		ev->flag = "amount_mismatch";
+		ev->flag_detail = why;
+	}
+	check_merchant(a, site, "merchant_id", pn_form_get(f, "merchant_id"), ev);
+}
+
+static enum pn_verdict
+verify_redirect(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_err *err)
+{
+	const struct pn_site *site = ctx->site;
+	bool	sha256 = site->twoc2p.redirect_hash == PN_2C2P_SHA256;
+	size_t	mdlen = sha256 ? 32 : 20, got = 0, clen, i;
+	unsigned char want[32];
+	const char *hv, *key_id = NULL, *content;
+	struct pn_form form;
+	struct pn_iov iov;
+	bool	matched = false;
+
+	if (!pn_form_parse(ctx->arena, (const char *)ctx->req->body, ctx->req->body_len, &form,
+			   err)) {
+		pn_err_prefix(err, "2C2P notification is not a valid form body");
+		return PN_MALFORMED;
+	}
+	hv = pn_form_get(&form, "hash_value");
+	if (hv == NULL || strlen(hv) != 2 * mdlen || !pn_hex_decode(hv, 2 * mdlen, want,
+								  sizeof(want), &got)
+	    || got != mdlen) {
+		pn_err_set(err, "2C2P hash_value is missing or not %zu hex digits", 2 * mdlen);
+		return PN_UNVERIFIED;
+	}
+	content = pn_2c2p_redirect_content(ctx->arena, &form, &clen);
+	iov = (struct pn_iov){content, clen};
+	for (i = 0; i < site->twoc2p.nsecrets; i++) {
+		const struct pn_secret *s = &site->twoc2p.secrets[i];
+		unsigned char mac[64];
+		size_t	maclen = 0;
+
+		if (pn_hmac(sha256 ? PN_MD_SHA256 : PN_MD_SHA1, s->data, s->len, &iov, 1, mac,
+			    &maclen) && maclen == mdlen && pn_ct_equal(mac, want, mdlen) && !matched) {
+			matched = true;
+			key_id = s->id;
+		}
+	}
+	if (!matched) {
+		pn_err_set(err, "could not verify 2C2P hash_value (HMAC-%s) for site %s: no secret "
+			   "matched (%zu tried)", sha256 ? "SHA256" : "SHA1", site->name,
+			   site->twoc2p.nsecrets);
+		return PN_UNVERIFIED;
+	}
+	ev->key_id = key_id;
+	normalise_redirect(ctx->arena, &form, site, pn_hex_encode(ctx->arena, want, mdlen, false),
+			   ev);
+	return PN_VERIFIED;
+}
+
+/* ---- the descriptor ----------------------------------------------------------- */
+
+static enum pn_verdict
+twoc2p_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_err *err)
+{
+	if (ctx->site->twoc2p.api == PN_2C2P_REDIRECT)
+		return verify_redirect(ctx, ev, err);
+	return verify_v4(ctx, ev, err);
+}
+
+static bool
+twoc2p_configured(const struct pn_site *site)
+{
+	return site->twoc2p.configured;
+}
+
+/* 2C2P's own sample handler: 200 {"status":"received"}, 400 {"error":...}. */
+static void
+twoc2p_answer(const struct pn_request *req, struct pn_response *res, int status,
+	      const char *reason)
+{
+	json_t *obj;
+	char   *text;
+
+	if (status >= 200 && status < 300) {
+		pn_response_set(res, status, "application/json", "{\"status\":\"received\"}");
+		return;
+	}
+	obj = json_pack("{s:s}", "error", reason ? reason : "failed");
+	text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+	pn_response_set(res, status, "application/json", text ? text : "{\"error\":\"failed\"}");
+	free(text);
+	json_decref(obj);
+}
+
+/* ---- test notifications (paynotify sign) -------------------------------- */
+
+static const char *
+sign_resp_code(enum pn_kind kind, bool legacy)
+{
+	switch (kind) {
+	case PN_KIND_PAID:
+		return legacy ? "000" : "0000";
+	case PN_KIND_CLOSED:
+		return legacy ? "003" : "0003";
+	case PN_KIND_FAILED:
+		return legacy ? "002" : "4051";
+	default:
+		return NULL;
+	}
+}
+
+static bool
+sign_v4(const struct pn_sign_req *r, const char *code, struct pn_signed *out,
+	struct pn_err *err)
+{
+	const struct pn_secret *key = &r->site->twoc2p.secrets[0];
+	struct pn_arena *a = r->arena;
+	char	amount[32], when[16];
+	const char *hdr = "{\"alg\":\"HS256\",\"typ\":\"JWT\"}", *signing;
+	char   *payload;
+	json_t *obj;
+	unsigned char mac[64];
+	size_t	maclen;
+	struct pn_iov iov;
+	time_t	t = (time_t)r->now;
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	strftime(when, sizeof(when), "%Y%m%d%H%M%S", &tm);
+	pn_money_format(r->amount_minor, pn_money_exponent(r->currency), amount, sizeof(amount));
+	obj = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}",
+			"merchantID", r->site->twoc2p.merchant_id, "invoiceNo", r->order_id,
+			"cardNo", "411111XXXXXX1111", "amount", amount, "currencyCode", r->currency,
+			"tranRef", pn_arena_printf(a, "t%s", r->id), "referenceNo", r->id,
+			"approvalCode", "123456", "eci", "05", "transactionDateTime", when,
+			"respCode", code, "respDesc", "paynotify test");
+	payload = obj ? json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+	json_decref(obj);
+	if (payload == NULL) {
+		pn_err_set(err, "could not build the payload");
+		return false;
+	}
+	signing = pn_arena_printf(a, "%s.%s", pn_b64url_encode(a, hdr, strlen(hdr)),
+				  pn_b64url_encode(a, payload, strlen(payload)));
+	free(payload);
+	iov.p = signing;
+	iov.len = strlen(signing);
+	if (!pn_hmac(PN_MD_SHA256, key->data, key->len, &iov, 1, mac, &maclen)) {
+		pn_err_set(err, "HMAC failed");
+		return false;
+	}
+	out->content_type = "application/json; charset=utf-8";
+	out->body = pn_arena_printf(a, "{\"payload\":\"%s.%s\"}", signing,
+				    pn_b64url_encode(a, mac, maclen));
+	out->body_len = strlen(out->body);
+	return true;
+}
+
+static bool
+sign_redirect(const struct pn_sign_req *r, const char *code, struct pn_signed *out,
+	      struct pn_err *err)
+{
+	const struct pn_secret *key = &r->site->twoc2p.secrets[0];
+	struct pn_arena *a = r->arena;
+	struct pn_form f;
+	struct pn_buf body = PN_BUF_INIT;
+	unsigned char mac[64];
+	size_t	maclen, len, i;
+	struct pn_iov iov;
+	const char *numeric = pn_money_numeric(r->currency);
+	char	when[24];
+	time_t	t = (time_t)r->now;
+	struct tm tm;
+	static const char *keys[] = {"version", "request_timestamp", "merchant_id", "order_id",
+		"invoice_no", "currency", "amount", "transaction_ref", "approval_code", "eci",
+		"transaction_datetime", "payment_channel", "payment_status",
+		"channel_response_code", "channel_response_desc", "masked_pan", "hash_value"};
+	const char *vals[PN_ARRAY_LEN(keys)];
+
+	gmtime_r(&t, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+	vals[0] = "7.0";
+	vals[1] = when;
+	vals[2] = r->site->twoc2p.merchant_id;
+	vals[3] = r->order_id;
+	vals[4] = "";
+	vals[5] = numeric;
+	vals[6] = pn_arena_printf(a, "%012lld", (long long)r->amount_minor);
+	vals[7] = pn_arena_printf(a, "t%s", r->id);
+	vals[8] = "123456";
+	vals[9] = "05";
+	vals[10] = when;
+	vals[11] = "001";
+	vals[12] = code;
+	vals[13] = "00";
+	vals[14] = "paynotify test";
+	vals[15] = "411111XXXXXX1111";
+	f.n = PN_ARRAY_LEN(keys) - 1;
+	f.fields = pn_arena_alloc(a, PN_ARRAY_LEN(keys) * sizeof(*f.fields));
+	for (i = 0; i < f.n; i++) {
+		f.fields[i].key = keys[i];
+		f.fields[i].value = vals[i];
+		f.fields[i].value_len = strlen(vals[i]);
+	}
+	iov.p = pn_2c2p_redirect_content(a, &f, &len);
+	iov.len = len;
+	if (!pn_hmac(r->site->twoc2p.redirect_hash == PN_2C2P_SHA256 ? PN_MD_SHA256 : PN_MD_SHA1,
+		     key->data, key->len, &iov, 1, mac, &maclen)) {
+		pn_err_set(err, "HMAC failed");
+		return false;
+	}
+	vals[16] = pn_hex_encode(a, mac, maclen, false);
+	for (i = 0; i < PN_ARRAY_LEN(keys); i++)
+		pn_buf_printf(&body, "%s%s=%s", i ? "&" : "", keys[i], pn_form_encode(a, vals[i]));
+	out->content_type = "application/x-www-form-urlencoded";
+	out->body = pn_arena_memdup(a, body.data, body.len);
+	out->body_len = body.len;
+	pn_buf_free(&body);
+	return true;
+}
+
+static bool
+twoc2p_sign(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err *err)
+{
+	bool	legacy = r->site->twoc2p.api == PN_2C2P_REDIRECT;
+	const char *code = sign_resp_code(r->kind, legacy);
+
+	if (!r->site->twoc2p.test_signing) {
+		pn_err_set(err, "site %s does not set 2c2p.test_signing = on: refusing to sign",
+			   r->site->name);
+		return false;
+	}
+	if (code == NULL) {
+		pn_err_set(err, "2C2P sends no \"%s\" notification", pn_kind_name(r->kind));
+		return false;
+	}
+	out->nheaders = 0;
+	return legacy ? sign_redirect(r, code, out, err) : sign_v4(r, code, out, err);
+}
+
+const struct pn_provider pn_provider_2c2p = {
+	.name = "2c2p",
+	.program = "paynotify-2c2p",
+	.unverified_status = 400,
+	.keep_headers = twoc2p_keep_headers,
+	.configured = twoc2p_configured,
+	.verify = twoc2p_verify,
+	.answer = twoc2p_answer,
+	.sign = twoc2p_sign,
+};
