@@ -49,6 +49,11 @@ const struct pn_site *fuzz_alipay_site(int sign_type);
 /* The matching private key (test-a.key.pem), to sign mutated bodies. */
 EVP_PKEY *fuzz_alipay_privkey(void);
 
+/* The 2C2P site: merchant JT01, one secret (tests/fixtures/unit/secrets/
+ * 2c2p-sandbox, as its ASCII bytes), api jwt or redirect (SHA1 / SHA256). */
+const struct pn_site *fuzz_2c2p_site(int api, int redirect_hash);
+#define FUZZ_2C2P_SECRET "ECC4E54DBA738857B84A7EBC6B5DC7187B8DA68750E88AB53AAA41F548D6F2D9"
+
 /* A request with the given body and up to one header (name may be NULL);
  * the body is copied into malloc'd memory of exactly size + 1 bytes (NUL
  * last) so that ASan sees any read past it.  Free with fuzz_request_free. */

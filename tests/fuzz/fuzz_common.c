@@ -77,6 +77,32 @@ fuzz_alipay_site(int sign_type)
 	return s;
 }
 
+const struct pn_site *
+fuzz_2c2p_site(int api, int redirect_hash)
+{
+	static struct pn_site sites[3];
+	static struct pn_secret secret;
+	struct pn_site *s;
+
+	if (secret.id == NULL) {
+		secret.id = "2c2p-sandbox:1";
+		secret.data = (unsigned char *)FUZZ_2C2P_SECRET;
+		secret.len = strlen(FUZZ_2C2P_SECRET);
+	}
+	s = &sites[api != PN_2C2P_REDIRECT ? 0 : redirect_hash == PN_2C2P_SHA256 ? 2 : 1];
+	if (s->name == NULL) {
+		s->name = "2c2p-fuzz";
+		s->twoc2p.configured = true;
+		s->twoc2p.merchant_id = (char *)"JT01";
+		s->twoc2p.secrets = &secret;
+		s->twoc2p.nsecrets = 1;
+		s->twoc2p.api = api == PN_2C2P_REDIRECT ? PN_2C2P_REDIRECT : PN_2C2P_JWT;
+		s->twoc2p.redirect_hash = redirect_hash == PN_2C2P_SHA256 ? PN_2C2P_SHA256
+		    : PN_2C2P_SHA1;
+	}
+	return s;
+}
+
 EVP_PKEY *
 fuzz_alipay_privkey(void)
 {

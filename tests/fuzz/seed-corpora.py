@@ -109,6 +109,41 @@ for c in cases("alipay"):
     if m:
         write("money", "alipay-" + c["name"], b"\x03" + m.group(1))
 
+import base64
+import json
+
+
+def b64url_decode(s):
+    return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+
+
+for c in cases("2c2p"):
+    if "body_bytes" not in c:
+        continue
+    body = c["body_bytes"]
+    site = c["site"]
+    if site == "2c2p-jt01":
+        write("2c2p", c["name"], b"\x00" + body)
+        try:
+            jwt = json.loads(body)["payload"]
+        except (ValueError, KeyError, TypeError):
+            continue
+        if not isinstance(jwt, str):
+            continue
+        write("jwt", c["name"], jwt.encode())
+        segs = jwt.split(".")
+        if len(segs) == 3:
+            write("jwt", "signed-" + c["name"], ("@" + segs[0] + "." + segs[1]).encode())
+            try:
+                write("2c2p", "signed-" + c["name"], b"\x01" + b64url_decode(segs[1]))
+            except ValueError:
+                pass
+    elif site in ("2c2p-legacy", "2c2p-legacy256"):
+        mode = 4 if site == "2c2p-legacy256" else 2
+        write("2c2p", c["name"], bytes([mode]) + body)
+        unsigned = b"&".join(f for f in body.split(b"&") if not f.startswith(b"hash_value="))
+        write("2c2p", "signed-" + c["name"], bytes([mode | 1]) + unsigned)
+
 write("cfg", "unit.conf", read(os.path.join(fix, "unit", "unit.conf")))
 write("cfg", "example", read(os.path.join(top, "conf", "paynotify.conf.example")))
 sys.exit(0)
