@@ -3,9 +3,9 @@
  *
  * Input: the whole configuration text.  It is written to a file in a
  * private temporary directory holding "keys" (a link to tests/fixtures/
- * unit/keys) and "secrets" (copies of tests/fixtures/unit/secrets, mode
- * 0600), so that relative key and secret paths load real files.  Inputs
- * naming /dev, /proc or /sys are skipped: a path like /dev/stdin would
+ * unit/keys) and "secrets" (copies of the secret files of tests/fixtures/
+ * unit/secrets and of keys/test-a.key.pem, mode 0600), so that relative
+ * key and secret paths load real files.  Inputs naming /dev, /proc or /sys are skipped: a path like /dev/stdin would
  * block the fuzzer, which is the harness's problem, not the loader's.
  * Invariants: a loaded configuration has sites and each has a provider;
  * a failure names the file; pn_cfg_free() releases everything (LeakSanitizer
@@ -22,17 +22,22 @@
 static char dir[256];
 static char conf[300];
 
+/* Files copied into <dir>/secrets with mode 0600. */
+static const char *const private_files[] = {
+	"unit/secrets/stripe-old", "unit/secrets/stripe-new", "unit/secrets/stripe-both",
+	"unit/secrets/stripe-dotnet", "unit/secrets/2c2p-sandbox", "unit/secrets/2c2p-guide",
+	"unit/secrets/2c2p-rotated", "unit/secrets/2c2p-legacy", "unit/keys/test-a.key.pem",
+	NULL};
+
 static void
 cleanup(void)
 {
-	static const char *const secrets[] = {"stripe-old", "stripe-new", "stripe-both",
-					      "stripe-dotnet", NULL};
 	char	path[512];
 	size_t	i;
 
 	unlink(conf);
-	for (i = 0; secrets[i]; i++) {
-		snprintf(path, sizeof(path), "%s/secrets/%s", dir, secrets[i]);
+	for (i = 0; private_files[i]; i++) {
+		snprintf(path, sizeof(path), "%s/secrets/%s", dir, strrchr(private_files[i], '/') + 1);
 		unlink(path);
 	}
 	snprintf(path, sizeof(path), "%s/secrets", dir);
@@ -45,8 +50,6 @@ cleanup(void)
 static void
 setup(void)
 {
-	static const char *const secrets[] = {"stripe-old", "stripe-new", "stripe-both",
-					      "stripe-dotnet", NULL};
 	const char *tmp = getenv("TMPDIR");
 	char	path[512], keys[4096];
 	size_t	i;
@@ -68,18 +71,17 @@ setup(void)
 		perror("fuzz: mkdir");
 		abort();
 	}
-	for (i = 0; secrets[i]; i++) {
-		char	rel[128], *text = NULL;
+	for (i = 0; private_files[i]; i++) {
+		char   *text = NULL;
 		size_t	len = 0;
 		struct pn_err err;
 		FILE   *f;
 
-		snprintf(rel, sizeof(rel), "unit/secrets/%s", secrets[i]);
-		if (!pn_read_file(fuzz_fixture(rel), 65536, &text, &len, &err)) {
+		if (!pn_read_file(fuzz_fixture(private_files[i]), 65536, &text, &len, &err)) {
 			fprintf(stderr, "fuzz: %s\n", err.msg);
 			abort();
 		}
-		snprintf(path, sizeof(path), "%s/secrets/%s", dir, secrets[i]);
+		snprintf(path, sizeof(path), "%s/secrets/%s", dir, strrchr(private_files[i], '/') + 1);
 		if ((f = fopen(path, "w")) == NULL || fwrite(text, 1, len, f) != len
 		    || fclose(f) != 0 || chmod(path, 0600) != 0) {
 			perror("fuzz: writing a secret file");

@@ -146,4 +146,32 @@ for c in cases("2c2p"):
 
 write("cfg", "unit.conf", read(os.path.join(fix, "unit", "unit.conf")))
 write("cfg", "example", read(os.path.join(top, "conf", "paynotify.conf.example")))
+write("cfg", "every-provider", b"""[database]
+conninfo = dbname=shop
+statement_timeout_ms = 3000 ; inline comment
+connect_timeout_s = 2
+[limits]
+max_body_bytes = 1048576
+[log]
+level = 2
+[site shop-a]
+alipay.app_id = 2021000000000001
+alipay.seller_id = 2088000000000001
+alipay.public_key_file = keys/test-a.pub.pem keys/test-a.crt keys/test-a.b64
+alipay.sign_type = RSA
+alipay.test_private_key_file = secrets/test-a.key.pem
+stripe.secret_files = secrets/stripe-both secrets/stripe-old
+stripe.tolerance_s = 600
+stripe.test_signing = on
+2c2p.merchant_id = JT01
+2c2p.secret_key_file = secrets/2c2p-rotated
+2c2p.api = redirect
+2c2p.redirect_hash = sha256
+2c2p.test_signing = yes
+[site shop-b]
+wechatpay.mchid = 1900000001
+wechatpay.appid = wx0000000000000001
+wechatpay.apiv2_key_file = secrets/2c2p-sandbox
+wechatpay.v2_sign_type = MD5, HMAC-SHA256
+""")
 sys.exit(0)
