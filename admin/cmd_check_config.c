@@ -16,12 +16,15 @@
 static void
 help(FILE *f)
 {
-	fprintf(f, "usage: paynotify [-c FILE] check-config\n\n"
+	fprintf(f, "usage: paynotify check-config [-c FILE]\n\n"
 		"Load the configuration as the receivers do (every key and certificate,\n"
 		"secret-file permissions), print each site's providers, key ids, certificate\n"
 		"serials and expiry dates (warning within %d days), connect to the database\n"
 		"and check the schema version.  Exit 0 when all is well, 3 on any problem\n"
-		"(errors name the file and line).\n", EXPIRY_WARN_DAYS);
+		"(errors name the file and line).\n\n"
+		"  -c, --config FILE  the configuration to check (default: the one given\n"
+		"                     before the command, $PAYNOTIFY_CONFIG, else the default)\n",
+		EXPIRY_WARN_DAYS);
 }
 
 static void
@@ -69,6 +72,7 @@ static int
 check_config_exec(int argc, char **argv, const char *config_path)
 {
 	static const struct option longopts[] = {
+		{"config", required_argument, NULL, 'c'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -80,11 +84,18 @@ check_config_exec(int argc, char **argv, const char *config_path)
 	size_t	i;
 
 	optind = 0;	/* glibc: 0 re-initialises getopt after main() used it */
-	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		if (opt == 'h') {
+	while ((opt = getopt_long(argc, argv, "c:h", longopts, NULL)) != -1) {
+		if (opt == 'c')
+			config_path = optarg;
+		else if (opt == 'h') {
 			help(stdout);
 			return 0;
+		} else {
+			help(stderr);
+			return PN_EXIT_USAGE;
 		}
+	}
+	if (optind != argc) {
 		help(stderr);
 		return PN_EXIT_USAGE;
 	}
@@ -148,6 +159,6 @@ check_config_exec(int argc, char **argv, const char *config_path)
 }
 
 const struct pn_cmd pn_cmd_check_config = {
-	"check-config", "", "load and check the configuration, keys and database",
+	"check-config", "[-c FILE]", "load and check the configuration, keys and database",
 	check_config_exec, help,
 };

@@ -21,6 +21,19 @@
 #include "provider.h"
 
 #define BATCH "200"
+#define PROGRESS_AFTER_US 1000000	/* show the progress bar once a run takes longer */
+#define PROGRESS_WIDTH 30
+
+/* Shared by the count and the batches: $1 the last id seen, $2 site .. $8 id. */
+#define FILTERS \
+	" FROM paynotify.notifications WHERE id > $1::bigint" \
+	" AND ($2::text IS NULL OR site = $2)" \
+	" AND ($3::text IS NULL OR provider = $3)" \
+	" AND ($4::timestamptz IS NULL OR received_at >= $4)" \
+	" AND ($5::timestamptz IS NULL OR received_at < $5)" \
+	" AND ($6::text IS NULL OR order_id = $6)" \
+	" AND ($7::text IS NULL OR outcome = $7)" \
+	" AND ($8::bigint IS NULL OR id = $8)"
 
 enum mode { MODE_DRY_RUN, MODE_APPLY, MODE_TO };
 
@@ -52,6 +65,7 @@ struct replay {
 	struct pn_config *cfg;
 	PGconn *conn;
 	CURL   *curl;
+	bool	curl_global;		/* curl_global_init() done */
 	struct pn_arena *a;
 	struct pn_table out;
 	size_t	n, verified, unverified, attention, applied;
@@ -98,10 +112,14 @@ redeliver(struct replay *r, const struct pn_request *req, const char *provider,
 	  const char *site)
 {
 	struct curl_slist *hdrs = NULL;
-	char   *url = pn_arena_printf(r->a, "%s/notify/%s/%s", r->to, provider, site);
+	size_t	n = strlen(r->to);
+	char   *url;
 	long	status = -1;
 	size_t	i;
 
+	while (n > 0 && r->to[n - 1] == '/')	/* "http://host/" is "http://host" */
+		n--;
+	url = pn_arena_printf(r->a, "%.*s/notify/%s/%s", (int)n, r->to, provider, site);
 	if (req->content_type)
 		hdrs = curl_slist_append(hdrs, pn_arena_printf(r->a, "Content-Type: %s",
 							       req->content_type));
@@ -243,6 +261,19 @@ replay_row(struct replay *r, const struct pn_table *rows, size_t i, struct pn_er
 	return true;
 }
 
+/* "replaying [#######.......] 120/300" on stderr, redrawn in place. */
+static void
+progress_bar(size_t done, size_t total)
+{
+	size_t	fill = total ? done * PROGRESS_WIDTH / total : 0, i;
+
+	fputs("\rreplaying [", stderr);
+	for (i = 0; i < PROGRESS_WIDTH; i++)
+		fputc(i < fill ? '#' : '.', stderr);
+	fprintf(stderr, "] %zu/%zu", done, total);
+	fflush(stderr);
+}
+
 static int
 replay_exec(int argc, char **argv, const char *config_path)
 {
@@ -262,8 +293,9 @@ replay_exec(int argc, char **argv, const char *config_path)
 	struct pn_err err;
 	enum pn_format fmt = pn_format_default();
 	char	last[24] = "0";
-	bool	progress = isatty(STDERR_FILENO);
-	int	opt, rc = PN_EXIT_FAILURE;
+	bool	tty = isatty(STDERR_FILENO), shown = false;
+	size_t	total = 0;
+	int	opt, nmodes = 0, rc = PN_EXIT_FAILURE;
 	int64_t	t0 = pn_now_us();
 
 	memset(&r, 0, sizeof(r));
@@ -277,9 +309,9 @@ replay_exec(int argc, char **argv, const char *config_path)
 		case 'o': filter[4] = optarg; break;
 		case 'O': filter[5] = optarg; break;
 		case 'i': filter[6] = optarg; break;
-		case 'n': r.mode = MODE_DRY_RUN; break;
-		case 'a': r.mode = MODE_APPLY; break;
-		case 't': r.mode = MODE_TO; r.to = optarg; break;
+		case 'n': r.mode = MODE_DRY_RUN; nmodes++; break;
+		case 'a': r.mode = MODE_APPLY; nmodes++; break;
+		case 't': r.mode = MODE_TO; r.to = optarg; nmodes++; break;
 		case 'f':
 			if (!pn_format_parse(optarg, false, &fmt)) {
 				fprintf(stderr, "paynotify: --format must be table, csv or json\n");
@@ -298,15 +330,32 @@ replay_exec(int argc, char **argv, const char *config_path)
 		help(stderr);
 		return PN_EXIT_USAGE;
 	}
+	if (nmodes > 1) {
+		fprintf(stderr, "paynotify: --dry-run, --apply and --to exclude each other\n");
+		return PN_EXIT_USAGE;
+	}
 	if ((r.cfg = pn_admin_config(config_path)) == NULL)
 		return PN_EXIT_FAILURE;
 	r.a = pn_arena_new();
 	pn_table_init(&r.out, PN_ARRAY_LEN(cols), cols);
 	if ((r.conn = pn_db_connect(r.cfg, &err)) == NULL)
 		goto failed;
-	if (r.mode == MODE_TO && (r.curl = curl_easy_init()) == NULL) {
-		pn_err_set(&err, "could not initialise libcurl");
-		goto failed;
+	if (r.mode == MODE_TO) {
+		r.curl_global = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
+		if (!r.curl_global || (r.curl = curl_easy_init()) == NULL) {
+			pn_err_set(&err, "could not initialise libcurl");
+			goto failed;
+		}
+	}
+	if (tty) {	/* the total, for the progress bar */
+		const char *params[8] = {last, filter[0], filter[1], filter[2], filter[3],
+					 filter[4], filter[5], filter[6]};
+		struct pn_table t;
+
+		if (!pn_db_query(r.conn, "SELECT count(*)" FILTERS, 8, params, &t, &err))
+			goto failed;
+		total = t.nrows == 1 && t.cells[0] ? strtoull(t.cells[0], NULL, 10) : 0;
+		pn_table_free(&t);
 	}
 	for (;;) {
 		const char *params[8] = {last, filter[0], filter[1], filter[2], filter[3], filter[4],
@@ -316,15 +365,8 @@ replay_exec(int argc, char **argv, const char *config_path)
 
 		if (!pn_db_query(r.conn,
 				 "SELECT id, site, provider, dedup_key, order_id, outcome, "
-				 "raw_headers::text AS raw_headers, encode(raw_body, 'hex') AS raw_body "
-				 "FROM paynotify.notifications WHERE id > $1::bigint "
-				 "AND ($2::text IS NULL OR site = $2) "
-				 "AND ($3::text IS NULL OR provider = $3) "
-				 "AND ($4::timestamptz IS NULL OR received_at >= $4) "
-				 "AND ($5::timestamptz IS NULL OR received_at < $5) "
-				 "AND ($6::text IS NULL OR order_id = $6) "
-				 "AND ($7::text IS NULL OR outcome = $7) "
-				 "AND ($8::bigint IS NULL OR id = $8) ORDER BY id LIMIT " BATCH,
+				 "raw_headers::text AS raw_headers, encode(raw_body, 'hex') AS raw_body"
+				 FILTERS " ORDER BY id LIMIT " BATCH,
 				 8, params, &rows, &err))
 			goto failed;
 		for (i = 0; i < rows.nrows; i++) {
@@ -334,8 +376,11 @@ replay_exec(int argc, char **argv, const char *config_path)
 			}
 			r.n++;
 			pn_arena_reset(r.a);
-			if (progress && r.n % 50 == 0 && pn_now_us() - t0 > 1000000)
-				fprintf(stderr, "\rreplaying: %zu notifications", r.n);
+			if (tty && (r.n % 10 == 0 || r.n == total)
+			    && pn_now_us() - t0 > PROGRESS_AFTER_US) {
+				progress_bar(r.n, total > r.n ? total : r.n);
+				shown = true;
+			}
 		}
 		got = rows.nrows;
 		if (got > 0)
@@ -344,12 +389,12 @@ replay_exec(int argc, char **argv, const char *config_path)
 		if (got == 0)
 			break;
 	}
-	if (progress && pn_now_us() - t0 > 1000000)
+	if (shown)
 		fprintf(stderr, "\r\033[K");
 	pn_table_print(&r.out, fmt, stdout);
 	fprintf(fmt == PN_FMT_TABLE ? stdout : stderr,
-		"%zu notifications: %zu verified, %zu not verified, %zu need a human%s\n", r.n,
-		r.verified, r.unverified, r.attention,
+		"%zu notification%s: %zu verified, %zu not verified, %zu need a human%s\n", r.n,
+		r.n == 1 ? "" : "s", r.verified, r.unverified, r.attention,
 		r.mode == MODE_APPLY ? pn_arena_printf(r.a, ", %zu applied now", r.applied)
 		: r.mode == MODE_DRY_RUN ? " (dry run: nothing changed)" : "");
 	rc = r.unverified ? PN_EXIT_UNVERIFIED : r.attention ? PN_EXIT_ATTENTION : PN_EXIT_OK;
@@ -359,6 +404,8 @@ failed:
 done:
 	if (r.curl)
 		curl_easy_cleanup(r.curl);
+	if (r.curl_global)
+		curl_global_cleanup();
 	PQfinish(r.conn);
 	pn_table_free(&r.out);
 	pn_arena_free(r.a);

@@ -49,23 +49,27 @@ label(FILE *f, const char *name, const char *v, bool first)
 	fputc('"', f);
 }
 
+static bool
+same(const char *a, const char *b)
+{
+	return strcmp(a ? a : "", b ? b : "") == 0;
+}
+
 static void
 print_prometheus(const struct pn_table *t, FILE *f)
 {
 	static const struct {
 		const char *metric, *col, *type, *help;
-		bool	per_outcome;
 	} m[] = {
 		{"paynotify_notifications_total", "notifications", "counter",
-		 "Distinct notifications stored.", true},
+		 "Distinct notifications stored."},
 		{"paynotify_deliveries_total", "deliveries", "counter",
-		 "Deliveries received for stored notifications (duplicates included).", true},
+		 "Deliveries received for stored notifications (duplicates included)."},
 		{"paynotify_duplicate_deliveries_total", "duplicates", "counter",
-		 "Deliveries of notifications already stored.", true},
-		{"paynotify_last_delivery_timestamp_seconds", "last_delivery_epoch", "gauge",
-		 "Time of the last delivery.", true},
+		 "Deliveries of notifications already stored."},
 	};
-	size_t	i, r;
+	static const char last[] = "paynotify_last_notification_timestamp_seconds";
+	size_t	i, r, first;
 
 	for (i = 0; i < PN_ARRAY_LEN(m); i++) {
 		fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", m[i].metric, m[i].help, m[i].metric,
@@ -78,6 +82,27 @@ print_prometheus(const struct pn_table *t, FILE *f)
 			label(f, "outcome", pn_table_get(t, r, "outcome"), false);
 			fprintf(f, "} %s\n", pn_table_get(t, r, m[i].col));
 		}
+	}
+	/* Per site and provider: the rows come ordered by site, provider. */
+	fprintf(f, "# HELP %s Time of the last delivery received, per site and provider.\n"
+		"# TYPE %s gauge\n", last, last);
+	for (first = 0; first < t->nrows; first = r) {
+		const char *site = pn_table_get(t, first, "site");
+		const char *prov = pn_table_get(t, first, "provider");
+		long long max = 0;
+
+		for (r = first; r < t->nrows && same(pn_table_get(t, r, "site"), site)
+		     && same(pn_table_get(t, r, "provider"), prov); r++) {
+			const char *v = pn_table_get(t, r, "last_delivery_epoch");
+			long long e = v ? strtoll(v, NULL, 10) : 0;
+
+			if (e > max)
+				max = e;
+		}
+		fprintf(f, "%s{", last);
+		label(f, "site", site, true);
+		label(f, "provider", prov, false);
+		fprintf(f, "} %lld\n", max);
 	}
 }
 

@@ -191,18 +191,6 @@ pn_hex_encode(struct pn_arena *a, const void *in, size_t len, bool upper)
 	return out;
 }
 
-static int
-hex_value(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 bool
 pn_hex_decode(const char *in, size_t len, unsigned char *out, size_t outcap, size_t *outlen)
 {
@@ -211,7 +199,7 @@ pn_hex_decode(const char *in, size_t len, unsigned char *out, size_t outcap, siz
 	if (len % 2 != 0 || len / 2 > outcap)
 		return false;
 	for (i = 0; i < len; i += 2) {
-		int hi = hex_value((unsigned char)in[i]), lo = hex_value((unsigned char)in[i + 1]);
+		int hi = pn_hexval((unsigned char)in[i]), lo = pn_hexval((unsigned char)in[i + 1]);
 
 		if (hi < 0 || lo < 0)
 			return false;
@@ -396,6 +384,67 @@ pn_aes256ecb_decrypt(struct pn_arena *a, const unsigned char key[32], const unsi
 	    || EVP_DecryptFinal_ex(ctx, buf + n, &m) != 1)
 		goto done;
 	buf[n + m] = '\0';
+	*out = buf;
+	*outlen = (size_t)(n + m);
+	ok = true;
+done:
+	EVP_CIPHER_CTX_free(ctx);
+	ERR_clear_error();
+	return ok;
+}
+
+bool
+pn_aes256gcm_encrypt(struct pn_arena *a, const unsigned char key[32], const void *iv,
+		     size_t ivlen, const void *aad, size_t aadlen, const void *in, size_t inlen,
+		     unsigned char **out, size_t *outlen)
+{
+	EVP_CIPHER_CTX *ctx;
+	unsigned char *buf;
+	int	n = 0, m = 0;
+	bool	ok = false;
+
+	if (inlen > (size_t)INT32_MAX - 32 || ivlen == 0 || ivlen > 64)
+		return false;
+	buf = pn_arena_alloc(a, inlen + 16 + 1);
+	if ((ctx = EVP_CIPHER_CTX_new()) == NULL)
+		return false;
+	if (EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, NULL, NULL) != 1
+	    || EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN, (int)ivlen, NULL) != 1
+	    || EVP_EncryptInit_ex(ctx, NULL, NULL, key, iv) != 1)
+		goto done;
+	if (aadlen > 0 && EVP_EncryptUpdate(ctx, NULL, &n, aad, (int)aadlen) != 1)
+		goto done;
+	if (EVP_EncryptUpdate(ctx, buf, &n, in, (int)inlen) != 1
+	    || EVP_EncryptFinal_ex(ctx, buf + n, &m) != 1
+	    || EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, 16, buf + n + m) != 1)
+		goto done;
+	*out = buf;
+	*outlen = (size_t)(n + m) + 16;
+	ok = true;
+done:
+	EVP_CIPHER_CTX_free(ctx);
+	ERR_clear_error();
+	return ok;
+}
+
+bool
+pn_aes256ecb_encrypt(struct pn_arena *a, const unsigned char key[32], const void *in,
+		     size_t inlen, unsigned char **out, size_t *outlen)
+{
+	EVP_CIPHER_CTX *ctx;
+	unsigned char *buf;
+	int	n = 0, m = 0;
+	bool	ok = false;
+
+	if (inlen > (size_t)INT32_MAX - 32)
+		return false;
+	buf = pn_arena_alloc(a, inlen + 32);
+	if ((ctx = EVP_CIPHER_CTX_new()) == NULL)
+		return false;
+	if (EVP_EncryptInit_ex(ctx, EVP_aes_256_ecb(), NULL, key, NULL) != 1
+	    || EVP_EncryptUpdate(ctx, buf, &n, in, (int)inlen) != 1
+	    || EVP_EncryptFinal_ex(ctx, buf + n, &m) != 1)
+		goto done;
 	*out = buf;
 	*outlen = (size_t)(n + m);
 	ok = true;

@@ -59,6 +59,13 @@ bool pn_aes256gcm_decrypt(struct pn_arena *a, const unsigned char key[32],
 			  const void *iv, size_t ivlen, const void *aad, size_t aadlen,
 			  const unsigned char *in, size_t inlen,
 			  unsigned char **out, size_t *outlen) PN_WUR;
+/* AEAD_AES_256_GCM encryption (test signing): out = ciphertext || tag. */
+bool pn_aes256gcm_encrypt(struct pn_arena *a, const unsigned char key[32], const void *iv,
+			  size_t ivlen, const void *aad, size_t aadlen, const void *in,
+			  size_t inlen, unsigned char **out, size_t *outlen) PN_WUR;
+/* AES-256-ECB with PKCS#7 padding, encryption (test signing). */
+bool pn_aes256ecb_encrypt(struct pn_arena *a, const unsigned char key[32], const void *in,
+			  size_t inlen, unsigned char **out, size_t *outlen) PN_WUR;
 /* AES-256-ECB with PKCS#7 padding (WeChat v2 refund req_info). */
 bool pn_aes256ecb_decrypt(struct pn_arena *a, const unsigned char key[32],
 			  const unsigned char *in, size_t inlen,

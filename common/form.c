@@ -7,18 +7,6 @@
 
 #include "form.h"
 
-static int
-hexval(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Decode s[0..len) into a new arena string; false on a bad escape or NUL. */
 static bool
 decode(struct pn_arena *a, const char *s, size_t len, char **out, size_t *outlen,
@@ -35,8 +23,8 @@ decode(struct pn_arena *a, const char *s, size_t len, char **out, size_t *outlen
 		else if (c == '%') {
 			int hi, lo;
 
-			if (i + 2 >= len || (hi = hexval((unsigned char)s[i + 1])) < 0
-			    || (lo = hexval((unsigned char)s[i + 2])) < 0) {
+			if (i + 2 >= len || (hi = pn_hexval((unsigned char)s[i + 1])) < 0
+			    || (lo = pn_hexval((unsigned char)s[i + 2])) < 0) {
 				pn_err_set(err, "malformed percent escape at byte %zu", i);
 				return false;
 			}

@@ -76,6 +76,7 @@ struct pn_provider {
 extern const struct pn_provider pn_provider_2c2p;
 extern const struct pn_provider pn_provider_alipay;
 extern const struct pn_provider pn_provider_stripe;
+extern const struct pn_provider pn_provider_wechatpay;
 
 /* Look a provider up by name (for the admin command); NULL if unknown. */
 const struct pn_provider *pn_provider_find(const char *name);

@@ -236,18 +236,21 @@ install(int sig, void (*fn)(int))
 	sigaction(sig, &sa, NULL);
 }
 
+/* Block the signals we handle; *set (if given) receives them. */
 static void
-block_signals(void)
+block_signals(sigset_t *set)
 {
-	sigset_t set;
+	sigset_t s;
 
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGQUIT);
-	sigaddset(&set, SIGHUP);
-	sigaddset(&set, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &set, NULL);
+	sigemptyset(&s);
+	sigaddset(&s, SIGTERM);
+	sigaddset(&s, SIGINT);
+	sigaddset(&s, SIGQUIT);
+	sigaddset(&s, SIGHUP);
+	sigaddset(&s, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &s, NULL);
+	if (set)
+		*set = s;
 }
 
 /* Reload in this process (single-process mode). */
@@ -287,7 +290,7 @@ worker_loop(struct pn_receiver *rcv, int listen_fd, const char *reload_path)
 	install(SIGINT, on_term);
 	install(SIGQUIT, on_term);
 	install(SIGHUP, reload_path ? on_hup : SIG_IGN);
-	block_signals();
+	block_signals(NULL);
 	sigprocmask(SIG_SETMASK, NULL, &waitmask);
 	sigdelset(&waitmask, SIGTERM);
 	sigdelset(&waitmask, SIGINT);
@@ -510,13 +513,7 @@ supervise(const struct pn_provider *p, const struct pn_server_opts *o, int liste
 	sv.o = o;
 	sv.listen_fd = listen_fd;
 	sv.cfg = cfg;
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGQUIT);
-	sigaddset(&set, SIGHUP);
-	sigaddset(&set, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &set, NULL);
+	block_signals(&set);
 
 	for (i = 0; i < (size_t)o->workers; i++)
 		spawn(&sv, &sv.slots[i]);

@@ -160,6 +160,18 @@ pn_trim(char *s)
 	return s;
 }
 
+int
+pn_hexval(unsigned char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
 bool
 pn_parse_i64(const char *s, int64_t *out)
 {

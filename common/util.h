@@ -41,6 +41,9 @@ PN_NORETURN void pn_fatal(const char *fmt, ...) PN_PRINTF(1, 2);
 bool pn_streq_nocase(const char *a, const char *b);
 char *pn_trim(char *s);		/* trims ASCII blanks in place; returns s advanced */
 
+/* Value of one hex digit (either case), or -1. */
+int pn_hexval(unsigned char c);
+
 /* Parse a whole decimal string into int64 (no sign, no blanks). */
 bool pn_parse_i64(const char *s, int64_t *out) PN_WUR;
 

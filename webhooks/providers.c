@@ -12,6 +12,7 @@ const struct pn_provider *const pn_providers[] = {
 	&pn_provider_alipay,
 	&pn_provider_stripe,
 	&pn_provider_2c2p,
+	&pn_provider_wechatpay,
 	NULL,
 };
 

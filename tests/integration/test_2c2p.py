@@ -336,8 +336,8 @@ class Scenarios:
         self.rejected(self.send(b'{"jwt":"a.b.c"}'))
         self.rejected(self.send(b'{"payload":"a.b"}'))
 
-    def test_get_405_unknown_site_404(self):
-        r = self.send(b"", method="GET")
+    def test_put_405_unknown_site_404(self):
+        r = self.send(b"", method="PUT")
         self.assertEqual(r.status, 405, r)
         r = self.send(notification(self.oid("nosite")), site="no-such-site")
         self.assertEqual(r.status, 404, r)

@@ -33,7 +33,8 @@ fixture_config(void)
 	static struct pn_config *cfg;
 	static const char *secrets[] = {"stripe-old", "stripe-new", "stripe-both",
 					"stripe-dotnet", "2c2p-sandbox", "2c2p-guide",
-					"2c2p-rotated", "2c2p-legacy", NULL};
+					"2c2p-rotated", "2c2p-legacy", "wx-apiv3", "wx-apiv3-rotated",
+					"wx-apiv3-wrong", "wx-apiv2", "wx-apiv2-refund", NULL};
 	struct pn_err err;
 	const char **s;
 

@@ -13,5 +13,6 @@ Suite *suite_crypto(void);
 Suite *suite_form(void);
 Suite *suite_money(void);
 Suite *suite_stripe(void);
+Suite *suite_wechatpay(void);
 
 #endif

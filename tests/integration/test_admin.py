@@ -1,0 +1,677 @@
+# test_admin.py: the `paynotify` admin command against a real (throwaway)
+# PostgreSQL, with notifications delivered through the real receivers as
+# CGI (signed by `paynotify sign` itself, so sign is proven by acceptance):
+#   --help of every subcommand exits 0
+#   migrate: a fresh database, twice (no-op), one at version 1 (applies 002)
+#   check-config: good (0), bad value (3, file:line), certificate expiring in
+#     10 days (WARNING), database at the wrong schema version (3)
+#   sign: accepted by the receiver for alipay, wechatpay v3 paid/refund, v2
+#     paid/refund, stripe paid/refund/failed/closed, 2c2p jwt and redirect;
+#     --curl piped to sh against a local HTTP endpoint; refused for a site
+#     without test keys
+#   replay: re-verifies stored raw bytes (key named); a row altered in the
+#     database is flagged (exit 2); --dry-run changes nothing; --apply applies
+#     an unknown_order notification once the order exists, and twice changes
+#     nothing (one pg_notify transition); every filter; csv and json parse;
+#     --to re-delivers to a local HTTP->CGI endpoint: Alipay (no timestamp)
+#     accepted as a duplicate, Stripe refused as stale (exit 1)
+#   report: unknown order, amount and merchant mismatch, pending too long,
+#     paid without notification (exit 1); clean (exit 0)
+#   stats: prometheus metric lines and counts
+
+import csv
+import http.server
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import pntest  # noqa: E402
+
+REPO = pntest.REPO
+ADMIN = os.path.join(REPO, "paynotify")
+UNIT_KEYS = os.path.join(REPO, "tests", "fixtures", "unit", "keys")
+PG = None
+CFG = None          # the main configuration (path)
+CFG_DIR = None
+HTTP = None         # the local HTTP -> CGI endpoint (for --to and --curl)
+
+SECRETS = {
+    "stripe-whsec": "whsec_admin_test_secret",
+    "2c2p.key": "ADMIN2C2PSECRETKEY0123456789ABCDE",
+    "legacy.key": "LEGACYSECRET",
+    "wx-v3.key": "AdminAPIv3Key0123456789abcdefABC",
+    "wx-v2.key": "AdminAPIv2Key0123456789abcdefABC",
+}
+
+
+def site_lines(name, app_id="2021000000000001", seller_id="2088000000000001",
+               stripe_tolerance=300):
+    """A sandbox site with test keys for every provider (as scripts/up's demo)."""
+    return [
+        "[site %s]" % name,
+        "alipay.app_id = %s" % app_id,
+        "alipay.seller_id = %s" % seller_id,
+        "alipay.public_key_file = test-public.pem",
+        "alipay.test_private_key_file = test-private.pem",
+        "stripe.secret_files = stripe-whsec",
+        "stripe.tolerance_s = %d" % stripe_tolerance,
+        "stripe.test_signing = on",
+        "2c2p.merchant_id = JT01",
+        "2c2p.secret_key_file = 2c2p.key",
+        "2c2p.test_signing = on",
+        "wechatpay.mchid = 1900000109",
+        "wechatpay.appid = wxd678efh567hg6787",
+        "wechatpay.apiv3_key_file = wx-v3.key",
+        "wechatpay.apiv2_key_file = wx-v2.key",
+        "wechatpay.public_key_id = PUB_KEY_ID_0000000000000024101100397200000006",
+        "wechatpay.public_key_file = test-public.pem",
+        "wechatpay.test_private_key_file = test-private.pem",
+        "",
+    ]
+
+
+def config_text(conninfo, stripe_tolerance=300):
+    return "\n".join(
+        ["; written by test_admin.py", "[database]", "conninfo = %s" % conninfo, ""]
+        + site_lines("shop", stripe_tolerance=stripe_tolerance)
+        + site_lines("shop2", stripe_tolerance=stripe_tolerance)
+        # same test key, another merchant: signs notifications shop must flag
+        + ["[site twin]", "alipay.app_id = 2021000000000002",
+           "alipay.seller_id = 2088000000000002", "alipay.public_key_file = test-public.pem",
+           "alipay.test_private_key_file = test-private.pem", ""]
+        + ["[site legacy]", "2c2p.merchant_id = JT01", "2c2p.secret_key_file = legacy.key",
+           "2c2p.api = redirect", "2c2p.test_signing = on", ""]
+        # production-like: no test keys
+        + ["[site nokeys]", "alipay.app_id = 2021000000000009",
+           "alipay.seller_id = 2088000000000009", "alipay.public_key_file = test-public.pem",
+           "stripe.secret_files = stripe-whsec", ""])
+
+
+def write_config(name, conninfo, **kw):
+    path = os.path.join(CFG_DIR, name)
+    with open(path, "w") as f:
+        f.write(config_text(conninfo, **kw))
+    return path
+
+
+def setUpModule():
+    global PG, CFG, CFG_DIR, HTTP
+    PG = pntest.PgCluster().start()
+    CFG_DIR = pntest.temp_dir("pntest-admin-cfg.")
+    os.chmod(CFG_DIR, 0o755)
+    shutil.copy(os.path.join(UNIT_KEYS, "test-a.key.pem"), os.path.join(CFG_DIR, "test-private.pem"))
+    os.chmod(os.path.join(CFG_DIR, "test-private.pem"), 0o600)
+    shutil.copy(os.path.join(UNIT_KEYS, "test-a.pub.pem"), os.path.join(CFG_DIR, "test-public.pem"))
+    for name, text in SECRETS.items():
+        pntest.write_secret(os.path.join(CFG_DIR, name), text + "\n")
+    CFG = write_config("paynotify.conf", PG.conninfo())
+    HTTP = CgiHttpServer(CFG).start()
+
+
+def tearDownModule():
+    if HTTP is not None:
+        HTTP.stop()
+    if PG is not None:
+        PG.destroy()
+
+
+# ---------------------------------------------------------------------------
+# A local HTTP endpoint: each POST /notify/<provider>/<site> runs the
+# receiver as CGI (what nginx + fcgiwrap would do, without the weight).
+
+
+class CgiHttpServer:
+    def __init__(self, config):
+        self.config = config
+        self.server = None
+        self.requests = []      # (path, headers dict, body) as received
+        self.logs = []          # the receiver's log line for each
+
+    def start(self):
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length", "0"))
+                body = self.rfile.read(n)
+                headers = {k: v for k, v in self.headers.items()
+                           if k.lower() not in ("host", "content-length", "connection",
+                                                "accept", "user-agent", "expect")}
+                outer.requests.append((self.path, headers, body))
+                parts = self.path.split("/")
+                if len(parts) != 4 or parts[1] != "notify":
+                    self.send_error(404)
+                    return
+                r = pntest.run_cgi(pntest.binary(parts[2]), "POST", self.path, headers, body,
+                                   config=outer.config)
+                outer.logs.append(r.stderr)
+                self.send_response(r.status or 500)
+                for k, v in r.headers.items():
+                    if k != "status":
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(r.body)))
+                self.end_headers()
+                self.wfile.write(r.body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.server.server_address[1]
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+# ---------------------------------------------------------------------------
+# Helpers
+
+
+def admin(*args, config=None, env=None):
+    """Run ./paynotify ARGS; returns CompletedProcess (text)."""
+    e = pntest.clean_env({"PAYNOTIFY_CONFIG": config or CFG})
+    if env:
+        e.update(env)
+    return subprocess.run([ADMIN] + list(args), env=e, stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+
+
+def sign(provider, site, order, amount, *extra):
+    """`paynotify sign` -> (path, headers, body bytes)."""
+    p = subprocess.run([ADMIN, "sign", provider, "--site", site, "--order", order,
+                        "--amount", amount] + list(extra),
+                       env=pntest.clean_env({"PAYNOTIFY_CONFIG": CFG}),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+    if p.returncode != 0:
+        raise AssertionError("sign failed (%d): %s" % (p.returncode, p.stderr.decode()))
+    head, body = p.stdout.split(b"\n\n", 1)
+    assert body.endswith(b"\n")
+    lines = head.decode("utf-8").split("\n")
+    method, path = lines[0].split(" ", 1)
+    assert method == "POST", lines[0]
+    return path, dict(line.split(": ", 1) for line in lines[1:]), body[:-1]
+
+
+def deliver(provider, site, order, amount, *extra, to_site=None, config=None):
+    """Sign and deliver through the real receiver as CGI; returns Response."""
+    path, headers, body = sign(provider, site, order, amount, *extra)
+    if to_site:
+        path = "/notify/%s/%s" % (provider, to_site)
+    return pntest.run_cgi(pntest.binary(provider), "POST", path, headers, body,
+                          config=config or CFG)
+
+
+def replay(*args):
+    """`paynotify replay --format json ARGS` -> (exit code, rows, summary)."""
+    p = admin("replay", "--format", "json", *args)
+    assert p.returncode in (0, 1, 2), (p.returncode, p.stderr)
+    return p.returncode, json.loads(p.stdout), p.stderr.strip()
+
+
+def ids(rows):
+    return sorted(int(r["id"]) for r in rows)
+
+
+def nid(order, where="true"):
+    return int(PG.scalar("SELECT id FROM paynotify.notifications WHERE order_id = %s AND %s "
+                         "ORDER BY id DESC LIMIT 1" % (pntest.q(order), where)))
+
+
+def snapshot():
+    return (PG.psql("SELECT n.*::text FROM paynotify.notifications n ORDER BY id"),
+            PG.psql("SELECT o.*::text FROM paynotify.orders o ORDER BY site, order_id"))
+
+
+class AdminTest(unittest.TestCase):
+    def setUp(self):
+        PG.reset()
+
+    def ok(self, r, status=200):
+        self.assertEqual(r.status, status, (r.body, r.stderr))
+
+
+# ---------------------------------------------------------------------------
+
+
+class TestHelpAndMigrate(AdminTest):
+    def test_help_of_every_subcommand_exits_0(self):
+        self.assertEqual(admin("--help").returncode, 0)
+        for cmd in ("migrate", "check-config", "replay", "report", "sign", "stats"):
+            p = admin(cmd, "--help")
+            self.assertEqual(p.returncode, 0, cmd)
+            self.assertIn("usage: paynotify", p.stdout, cmd)
+        self.assertEqual(admin("no-such-command").returncode, 64)
+
+    def make_db(self, name, files=()):
+        PG.psql("CREATE DATABASE %s" % name, db="postgres")
+        for f in files:
+            PG.psql_file(os.path.join(REPO, "sql", f), db=name)
+        return write_config(name + ".conf", PG.conninfo().replace("dbname=paynotify",
+                                                                 "dbname=" + name))
+
+    def test_migrate_fresh_twice_and_existing(self):
+        sql = os.path.join(REPO, "sql")
+        cfg = self.make_db("fresh")
+        p = admin("migrate", "--sql-dir", sql, config=cfg)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("applied 001_schema.sql (schema version 1)", p.stdout)
+        self.assertIn("applied 002_replay.sql (schema version 2)", p.stdout)
+        p = admin("migrate", "--sql-dir", sql, config=cfg)
+        self.assertEqual((p.returncode, p.stdout), (0, "schema is at version 2: nothing to do\n"))
+        # a database at version 1 (applied by hand with psql) gets only 002
+        cfg1 = self.make_db("atone", ["001_schema.sql"])
+        p = admin("migrate", "--sql-dir", sql, config=cfg1)
+        self.assertEqual((p.returncode, p.stdout),
+                         (0, "applied 002_replay.sql (schema version 2)\n"), p.stderr)
+        # the test database itself was loaded with psql: nothing to do
+        p = admin("migrate", "--sql-dir", sql)
+        self.assertEqual((p.returncode, p.stdout), (0, "schema is at version 2: nothing to do\n"))
+        self.assertEqual(PG.scalar("SELECT string_agg(version::text, ',' ORDER BY version) "
+                                   "FROM paynotify.schema_version"), "1,2")
+
+    def test_check_config_schema_mismatch(self):
+        cfg = self.make_db("oldschema", ["001_schema.sql"])
+        p = admin("check-config", "-c", cfg)
+        self.assertEqual(p.returncode, 3, p.stdout)
+        self.assertIn("database: ERROR: schema version 1, this build needs 2", p.stdout)
+        cfg = self.make_db("noschema")
+        p = admin("check-config", "-c", cfg)
+        self.assertEqual(p.returncode, 3, p.stdout)
+        self.assertIn("schema version 0", p.stdout)
+
+
+class TestCheckConfig(AdminTest):
+    def test_good_config(self):
+        p = admin("check-config")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("site shop (line 5)", p.stdout)
+        self.assertIn("  alipay: app_id 2021000000000001, seller_id 2088000000000001, RSA2, "
+                      "test signing key", p.stdout)
+        self.assertIn("    secrets: stripe-whsec:1", p.stdout)
+        self.assertIn("database: reachable, schema version 2", p.stdout)
+        self.assertTrue(p.stdout.endswith("0 problems, 0 warnings\n"), p.stdout)
+        self.assertNotIn(SECRETS["stripe-whsec"], p.stdout)     # ids, never bytes
+
+    def test_bad_config_names_file_and_line(self):
+        text = config_text(PG.conninfo()).replace("stripe.test_signing = on",
+                                                  "stripe.test_signing = maybe", 1)
+        path = os.path.join(CFG_DIR, "bad.conf")
+        with open(path, "w") as f:
+            f.write(text)
+        line = text.split("\n").index("stripe.test_signing = maybe") + 1
+        p = admin("check-config", "-c", path)
+        self.assertEqual(p.returncode, 3)
+        self.assertIn("%s:%d: invalid value \"maybe\" for \"stripe.test_signing\"" % (path, line),
+                      p.stderr)
+
+    def test_secret_file_permissions(self):
+        bad = os.path.join(CFG_DIR, "loose.key")
+        pntest.write_secret(bad, "LOOSE\n")
+        os.chmod(bad, 0o644)
+        path = os.path.join(CFG_DIR, "loose.conf")
+        with open(path, "w") as f:
+            f.write(config_text(PG.conninfo()).replace("secret_key_file = legacy.key",
+                                                       "secret_key_file = loose.key"))
+        p = admin("check-config", "-c", path)
+        self.assertEqual(p.returncode, 3)
+        self.assertIn("has mode 0644", p.stderr)
+        self.assertIn("loose.conf:", p.stderr)
+
+    def test_certificate_expiring_within_30_days(self):
+        d = pntest.temp_dir("pntest-admin-cert.")
+        key, crt = os.path.join(d, "k.pem"), os.path.join(d, "soon.crt")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                        "-out", crt, "-days", "10", "-subj", "/CN=expiring soon",
+                        "-set_serial", "0x1A2B3C"], check=True, capture_output=True)
+        path = os.path.join(CFG_DIR, "expiring.conf")
+        with open(path, "w") as f:
+            f.write(config_text(PG.conninfo()).replace(
+                "alipay.public_key_file = test-public.pem\nalipay.test_private_key_file",
+                "alipay.public_key_file = test-public.pem %s\nalipay.test_private_key_file" % crt, 1))
+        p = admin("check-config", "-c", path)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)   # a warning, not a problem
+        line = [ln for ln in p.stdout.split("\n") if "soon.crt" in ln]
+        self.assertEqual(len(line), 1, p.stdout)
+        self.assertIn("certificate serial 1A2B3C, expires ", line[0])
+        self.assertRegex(line[0], r"WARNING: expires in (9|10) days")
+        self.assertTrue(p.stdout.endswith("0 problems, 1 warning\n"), p.stdout)
+
+
+class TestSign(AdminTest):
+    # (provider, extra args, currency, amount, event, expected order status)
+    def check(self, provider, site, order, amount, currency, *extra, status, pre=None,
+              ack=200, order_amount=None):
+        if order_amount is not None:
+            PG.add_order(site, order, order_amount, currency)
+        r = deliver(provider, site, order, amount, "--currency", currency, *extra)
+        self.ok(r, ack)
+        self.assertIn("outcome=applied", r.stderr)
+        self.assertEqual(PG.order(site, order)["status"], status, (provider, extra))
+
+    def test_every_provider_accepted_by_its_receiver(self):
+        self.check("alipay", "shop", "A1", "12.34", "CNY", status="paid", order_amount=1234)
+        self.check("wechatpay", "shop", "W3", "12.34", "CNY", status="paid", order_amount=1234,
+                   ack=204)
+        self.check("wechatpay", "shop", "W3", "12.34", "CNY", "--event", "refund",
+                   status="refunded", ack=204)
+        self.check("wechatpay", "shop", "W2", "12.34", "CNY", "--v2", status="paid",
+                   order_amount=1234)
+        self.check("wechatpay", "shop", "W2", "12.34", "CNY", "--v2", "--event", "refund",
+                   status="refunded")
+        self.check("stripe", "shop", "S1", "5.00", "USD", status="paid", order_amount=500)
+        self.check("stripe", "shop", "S1", "5.00", "USD", "--event", "refund", status="refunded")
+        self.check("stripe", "shop", "S2", "5.00", "USD", "--event", "failed", status="failed",
+                   order_amount=500)
+        self.check("stripe", "shop", "S3", "5.00", "USD", "--event", "closed", status="closed",
+                   order_amount=500)
+        self.check("2c2p", "shop", "C1", "19.99", "SGD", status="paid", order_amount=1999)
+        self.check("2c2p", "legacy", "L1", "19.99", "SGD", status="paid", order_amount=1999)
+        kinds = PG.psql("SELECT provider, event_kind, outcome FROM paynotify.notifications "
+                        "ORDER BY id")
+        self.assertEqual(len(kinds), 11)
+        self.assertTrue(all(k[2] == "applied" for k in kinds), kinds)
+
+    def test_curl_command_through_http(self):
+        PG.add_order("shop", "K1", 500, "USD")
+        p = admin("sign", "stripe", "--site", "shop", "--order", "K1", "--amount", "5.00",
+                  "--currency", "USD", "--curl", "--url", HTTP.url)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(p.stdout.startswith("printf '%s' '"), p.stdout)
+        sh = subprocess.run(["sh", "-c", p.stdout], capture_output=True, text=True, timeout=30)
+        self.assertIn("HTTP/1.0 200", sh.stdout)
+        self.assertEqual(PG.order("shop", "K1")["status"], "paid")
+
+    def test_refused_without_test_keys(self):
+        p = admin("sign", "alipay", "--site", "nokeys", "--order", "X", "--amount", "1.00")
+        self.assertEqual(p.returncode, 3)
+        self.assertIn("site nokeys has no alipay.test_private_key_file: refusing to sign", p.stderr)
+        p = admin("sign", "stripe", "--site", "nokeys", "--order", "X", "--amount", "1.00")
+        self.assertEqual(p.returncode, 3)
+        self.assertIn("stripe.test_signing = on: refusing to sign", p.stderr)
+        p = admin("sign", "wechatpay", "--site", "nokeys", "--order", "X", "--amount", "1.00")
+        self.assertEqual(p.returncode, 3)
+        self.assertIn("site \"nokeys\" has no wechatpay configuration", p.stderr)
+        self.assertEqual(p.stdout, "")
+
+
+class TestReplay(AdminTest):
+    def three(self):
+        """An applied notification per provider: alipay, stripe, wechatpay."""
+        PG.add_order("shop", "RA", 1000, "CNY")
+        PG.add_order("shop", "RS", 1000, "USD")
+        PG.add_order("shop", "RW", 1000, "CNY")
+        self.ok(deliver("alipay", "shop", "RA", "10.00"))
+        self.ok(deliver("stripe", "shop", "RS", "10.00", "--currency", "USD"))
+        self.ok(deliver("wechatpay", "shop", "RW", "10.00"), 204)
+        return nid("RA"), nid("RS"), nid("RW")
+
+    def test_reverifies_and_flags_altered_bytes(self):
+        a, s, w = self.three()
+        rc, rows, summary = replay()
+        self.assertEqual(rc, 0, rows)
+        self.assertEqual([(r["id"], r["verified"], r["key"], r["event"], r["recorded"], r["now"],
+                           r["order_status"]) for r in rows],
+                         [(str(a), "yes", "test-public.pem", "paid", "applied", "applied", "paid"),
+                          (str(s), "yes", "stripe-whsec:1", "paid", "applied", "applied", "paid"),
+                          (str(w), "yes", "PUB_KEY_ID_0000000000000024101100397200000006/"
+                           "wx-v3.key:1", "paid", "applied", "applied", "paid")])
+        self.assertEqual(summary, "3 notifications: 3 verified, 0 not verified, 0 need a human "
+                                  "(dry run: nothing changed)")
+        # change one byte of the stored Stripe body: 10.00 becomes 90.00
+        PG.psql("UPDATE paynotify.notifications SET raw_body = "
+                "convert_to(replace(convert_from(raw_body, 'UTF8'), '\"amount\":1000', "
+                "'\"amount\":9000'), 'UTF8') WHERE id = %d" % s)
+        self.assertIn(b"9000", PG.notifications("id = %d" % s)[0]["raw_body"])
+        rc, rows, summary = replay()
+        self.assertEqual(rc, 2, rows)
+        bad = [r for r in rows if r["verified"] == "no"]
+        self.assertEqual([r["id"] for r in bad], [str(s)])
+        self.assertIn("could not verify", bad[0]["note"])
+        self.assertEqual(bad[0]["now"], "")
+        self.assertIn("1 not verified", summary)
+        p = admin("replay", "--id", str(a))     # the others still verify
+        self.assertEqual(p.returncode, 0)
+
+    def test_apply_unknown_order_once(self):
+        self.ok(deliver("alipay", "shop", "LATE1", "12.34"))
+        n = nid("LATE1")
+        self.assertEqual(PG.notifications("id = %d" % n)[0]["outcome"], "unknown_order")
+        rc, rows, _ = replay("--id", str(n))
+        self.assertEqual((rc, rows[0]["now"]), (1, "unknown_order"))
+        PG.add_order("shop", "LATE1", 1234, "CNY")
+        before = snapshot()
+        rc, rows, summary = replay("--id", str(n), "--dry-run")
+        self.assertEqual((rc, rows[0]["recorded"], rows[0]["now"], rows[0]["order_status"]),
+                         (0, "unknown_order", "applied", "paid"))
+        self.assertIn("dry run: nothing changed", summary)
+        self.assertEqual(snapshot(), before)            # the dry run changed nothing
+        # listen for the transition while applying twice
+        listener = subprocess.Popen(PG._psql_argv(pntest.PG_DB), env=pntest.clean_env(),
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True)
+        listener.stdin.write("LISTEN paynotify;\nSELECT 'listening';\n")
+        listener.stdin.flush()
+        while "listening" not in listener.stdout.readline():
+            pass
+        rc, rows, summary = replay("--id", str(n), "--apply")
+        self.assertEqual((rc, rows[0]["now"], rows[0]["order_status"]), (0, "applied", "paid"))
+        self.assertIn("1 applied now", summary)
+        after_first = snapshot()
+        rc, rows, summary = replay("--order", "LATE1", "--apply")
+        self.assertEqual((rc, rows[0]["recorded"], rows[0]["now"]), (0, "applied", "applied"))
+        self.assertIn("0 applied now", summary)
+        self.assertEqual(snapshot(), after_first)       # the second apply changed nothing
+        out, _ = listener.communicate("SELECT 'done';\n", timeout=30)
+        notes = [ln for ln in out.split("\n") if "Asynchronous notification" in ln]
+        self.assertEqual(len(notes), 1, out)
+        self.assertIn('"replayed" : true', notes[0])
+        o = PG.order("shop", "LATE1")
+        self.assertEqual((o["status"], o["psp"]), ("paid", "alipay"))
+        row = PG.psql("SELECT outcome, outcome_detail, deliveries FROM paynotify.notifications "
+                      "WHERE id = %d" % n)[0]
+        self.assertEqual(row, ("applied", "replayed: was unknown_order", "1"))
+
+    def test_dry_run_changes_nothing(self):
+        self.three()
+        self.ok(deliver("stripe", "shop", "DRY1", "3.00", "--currency", "USD"))
+        PG.add_order("shop", "DRY1", 300, "USD")
+        before = snapshot()
+        rc, rows, _ = replay()                  # the default is a dry run
+        self.assertEqual(rc, 0)
+        self.assertEqual([r["now"] for r in rows if r["order"] == "DRY1"], ["applied"])
+        self.assertEqual(snapshot(), before)
+        self.assertEqual(PG.order("shop", "DRY1")["status"], "pending")
+
+    def test_filters(self):
+        a, s, w = self.three()
+        PG.add_order("shop2", "F2", 500, "USD")
+        self.ok(deliver("stripe", "shop2", "F2", "5.00", "--currency", "USD"))
+        self.ok(deliver("alipay", "shop2", "F3", "1.00"))           # unknown order
+        f2, f3 = nid("F2"), nid("F3")
+        PG.psql("UPDATE paynotify.notifications SET received_at = '2024-01-15 12:00+00' "
+                "WHERE id IN (%d, %d)" % (a, f2))
+        cases = [
+            (("--site", "shop2"), [f2, f3]),
+            (("--site", "shop"), [a, s, w]),
+            (("--provider", "alipay"), [a, f3]),
+            (("--provider", "stripe", "--site", "shop2"), [f2]),
+            (("--order", "RW"), [w]),
+            (("--outcome", "unknown_order"), [f3]),
+            (("--id", str(s)), [s]),
+            (("--until", "2024-02-01"), [a, f2]),
+            (("--since", "2024-02-01"), [s, w, f3]),
+            (("--since", "2024-01-15 12:00+00", "--until", "2024-01-15 12:00:01+00"), [a, f2]),
+            (("--site", "nosuch"), []),
+        ]
+        for args, want in cases:
+            rc, rows, _ = replay(*args)
+            self.assertEqual(ids(rows), sorted(want), args)
+            self.assertEqual(rc, 1 if f3 in want else 0, args)
+        p = admin("replay", "--since", "not a time")
+        self.assertEqual(p.returncode, 3)
+
+    def test_csv_and_table_formats(self):
+        self.three()
+        p = admin("replay", "--format", "csv")
+        self.assertEqual(p.returncode, 0)
+        rows = list(csv.DictReader(io.StringIO(p.stdout, newline="")))
+        self.assertEqual(len(rows), 3)
+        self.assertEqual(list(rows[0].keys()),
+                         ["id", "site", "provider", "order", "event", "verified", "key",
+                          "recorded", "now", "order_status", "note"])
+        self.assertEqual({r["verified"] for r in rows}, {"yes"})
+        self.assertIn("3 notifications: 3 verified", p.stderr)
+        p = admin("replay", "--format", "table")
+        lines = p.stdout.split("\n")
+        self.assertEqual(lines[0].split(), ["id", "site", "provider", "order", "event", "verified",
+                                            "key", "recorded", "now", "order_status", "note"])
+        self.assertEqual(set(lines[1]), {"-", " "})
+        self.assertTrue(lines[-2].startswith("3 notifications: "), lines[-2])
+        self.assertEqual(admin("replay", "--format", "xml").returncode, 64)
+        self.assertEqual(admin("replay", "--apply", "--to", HTTP.url).returncode, 64)
+
+    def test_to_redelivers(self):
+        PG.add_order("shop", "TO1", 1234, "CNY")
+        self.ok(deliver("alipay", "shop", "TO1", "12.34"))
+        a = nid("TO1")
+        # a Stripe event signed an hour ago, accepted then by a receiver that
+        # allowed it (tolerance 1 day); the live receiver allows 300 s
+        lenient = write_config("lenient.conf", PG.conninfo(), stripe_tolerance=86400)
+        PG.add_order("shop", "TO2", 500, "USD")
+        path, headers, body = sign("stripe", "shop", "TO2", "5.00", "--currency", "USD")
+        t_old = int(time.time()) - 3600
+        headers["Stripe-Signature"] = pntest.stripe_header(SECRETS["stripe-whsec"], t_old, body)
+        self.ok(pntest.run_cgi(pntest.binary("stripe"), "POST", path, headers, body,
+                               config=lenient))
+        s = nid("TO2")
+        HTTP.requests.clear()
+        p = admin("replay", "--format", "json", "--to", HTTP.url + "/", "--id", str(a))
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        row = json.loads(p.stdout)[0]
+        self.assertEqual((row["verified"], row["now"]), ("yes", "HTTP 200"))
+        # the original request: path, body and kept headers, byte for byte
+        stored = PG.notifications("id = %d" % a)[0]
+        self.assertEqual(HTTP.requests[0][0], "/notify/alipay/shop")
+        self.assertEqual(HTTP.requests[0][2], stored["raw_body"])
+        self.assertEqual(HTTP.requests[0][1]["Content-Type"], PG.scalar(
+            "SELECT raw_headers->>'Content-Type' FROM paynotify.notifications WHERE id = %d" % a))
+        self.assertEqual(PG.notifications("id = %d" % a)[0]["deliveries"], 2)   # a duplicate
+        p = admin("replay", "--format", "json", "--to", HTTP.url, "--id", str(s))
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        row = json.loads(p.stdout)[0]
+        # replay itself verifies it (freshness off); the live receiver refuses it as stale
+        self.assertEqual((row["verified"], row["now"], row["note"]),
+                         ("yes", "HTTP 400", "re-delivery not acknowledged"))
+        self.assertEqual(HTTP.requests[-1][1]["Stripe-Signature"], headers["Stripe-Signature"])
+        self.assertIn("(tolerance 300 s)", HTTP.logs[-1])
+        self.assertIn("1 need a human", p.stderr)
+        self.assertEqual(PG.notifications("id = %d" % s)[0]["deliveries"], 1)
+        p = admin("replay", "--to", "http://127.0.0.1:9", "--id", str(a))    # nobody there
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("unreachable", p.stdout)
+
+
+class TestReport(AdminTest):
+    def test_each_anomaly_then_clean(self):
+        p = admin("report", "--format", "json")
+        self.assertEqual((p.returncode, json.loads(p.stdout)), (0, []))
+        self.assertIn("0 items need a human", p.stderr)
+        self.ok(deliver("alipay", "shop", "NOORDER", "1.00"))                   # unknown order
+        PG.add_order("shop", "AMT", 999, "CNY")
+        self.ok(deliver("alipay", "shop", "AMT", "1.00"))                       # amount mismatch
+        PG.add_order("shop", "MER", 100, "CNY")
+        self.ok(deliver("alipay", "twin", "MER", "1.00", to_site="shop"))      # merchant mismatch
+        PG.psql("INSERT INTO paynotify.orders (site, order_id, amount_minor, currency, "
+                "created_at) VALUES ('shop2', 'OLD', 100, 'USD', now() - interval '2 hours')")
+        PG.add_order("shop", "FRESH", 100, "USD")                               # pending, recent
+        PG.add_order("shop", "MANUAL", 100, "USD", status="paid")               # paid, no notif.
+        PG.add_order("shop", "OK", 100, "CNY")
+        self.ok(deliver("alipay", "shop", "OK", "1.00"))                        # fine
+        p = admin("report", "--format", "json")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        got = sorted((r["kind"], r["site"], r["order_id"]) for r in json.loads(p.stdout))
+        self.assertEqual(got, [("amount_mismatch", "shop", "AMT"),
+                               ("merchant_mismatch", "shop", "MER"),
+                               ("paid_without_notification", "shop", "MANUAL"),
+                               ("pending_without_notification", "shop2", "OLD"),
+                               ("unknown_order", "shop", "NOORDER")])
+        self.assertIn("5 items need a human", p.stderr)
+        detail = {r["order_id"]: r["detail"] for r in json.loads(p.stdout)}
+        self.assertEqual(detail["AMT"], "paid 100 CNY, order 999 CNY pending")
+        self.assertEqual(detail["NOORDER"], "paid 100 CNY, no such order")
+        p = admin("report", "--pending-older-than", "3h", "--format", "csv")
+        self.assertEqual(p.returncode, 1)
+        rows = list(csv.DictReader(io.StringIO(p.stdout, newline="")))
+        self.assertEqual(len(rows), 4)
+        self.assertNotIn("OLD", [r["order_id"] for r in rows])
+        p = admin("report", "--site", "shop2", "--pending-older-than", "30m", "--format", "table")
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("pending_without_notification  shop2", p.stdout)
+        self.assertTrue(p.stdout.endswith("1 item needs a human\n"), p.stdout)
+        # fix everything: the report is empty and cron stays quiet
+        PG.psql("DELETE FROM paynotify.notifications WHERE outcome <> 'applied'; "
+                "DELETE FROM paynotify.orders WHERE order_id IN ('OLD', 'MANUAL')")
+        p = admin("report", "--format", "table")
+        self.assertEqual((p.returncode, p.stdout.split("\n")[-2]), (0, "0 items need a human"))
+        self.assertEqual(admin("report", "--pending-older-than", "soon").returncode, 3)
+
+
+class TestStats(AdminTest):
+    def test_prometheus(self):
+        PG.add_order("shop", "P1", 100, "CNY")
+        PG.add_order("shop", "P2", 500, "USD")
+        path, headers, body = sign("alipay", "shop", "P1", "1.00")
+        for _ in range(3):                      # one event, three deliveries
+            self.ok(pntest.run_cgi(pntest.binary("alipay"), "POST", path, headers, body,
+                                   config=CFG))
+        self.ok(deliver("stripe", "shop", "P2", "5.00", "--currency", "USD"))
+        self.ok(deliver("stripe", "shop2", "P3", "5.00", "--currency", "USD"))  # unknown order
+        t0 = int(time.time())
+        p = admin("stats", "--format", "prometheus")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        lines = p.stdout.split("\n")
+        for want in [
+            "# TYPE paynotify_notifications_total counter",
+            'paynotify_notifications_total{site="shop",provider="alipay",event_kind="paid",'
+            'outcome="applied"} 1',
+            'paynotify_deliveries_total{site="shop",provider="alipay",event_kind="paid",'
+            'outcome="applied"} 3',
+            'paynotify_duplicate_deliveries_total{site="shop",provider="alipay",'
+            'event_kind="paid",outcome="applied"} 2',
+            'paynotify_notifications_total{site="shop",provider="stripe",event_kind="paid",'
+            'outcome="applied"} 1',
+            'paynotify_notifications_total{site="shop2",provider="stripe",event_kind="paid",'
+            'outcome="unknown_order"} 1',
+            "# TYPE paynotify_last_notification_timestamp_seconds gauge",
+        ]:
+            self.assertIn(want, lines)
+        last = [ln for ln in lines if ln.startswith("paynotify_last_notification_timestamp")]
+        self.assertEqual([ln.split("{")[1].split("}")[0] for ln in last],
+                         ['site="shop",provider="alipay"', 'site="shop",provider="stripe"',
+                          'site="shop2",provider="stripe"'])
+        for ln in last:
+            self.assertLessEqual(abs(int(ln.split()[-1]) - t0), 60)
+        # every sample line is "name{labels} number" (the textfile collector is strict)
+        for ln in lines:
+            if ln and not ln.startswith("#"):
+                self.assertRegex(ln, r'^[a-z_]+\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\} [0-9]+$')
+        p = admin("stats", "--format", "json", "--site", "shop2")
+        self.assertEqual([(r["provider"], r["outcome"], r["notifications"])
+                          for r in json.loads(p.stdout)], [("stripe", "unknown_order", "1")])
+
+
+if __name__ == "__main__":
+    unittest.main()

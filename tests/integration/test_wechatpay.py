@@ -1,0 +1,470 @@
+# test_wechatpay.py: paynotify-wechatpay end to end against a real (throwaway)
+# PostgreSQL, every scenario run as CGI (env + stdin) and over FastCGI
+# (worker processes on a listening unix socket).  One site serves both API
+# generations:
+#   API v3 (JSON, SHA256withRSA headers, AES-256-GCM resource):
+#   - paid applied once; the same delivery again: deliveries = 2, one
+#     transition; the ack is 204 without a body
+#   - WeChat Pay public key (PUB_KEY_ID_...) and a platform certificate
+#     (by Wechatpay-Serial) both verify
+#   - two partial refunds (deltas) and a duplicate: refunded_minor adds up
+#     once per refund, never swallowed by the payment's key
+#   - another mchid: stored merchant_mismatch, 204, order untouched
+#   - forged signature, probe signature, stale timestamp, unknown serial,
+#     tampered resource: 400 {"code":"FAIL",...}, nothing stored
+#   - 8 concurrent duplicates: one transition, 8 acks
+#   API v2 (XML, MD5 / HMAC-SHA256 sign, AES-256-ECB refund req_info):
+#   - paid (MD5) applied once, duplicate counted; HMAC-SHA256 with sign_type
+#   - refund result (req_info) refunds the order; its duplicate is counted
+#   - bad sign, DOCTYPE/XXE: 400 with the v2 FAIL XML, nothing stored
+#   Both: database stopped -> 503 in the generation's failure form, nothing
+#   stored; the same request then succeeds.
+# FastCGI workers must survive every test (a crash fails the test).
+# AES-GCM needs Python's `cryptography` (python3-cryptography); without it
+# the tests are skipped.
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import pntest  # noqa: E402
+
+try:
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    from cryptography.hazmat.primitives import padding as sympad
+except ImportError:     # pragma: no cover
+    AESGCM = None
+
+PG = None
+CFG = None
+FCGI_WORKERS = 3
+SITE = "shop-wx"
+MCHID = "1900000109"
+APPID = "wxd678efh567hg6787"
+APIV3 = "TestAPIv3Key0123456789abcdefABCD"
+APIV2 = "TestAPIv2Key0123456789abcdefABCD"
+PUBID = "PUB_KEY_ID_0000000000000024101100397200000006"
+SERIAL_B = "0A6C1B2D4E5F60718293A4B5C6D7E8F901234567"
+UNIT_KEYS = os.path.join(pntest.REPO, "tests", "fixtures", "unit", "keys")
+KEY_A = os.path.join(UNIT_KEYS, "test-a.key.pem")      # plays WeChat Pay's public-key key
+KEY_B = os.path.join(UNIT_KEYS, "test-b.key.pem")      # plays the platform certificate's key
+JSON_TYPE = "application/json"
+XML_TYPE = "text/xml"
+V2_OK = (b"<xml><return_code><![CDATA[SUCCESS]]></return_code>"
+         b"<return_msg><![CDATA[OK]]></return_msg></xml>")
+
+
+def write_config(cluster):
+    """A config with one WeChat Pay site doing v3 (public key and a platform
+    certificate) and v2 (pntest.write_config knows only Alipay and Stripe)."""
+    d = tempfile.mkdtemp(prefix="pntest-wx-cfg.")
+    pntest._cleanups.append(lambda: shutil.rmtree(d, ignore_errors=True))
+    os.makedirs(os.path.join(d, "keys"))
+    shutil.copyfile(os.path.join(UNIT_KEYS, "test-a.pub.pem"), os.path.join(d, "keys", "wxp-pub.pem"))
+    shutil.copyfile(os.path.join(UNIT_KEYS, "wxp-cert-b.pem"), os.path.join(d, "keys", "wxp-cert.pem"))
+    pntest._write_secret(os.path.join(d, "apiv3.key"), APIV3 + "\n")
+    pntest._write_secret(os.path.join(d, "apiv2.key"), APIV2 + "\n")
+    text = "\n".join([
+        "[database]",
+        "conninfo = %s" % cluster.conninfo(),
+        "statement_timeout_ms = 3000",
+        "",
+        "[site %s]" % SITE,
+        "wechatpay.mchid = %s" % MCHID,
+        "wechatpay.appid = %s" % APPID,
+        "wechatpay.apiv3_key_file = apiv3.key",
+        "wechatpay.apiv2_key_file = apiv2.key",
+        "wechatpay.public_key_id = %s" % PUBID,
+        "wechatpay.public_key_file = keys/wxp-pub.pem",
+        "wechatpay.platform_cert_files = keys/wxp-cert.pem",
+        "",
+    ])
+    path = os.path.join(d, "paynotify.ini")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def setUpModule():
+    global PG, CFG
+    if AESGCM is None:
+        raise unittest.SkipTest("python3-cryptography is not installed")
+    PG = pntest.PgCluster().start()
+    CFG = write_config(PG)
+
+
+def tearDownModule():
+    if PG is not None:
+        PG.destroy()
+
+
+# ---------------------------------------------------------------------------
+# Builders
+
+_seq = [0]
+
+
+def seq():
+    _seq[0] += 1
+    return "%d%05d" % (os.getpid(), _seq[0])
+
+
+def v3_request(resource, event="TRANSACTION.SUCCESS", aad="transaction", key=KEY_A, serial=PUBID,
+               ts=None, sig=None, apiv3=APIV3, tamper=False):
+    """A signed v3 notification: (headers, body)."""
+    nonce12 = ("n%011d" % _seq[0])[-12:]
+    ct = AESGCM(apiv3.encode()).encrypt(nonce12.encode(), json.dumps(
+        resource, ensure_ascii=False, separators=(",", ":")).encode(), aad.encode())
+    if tamper:
+        ct = ct[:5] + bytes([ct[5] ^ 1]) + ct[6:]
+    body = json.dumps({
+        "id": "EV-" + seq(), "create_time": "2024-05-20T10:00:06+08:00",
+        "resource_type": "encrypt-resource", "event_type": event, "summary": "支付成功",
+        "resource": {"original_type": aad, "algorithm": "AEAD_AES_256_GCM",
+                     "ciphertext": base64.b64encode(ct).decode(), "associated_data": aad,
+                     "nonce": nonce12}}, ensure_ascii=False, separators=(",", ":")).encode()
+    ts = str(int(time.time())) if ts is None else str(ts)
+    nonce = "N" + seq()
+    if sig is None:
+        sig = base64.b64encode(pntest.rsa_sign(("%s\n%s\n" % (ts, nonce)).encode() + body + b"\n",
+                                               key)).decode()
+    return ({"Content-Type": JSON_TYPE, "Wechatpay-Timestamp": ts, "Wechatpay-Nonce": nonce,
+             "Wechatpay-Serial": serial, "Wechatpay-Signature": sig,
+             "Wechatpay-Signature-Type": "WECHATPAY2-SHA256-RSA2048"}, body)
+
+
+def transaction(oid, total, txn, mchid=MCHID, state="SUCCESS"):
+    return {"mchid": mchid, "appid": APPID, "out_trade_no": oid, "transaction_id": txn,
+            "trade_type": "JSAPI", "trade_state": state, "trade_state_desc": "支付成功",
+            "bank_type": "OTHERS", "attach": "", "success_time": "2024-05-20T10:00:05+08:00",
+            "payer": {"openid": "o1"},
+            "amount": {"total": total, "payer_total": total, "currency": "CNY",
+                       "payer_currency": "CNY"}}
+
+
+def refund(oid, total, amount, txn, refund_id):
+    return {"mchid": MCHID, "transaction_id": txn, "out_trade_no": oid, "refund_id": refund_id,
+            "out_refund_no": "R-" + refund_id, "refund_status": "SUCCESS",
+            "success_time": "2024-05-21T10:00:00+08:00", "user_received_account": "支付用户零钱",
+            "amount": {"total": total, "refund": amount, "payer_total": total,
+                       "payer_refund": amount}}
+
+
+def v2_xml(fields, root="xml"):
+    return ("<%s>%s</%s>" % (root, "".join(
+        "<%s>%s</%s>" % (k, v if v.isdigit() else "<![CDATA[%s]]>" % v, k)
+        for k, v in fields), root)).encode()
+
+
+def v2_sign(fields, alg="MD5", key=APIV2):
+    s = "&".join("%s=%s" % (k, v.strip()) for k, v in sorted(fields)
+                 if k != "sign" and v.strip() != "") + "&key=" + key
+    if alg == "MD5":
+        return hashlib.md5(s.encode()).hexdigest().upper()
+    return hmac.new(key.encode(), s.encode(), hashlib.sha256).hexdigest().upper()
+
+
+def v2_payment(oid, total_fee, txn, alg=None, result="SUCCESS", key=APIV2):
+    f = [("appid", APPID), ("bank_type", "CFT"), ("fee_type", "CNY"), ("mch_id", MCHID),
+         ("nonce_str", "nonce" + seq()), ("openid", "o1"), ("out_trade_no", oid),
+         ("result_code", result), ("return_code", "SUCCESS"), ("time_end", "20240520100005"),
+         ("total_fee", str(total_fee)), ("trade_type", "JSAPI"), ("transaction_id", txn)]
+    if alg is not None:
+        f.append(("sign_type", alg))
+    f.append(("sign", v2_sign(f, alg or "MD5", key)))
+    return v2_xml(f)
+
+
+def v2_refund(oid, total_fee, refund_fee, txn, refund_id, key=APIV2):
+    inner = v2_xml([("out_refund_no", "R-" + refund_id), ("out_trade_no", oid),
+                    ("refund_fee", str(refund_fee)), ("refund_id", refund_id),
+                    ("refund_status", "SUCCESS"), ("success_time", "2024-05-21 10:00:00"),
+                    ("total_fee", str(total_fee)), ("transaction_id", txn)], root="root")
+    aes = hashlib.md5(key.encode()).hexdigest().encode()
+    p = sympad.PKCS7(128).padder()
+    e = Cipher(algorithms.AES(aes), modes.ECB()).encryptor()
+    req_info = base64.b64encode(e.update(p.update(inner) + p.finalize()) + e.finalize()).decode()
+    return v2_xml([("return_code", "SUCCESS"), ("appid", APPID), ("mch_id", MCHID),
+                   ("nonce_str", "nonce" + seq()), ("req_info", req_info)])
+
+
+# ---------------------------------------------------------------------------
+
+
+class Scenarios:
+    transport = None
+    server = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.binary = pntest.binary("wechatpay")
+        if not os.access(cls.binary, os.X_OK):
+            raise AssertionError("%s is not built" % cls.binary)
+        if cls.transport == "fcgi":
+            cls.server = pntest.FcgiServer(cls.binary, CFG, workers=FCGI_WORKERS).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.server is not None:
+            cls.server.stop()
+            cls.server = None
+
+    def setUp(self):
+        if not PG.running:
+            PG.start()
+        PG.reset()
+
+    def tearDown(self):
+        if self.server is not None:
+            dead = self.server.dead_workers()
+            if dead:
+                text = self.server.diagnostics()
+                self.server.stop()
+                type(self).server = pntest.FcgiServer(self.binary, CFG,
+                                                      workers=FCGI_WORKERS).start()
+                self.fail("FastCGI worker(s) died during the test: %r\n%s" % (dead, text))
+
+    # -- helpers ----------------------------------------------------------
+    def send(self, headers, body, site=SITE, method="POST"):
+        path = "/notify/wechatpay/%s" % site
+        if self.transport == "cgi":
+            return pntest.run_cgi(self.binary, method, path, headers, body, CFG)
+        return self.server.request(method, path, headers, body)
+
+    def send_v2(self, body):
+        return self.send({"Content-Type": XML_TYPE}, body)
+
+    def oid(self, tag):
+        return "WX-%s-%s" % (self.transport, tag)
+
+    def txn(self, tag):
+        return "4200%s%s" % ("1" if self.transport == "cgi" else "2",
+                             hashlib.sha1(tag.encode()).hexdigest()[:20])
+
+    def add_order(self, oid, amount_minor=8888):
+        PG.add_order(SITE, oid, amount_minor, "CNY")
+
+    def rows(self):
+        return PG.notifications("provider = 'wechatpay'")
+
+    def order(self, oid):
+        return PG.order(SITE, oid)
+
+    def ok_v3(self, r):
+        self.assertIn(r.status, (200, 204), r)
+        self.assertEqual(r.body, b"", r)
+
+    def ok_v2(self, r):
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.body, V2_OK, r)
+        self.assertTrue(r.headers.get("content-type", "").startswith("text/xml"), r)
+
+    def fail_v3(self, r, status=400):
+        self.assertEqual(r.status, status, r)
+        self.assertEqual(json.loads(r.body.decode())["code"], "FAIL", r)
+        self.assertTrue(r.headers.get("content-type", "").startswith("application/json"), r)
+
+    def fail_v2(self, r, status=400):
+        self.assertEqual(r.status, status, r)
+        self.assertTrue(r.body.startswith(b"<xml><return_code><![CDATA[FAIL]]></return_code>"), r)
+
+    # -- API v3 -----------------------------------------------------------
+    def test_v3_paid_once_then_duplicate(self):
+        oid, txn = self.oid("paid"), self.txn("paid")
+        self.add_order(oid)
+        headers, body = v3_request(transaction(oid, 8888, txn))
+        r = self.send(headers, body)
+        self.ok_v3(r)
+        self.assertEqual(r.status, 204, r)
+        o = self.order(oid)
+        self.assertEqual((o["status"], o["psp"], o["psp_txn_id"]), ("paid", "wechatpay", txn))
+        before = PG.psql("SELECT paid_at, updated_at FROM paynotify.orders WHERE order_id = %s"
+                         % pntest.q(oid))
+        self.ok_v3(self.send(headers, body))
+        after = PG.psql("SELECT paid_at, updated_at FROM paynotify.orders WHERE order_id = %s"
+                        % pntest.q(oid))
+        self.assertEqual(before, after)
+        rows = self.rows()
+        self.assertEqual([(r["dedup_key"], r["event_kind"], r["outcome"], r["deliveries"])
+                          for r in rows], [(txn + ":TRANSACTION.SUCCESS", "paid", "applied", 2)])
+        self.assertEqual(rows[0]["raw_body"], body)
+        self.assertEqual((rows[0]["amount_minor"], rows[0]["currency"]), (8888, "CNY"))
+        self.assertEqual(rows[0]["key_id"], PUBID + "/apiv3.key:1")
+        hdrs = PG.scalar("SELECT raw_headers->>'Wechatpay-Serial' FROM paynotify.notifications")
+        self.assertEqual(hdrs, PUBID)
+
+    def test_v3_platform_certificate(self):
+        oid, txn = self.oid("cert"), self.txn("cert")
+        self.add_order(oid)
+        self.ok_v3(self.send(*v3_request(transaction(oid, 8888, txn), key=KEY_B,
+                                         serial=SERIAL_B.lower())))
+        self.assertEqual(self.order(oid)["status"], "paid")
+        self.assertEqual(self.rows()[0]["key_id"], SERIAL_B + "/apiv3.key:1")
+
+    def test_v3_refunds_not_swallowed(self):
+        oid, txn = self.oid("refund"), self.txn("refund")
+        self.add_order(oid)
+        self.ok_v3(self.send(*v3_request(transaction(oid, 8888, txn))))
+        h1, b1 = v3_request(refund(oid, 8888, 1000, txn, "5030" + seq()), "REFUND.SUCCESS", "refund")
+        self.ok_v3(self.send(h1, b1))
+        o = self.order(oid)
+        self.assertEqual((o["status"], o["refunded_minor"]), ("partially_refunded", 1000))
+        h2, b2 = v3_request(refund(oid, 8888, 500, txn, "5030" + seq()), "REFUND.SUCCESS", "refund")
+        self.ok_v3(self.send(h2, b2))
+        self.ok_v3(self.send(h2, b2))     # a duplicate of the second refund
+        o = self.order(oid)
+        self.assertEqual((o["status"], o["refunded_minor"]), ("partially_refunded", 1500))
+        rows = self.rows()
+        self.assertEqual([(r["event_kind"], r["outcome"], r["refund_minor"], r["deliveries"])
+                          for r in rows],
+                         [("paid", "applied", None, 1), ("refund", "applied", 1000, 1),
+                          ("refund", "applied", 500, 2)])
+
+    def test_v3_merchant_mismatch(self):
+        oid = self.oid("mch")
+        self.add_order(oid)
+        self.ok_v3(self.send(*v3_request(transaction(oid, 8888, self.txn("mch"),
+                                                     mchid="1900000999"))))
+        self.assertEqual([r["outcome"] for r in self.rows()], ["merchant_mismatch"])
+        self.assertEqual(self.order(oid)["status"], "pending")
+
+    def test_v3_rejects_leave_no_row(self):
+        oid, txn = self.oid("reject"), self.txn("reject")
+        self.add_order(oid)
+        res = transaction(oid, 8888, txn)
+        for req in (v3_request(res, key=KEY_B),                     # forged
+                    v3_request(res, sig="WECHATPAY/SIGNTEST/" + "A" * 340),  # probe
+                    v3_request(res, ts=int(time.time()) - 400),      # stale
+                    v3_request(res, ts=int(time.time()) + 400),      # from the future
+                    v3_request(res, serial=PUBID[:-1] + "7"),        # unknown serial
+                    v3_request(res, tamper=True),                    # GCM tag fails
+                    v3_request(res, apiv3="OtherAPIv3Key0123456789abcdefXYZ")):
+            self.fail_v3(self.send(*req))
+        headers, body = v3_request(res)
+        self.fail_v3(self.send(headers, body + b" "))                # body changed
+        del headers["Wechatpay-Nonce"]
+        self.fail_v3(self.send(headers, body))
+        self.assertEqual(self.rows(), [])
+        self.assertEqual(self.order(oid)["status"], "pending")
+
+    def test_v3_concurrent_duplicates(self):
+        oid, txn = self.oid("race"), self.txn("race")
+        self.add_order(oid)
+        headers, body = v3_request(transaction(oid, 8888, txn))
+        n = 8
+        results = [None] * n
+        barrier = threading.Barrier(n)
+
+        def deliver(i):
+            try:
+                barrier.wait(10)
+                results[i] = self.send(headers, body)
+            except Exception as e:  # reported below
+                results[i] = e
+
+        threads = [threading.Thread(target=deliver, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        for r in results:
+            self.assertIsInstance(r, pntest.Response, r)
+            self.ok_v3(r)
+        self.assertEqual([(r["outcome"], r["deliveries"]) for r in self.rows()], [("applied", n)])
+
+    # -- API v2 -----------------------------------------------------------
+    def test_v2_paid_once_then_duplicate(self):
+        oid, txn = self.oid("v2paid"), self.txn("v2paid")
+        self.add_order(oid, 1)
+        body = v2_payment(oid, 1, txn)
+        self.ok_v2(self.send_v2(body))
+        self.ok_v2(self.send_v2(body))
+        self.assertEqual(self.order(oid)["status"], "paid")
+        rows = self.rows()
+        self.assertEqual([(r["dedup_key"], r["outcome"], r["deliveries"], r["key_id"])
+                          for r in rows], [(txn + ":SUCCESS", "applied", 2, "apiv2.key:1")])
+        self.assertEqual(rows[0]["raw_body"], body)
+
+    def test_v2_hmac_and_refund(self):
+        oid, txn = self.oid("v2refund"), self.txn("v2refund")
+        self.add_order(oid, 600)
+        self.ok_v2(self.send_v2(v2_payment(oid, 600, txn, alg="HMAC-SHA256")))
+        rid = "5000" + seq()
+        body = v2_refund(oid, 600, 200, txn, rid)
+        self.ok_v2(self.send_v2(body))
+        self.ok_v2(self.send_v2(body))
+        o = self.order(oid)
+        self.assertEqual((o["status"], o["refunded_minor"]), ("partially_refunded", 200))
+        self.ok_v2(self.send_v2(v2_refund(oid, 600, 400, txn, "5000" + seq())))
+        o = self.order(oid)
+        self.assertEqual((o["status"], o["refunded_minor"]), ("refunded", 600))
+        self.assertEqual([(r["dedup_key"].split(":")[0], r["event_kind"], r["deliveries"])
+                          for r in self.rows()],
+                         [(txn, "paid", 1), ("refund", "refund", 2), ("refund", "refund", 1)])
+
+    def test_v2_rejects_leave_no_row(self):
+        oid, txn = self.oid("v2reject"), self.txn("v2reject")
+        self.add_order(oid, 1)
+        self.fail_v2(self.send_v2(v2_payment(oid, 1, txn, key="wrong-key")))
+        self.fail_v2(self.send_v2(v2_payment(oid, 100, txn).replace(b"<total_fee>100<",
+                                                                     b"<total_fee>1<")))
+        self.fail_v2(self.send_v2(b'<?xml version="1.0"?><!DOCTYPE xml [<!ENTITY x SYSTEM '
+                                  b'"file:///etc/passwd">]><xml><return_code>SUCCESS'
+                                  b'</return_code><a>&x;</a></xml>'))
+        self.fail_v2(self.send_v2(v2_refund(oid, 1, 1, txn, "r1", key="wrong-key")))
+        self.assertEqual(self.rows(), [])
+        self.assertEqual(self.order(oid)["status"], "pending")
+
+    # -- both ---------------------------------------------------------------
+    def test_put_405_unknown_site_404(self):
+        r = self.send({}, b"", method="PUT")
+        self.assertEqual(r.status, 405, r)
+        r = self.send(*v3_request(transaction("x", 1, "t")), site="no-such-site")
+        self.fail_v3(r, 404)
+        self.assertEqual(self.rows(), [])
+
+    def test_database_down_then_back(self):
+        oid, txn = self.oid("dbdown"), self.txn("dbdown")
+        self.add_order(oid)
+        v3 = v3_request(transaction(oid, 8888, txn))
+        oid2, txn2 = self.oid("dbdown2"), self.txn("dbdown2")
+        self.add_order(oid2, 1)
+        v2 = v2_payment(oid2, 1, txn2)
+        PG.stop()
+        try:
+            self.fail_v3(self.send(*v3), 503)
+            self.fail_v2(self.send_v2(v2), 503)
+        finally:
+            PG.start()
+        self.assertEqual(self.rows(), [])
+        if self.transport == "fcgi":
+            # a worker whose connection broke reconnects: retry until each
+            # worker has answered once (the first answer may still be 503)
+            for _ in range(FCGI_WORKERS * 2):
+                if self.send(*v3).status in (200, 204):
+                    break
+        self.ok_v3(self.send(*v3))
+        self.ok_v2(self.send_v2(v2))
+        self.assertEqual((self.order(oid)["status"], self.order(oid2)["status"]), ("paid", "paid"))
+
+
+class WechatPayCgi(Scenarios, unittest.TestCase):
+    transport = "cgi"
+
+
+class WechatPayFastCgi(Scenarios, unittest.TestCase):
+    transport = "fcgi"
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,968 @@
+"""pntest: the integration-test harness for paynotify (Python 3 stdlib only).
+
+What is here:
+  PgCluster     a throwaway PostgreSQL: initdb into a fresh temp dir, unix
+                socket in that dir only, fsync=off, schema from sql/[0-9]*.sql;
+                start/stop/restart, psql() returning rows, add_order().
+                As root, initdb/pg_ctl run as `nobody` (initdb refuses root).
+  write_config  an INI config plus key and secret files (0600) in a temp dir,
+                for two sites (shop-a, shop-b) with DIFFERENT keys.
+  run_cgi       run a receiver as CGI (env + stdin) -> Response.
+  fcgi_request  a minimal FastCGI client over a unix socket -> Response.
+  FcgiServer    N worker processes of a receiver on one listening unix socket
+                (the way spawn-fcgi or a web server hands it over on fd 0).
+  signers       stripe_header(), alipay_content(), alipay_body(), rsa_sign()
+                and builders for realistic Stripe and Alipay notifications.
+  helpers       write_secret() (0600), temp_dir(), add_cleanup(), q() (an SQL
+                literal), scratch_dir() (short, root-safe socket dirs).
+
+Environment: PN_PG_BINDIR (PostgreSQL server binaries), PN_SQL_DIR (schema
+files to load instead of sql/), PN_TMPDIR (where sockets go).
+
+Everything made here is removed at exit (atexit, and SIGTERM/SIGINT turn into
+a normal exit).  dump_diagnostics() prints the PostgreSQL server log and the
+FastCGI worker logs; the test runner calls it when a test fails.
+"""
+
+import atexit
+import base64
+import collections
+import glob
+import hashlib
+import hmac
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+KEYS = os.path.join(REPO, "tests", "fixtures", "keys")
+FIXTURES = os.path.join(REPO, "tests", "fixtures", "integration")
+
+IS_ROOT = os.geteuid() == 0
+PG_USER = "paynotify"
+PG_DB = "paynotify"
+
+_cleanups = []          # callables run at exit, last registered first
+_diagnostics = []       # objects with a diagnostics() -> str method
+
+
+def _run_cleanups():
+    while _cleanups:
+        fn = _cleanups.pop()
+        try:
+            fn()
+        except Exception as e:  # never let one cleanup stop the others
+            sys.stderr.write("pntest: cleanup failed: %r\n" % (e,))
+
+
+atexit.register(_run_cleanups)
+
+
+def _exit_on_signal(signum, frame):
+    sys.exit(128 + signum)
+
+
+for _sig in (signal.SIGTERM, signal.SIGHUP):
+    try:
+        signal.signal(_sig, _exit_on_signal)
+    except (ValueError, OSError):  # not the main thread
+        pass
+
+
+def dump_diagnostics(out=None):
+    """Print everything that helps to understand a failure."""
+    out = out or sys.stderr
+    for obj in list(_diagnostics):
+        try:
+            text = obj.diagnostics()
+        except Exception as e:
+            text = "(could not collect diagnostics: %r)" % (e,)
+        if text:
+            out.write(text)
+            if not text.endswith("\n"):
+                out.write("\n")
+    out.flush()
+
+
+def _tail(path, max_bytes=6000):
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - max_bytes))
+            return f.read().decode("utf-8", "replace")
+    except OSError as e:
+        return "(cannot read %s: %s)" % (path, e)
+
+
+def clean_env(extra=None):
+    """The environment for child processes: no PG* or PAYNOTIFY_* leaking in."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PG") and not k.startswith("PAYNOTIFY_")}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env["LC_ALL"] = "C"
+    if extra:
+        env.update(extra)
+    return env
+
+
+def _world_traversable(path):
+    path = os.path.abspath(path)
+    while True:
+        try:
+            if not os.stat(path).st_mode & 0o001:
+                return False
+        except OSError:
+            return False
+        parent = os.path.dirname(path)
+        if parent == path:
+            return True
+        path = parent
+
+
+def scratch_dir(prefix):
+    """A new temp dir for sockets: short enough for a unix socket path, and
+    (as root) reachable by `nobody`, who runs PostgreSQL.  PN_TMPDIR, then
+    $TMPDIR, then /tmp."""
+    for base in (os.environ.get("PN_TMPDIR"), tempfile.gettempdir(), "/tmp"):
+        if not base or not os.path.isdir(base) or len(base) > 60:
+            continue
+        if IS_ROOT and not _world_traversable(base):
+            continue
+        return tempfile.mkdtemp(prefix=prefix, dir=base)
+    return tempfile.mkdtemp(prefix=prefix, dir="/tmp")
+
+
+def binary(name):
+    """Path of a top-level receiver binary, e.g. binary('stripe')."""
+    return os.path.join(REPO, "paynotify-" + name)
+
+
+# ---------------------------------------------------------------------------
+# PostgreSQL
+
+
+def pg_bindir():
+    if os.environ.get("PN_PG_BINDIR"):
+        return os.environ["PN_PG_BINDIR"]
+
+    def version(p):
+        try:
+            return int(p.rstrip("/").split("/")[-2])
+        except ValueError:
+            return 0
+    cands = sorted(glob.glob("/usr/lib/postgresql/*/bin/"), key=version)
+    for c in reversed(cands):
+        if os.path.exists(os.path.join(c, "initdb")):
+            return c.rstrip("/")
+    found = shutil.which("initdb")
+    if found:
+        return os.path.dirname(found)
+    raise RuntimeError("PostgreSQL server binaries not found "
+                       "(install postgresql, or set PN_PG_BINDIR)")
+
+
+class PgCluster:
+    """A throwaway PostgreSQL cluster reachable only through a unix socket.
+
+    base/            the temp dir: also the socket directory
+    base/data        PGDATA
+    base/server.log  the server log
+    """
+
+    def __init__(self, port=5432, load_schema=True):
+        self.port = port
+        self.load_schema = load_schema
+        self.bindir = pg_bindir()
+        self.base = None
+        self.data = None
+        self.logfile = None
+        self.running = False
+        self._owner_ids = None
+
+    # -- helpers ----------------------------------------------------------
+    def _as_owner(self, argv):
+        if IS_ROOT:
+            return ["runuser", "-u", "nobody", "--"] + argv
+        return argv
+
+    def _pg(self, prog, *args, check=True, timeout=120):
+        argv = self._as_owner([os.path.join(self.bindir, prog)] + list(args))
+        p = subprocess.run(argv, cwd=self.base, env=clean_env(),
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=timeout)
+        if check and p.returncode != 0:
+            raise RuntimeError("%s failed (exit %d):\n%s\n%s" % (
+                prog, p.returncode, p.stdout.decode("utf-8", "replace"),
+                self.server_log()))
+        return p
+
+    @property
+    def host(self):
+        return self.base
+
+    def conninfo(self):
+        return "host=%s port=%d dbname=%s user=%s" % (self.base, self.port, PG_DB, PG_USER)
+
+    def libpq_env(self):
+        return {"PGHOST": self.base, "PGPORT": str(self.port), "PGUSER": PG_USER,
+                "PGDATABASE": PG_DB}
+
+    # -- lifecycle --------------------------------------------------------
+    def init(self):
+        self.base = scratch_dir("pntest-pg.")
+        _cleanups.append(self.destroy)
+        _diagnostics.append(self)
+        self.data = os.path.join(self.base, "data")
+        self.logfile = os.path.join(self.base, "server.log")
+        # the socket dir must be reachable by the tests (and by `nobody`)
+        os.chmod(self.base, 0o755)
+        if IS_ROOT:
+            import pwd
+            pw = pwd.getpwnam("nobody")
+            self._owner_ids = (pw.pw_uid, pw.pw_gid)
+            os.chown(self.base, pw.pw_uid, pw.pw_gid)
+        self._pg("initdb", "-D", self.data, "-U", PG_USER, "--auth=trust",
+                 "-E", "UTF8", "--locale=C", "--no-sync")
+        conf = os.path.join(self.data, "postgresql.conf")
+        settings = [
+            "listen_addresses = ''",
+            "unix_socket_directories = '%s'" % self.base,
+            "unix_socket_permissions = 0777",
+            "port = %d" % self.port,
+            "fsync = off",
+            "synchronous_commit = off",
+            "full_page_writes = off",
+            "max_connections = 200",
+            "shared_buffers = 32MB",
+            "log_min_messages = warning",
+            "log_connections = off",
+            "log_line_prefix = '%m [%p] %q%u@%d '",
+        ]
+        # postgresql.conf belongs to `nobody` when we are root: append as root
+        with open(conf, "a") as f:
+            f.write("\n# pntest\n" + "\n".join(settings) + "\n")
+        return self
+
+    def start(self):
+        if self.base is None:
+            self.init()
+            first = True
+        else:
+            first = False
+        if IS_ROOT and not os.path.exists(self.logfile):
+            open(self.logfile, "a").close()
+            os.chown(self.logfile, *self._owner_ids)
+        self._pg("pg_ctl", "-D", self.data, "-l", self.logfile, "-w", "-t", "60", "start")
+        self.running = True
+        if first:
+            self.psql("CREATE DATABASE %s" % PG_DB, db="postgres")
+            if self.load_schema:
+                sql_dir = os.environ.get("PN_SQL_DIR") or os.path.join(REPO, "sql")
+                for f in sorted(glob.glob(os.path.join(sql_dir, "[0-9]*.sql"))):
+                    self.psql_file(f)
+        return self
+
+    def stop(self, mode="fast"):
+        if self.running:
+            self._pg("pg_ctl", "-D", self.data, "-m", mode, "-w", "-t", "60", "stop")
+            self.running = False
+
+    def restart(self):
+        self.stop()
+        self.start()
+
+    def destroy(self):
+        if self.base is None:
+            return
+        if self.running:
+            try:
+                self._pg("pg_ctl", "-D", self.data, "-m", "immediate", "-w", "stop",
+                         check=False, timeout=60)
+            except Exception:
+                pass
+            self.running = False
+        shutil.rmtree(self.base, ignore_errors=True)
+        if self in _diagnostics:
+            _diagnostics.remove(self)
+        self.base = None
+
+    # -- SQL --------------------------------------------------------------
+    def _psql_argv(self, db):
+        return ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", self.base,
+                "-p", str(self.port), "-U", PG_USER, "-d", db]
+
+    def psql(self, sql, db=PG_DB, timeout=60):
+        """Run SQL; return the rows of the last statement as tuples of str
+        (None for NULL)."""
+        argv = self._psql_argv(db) + ["-A", "-t", "-F", "\x1f", "-R", "\x1e",
+                                      "-P", "null=\\N", "-c", sql]
+        p = subprocess.run(argv, env=clean_env(), stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+        if p.returncode != 0:
+            raise RuntimeError("psql failed: %s\nSQL: %s" % (
+                p.stderr.decode("utf-8", "replace").strip(), sql))
+        out = p.stdout.decode("utf-8")
+        if out == "":          # no rows at all; one empty value prints "\n"
+            return []
+        if out.endswith("\n"):
+            out = out[:-1]
+        return [tuple(None if v == "\\N" else v for v in rec.split("\x1f"))
+                for rec in out.split("\x1e")]
+
+    def scalar(self, sql):
+        rows = self.psql(sql)
+        return rows[0][0] if rows else None
+
+    def psql_file(self, path, db=PG_DB):
+        p = subprocess.run(self._psql_argv(db) + ["-f", path], env=clean_env(),
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=120)
+        if p.returncode != 0:
+            raise RuntimeError("loading %s failed: %s" % (
+                path, p.stderr.decode("utf-8", "replace")))
+
+    def add_order(self, site, order_id, amount_minor, currency, status="pending"):
+        self.psql("INSERT INTO paynotify.orders (site, order_id, amount_minor, currency, status) "
+                  "VALUES (%s, %s, %d, %s, %s)" % (q(site), q(order_id), amount_minor,
+                                                   q(currency), q(status)))
+
+    def order(self, site, order_id):
+        """The order as a dict, or None."""
+        rows = self.psql("SELECT status, amount_minor, currency, refunded_minor, psp, psp_txn_id, "
+                         "paid_at IS NOT NULL FROM paynotify.orders WHERE site = %s AND order_id = %s"
+                         % (q(site), q(order_id)))
+        if not rows:
+            return None
+        r = rows[0]
+        return {"status": r[0], "amount_minor": int(r[1]), "currency": r[2],
+                "refunded_minor": int(r[3]), "psp": r[4], "psp_txn_id": r[5],
+                "paid": r[6] == "t"}
+
+    NOTIFICATION_COLS = ("id", "site", "provider", "dedup_key", "event_kind", "event_type",
+                         "order_id", "psp_txn_id", "psp_event_id", "amount_minor", "currency",
+                         "refund_minor", "outcome", "deliveries", "key_id")
+
+    def notifications(self, where="true"):
+        """Notification rows (dicts, plus raw_body as bytes), oldest first."""
+        cols = ", ".join(self.NOTIFICATION_COLS)
+        rows = self.psql("SELECT %s, encode(raw_body, 'hex') FROM paynotify.notifications "
+                         "WHERE %s ORDER BY id" % (cols, where))
+        out = []
+        for r in rows:
+            d = dict(zip(self.NOTIFICATION_COLS, r[:-1]))
+            for k in ("id", "amount_minor", "refund_minor", "deliveries"):
+                if d[k] is not None:
+                    d[k] = int(d[k])
+            d["raw_body"] = bytes.fromhex(r[-1] or "")
+            out.append(d)
+        return out
+
+    def reset(self):
+        self.psql("TRUNCATE paynotify.notifications, paynotify.orders")
+
+    def server_log(self):
+        if not self.logfile:
+            return ""
+        return _tail(self.logfile)
+
+    def diagnostics(self):
+        return "---- PostgreSQL server log (%s) ----\n%s" % (self.logfile, self.server_log())
+
+
+def q(s):
+    """An SQL string literal."""
+    if s is None:
+        return "NULL"
+    return "'" + str(s).replace("'", "''") + "'"
+
+
+# ---------------------------------------------------------------------------
+# Sites and configuration
+
+Site = collections.namedtuple("Site", [
+    "name", "alipay_app_id", "alipay_seller_id", "alipay_private_key", "alipay_public_key",
+    "stripe_secrets"])
+
+# Two sites with DIFFERENT keys and merchant identities.  shop-a uses the
+# Appendix A test key (SPKI PEM); shop-b a second key, configured in the
+# Alipay-console form (bare base64 SPKI).
+SITE_A = Site("shop-a", "2021000000000001", "2088000000000001",
+              os.path.join(KEYS, "site-a-private.pem"), os.path.join(KEYS, "site-a-public.pem"),
+              ("whsec_test_secret",))
+SITE_B = Site("shop-b", "2021000000000002", "2088000000000002",
+              os.path.join(KEYS, "site-b-private.pem"), os.path.join(KEYS, "site-b-public.b64"),
+              ("whsec_shop_b_secret",))
+# A site in the middle of a key rotation: two Alipay public keys (site A's
+# as SPKI PEM and site B's as an X.509 certificate) and two Stripe secrets.
+SITE_R = Site("shop-r", "2021000000000003", "2088000000000003",
+              os.path.join(KEYS, "site-a-private.pem"),
+              (os.path.join(KEYS, "site-a-public.pem"), os.path.join(KEYS, "site-b-cert.pem")),
+              ("whsec_rotation_old", "whsec_rotation_new"))
+SITES = (SITE_A, SITE_B, SITE_R)
+
+Config = collections.namedtuple("Config", ["path", "dir", "sites", "max_body_bytes"])
+
+
+def _write_secret(path, text):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o600)
+
+
+def write_secret(path, text):
+    """Write a secret file with mode 0600 (the receivers refuse others)."""
+    _write_secret(path, text)
+
+
+def add_cleanup(fn):
+    """Run fn at exit (after the tests), last added first."""
+    _cleanups.append(fn)
+
+
+def temp_dir(prefix="pntest."):
+    """A temp dir removed at exit."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    _cleanups.append(lambda: shutil.rmtree(d, ignore_errors=True))
+    return d
+
+
+def write_config(cluster=None, conninfo=None, sites=SITES, max_body_bytes=1048576,
+                 statement_timeout_ms=3000, directory=None, extra="", site_lines=None):
+    """Write paynotify.ini, key and secret files into a new temp dir.
+
+    shop-a's key and secret paths are relative (resolved against the config
+    file's directory); shop-b's are absolute.  site_lines maps a site name to
+    extra "key = value" lines for its section (other providers' keys; write
+    their files into the returned Config.dir first, or give absolute paths);
+    extra is appended verbatim (more [site ...] sections).  Returns a Config."""
+    d = directory or tempfile.mkdtemp(prefix="pntest-cfg.")
+    if directory is None:
+        _cleanups.append(lambda: shutil.rmtree(d, ignore_errors=True))
+    os.chmod(d, 0o755)
+    os.makedirs(os.path.join(d, "keys"), exist_ok=True)
+    os.makedirs(os.path.join(d, "secrets"), exist_ok=True)
+    os.chmod(os.path.join(d, "secrets"), 0o700)
+    if conninfo is None:
+        conninfo = cluster.conninfo() if cluster else "host=/nonexistent dbname=paynotify"
+    lines = [
+        "; written by tests/lib/pntest.py",
+        "[database]",
+        "conninfo = %s" % conninfo,
+        "statement_timeout_ms = %d" % statement_timeout_ms,
+        "",
+        "[limits]",
+        "max_body_bytes = %d" % max_body_bytes,
+        "",
+    ]
+    for i, s in enumerate(sites):
+        relative = (i % 2 == 0)
+        keyfiles = s.alipay_public_key
+        if isinstance(keyfiles, str):
+            keyfiles = (keyfiles,)
+        pubs = []
+        for j, kf in enumerate(keyfiles):
+            pub_name = "%s-alipay-%d%s" % (s.name, j + 1, os.path.splitext(kf)[1])
+            shutil.copyfile(kf, os.path.join(d, "keys", pub_name))
+            os.chmod(os.path.join(d, "keys", pub_name), 0o644)
+            pubs.append("keys/" + pub_name if relative else os.path.join(d, "keys", pub_name))
+        pub = " ".join(pubs)
+        secret_name = "%s-stripe-whsec" % s.name
+        _write_secret(os.path.join(d, "secrets", secret_name),
+                      "".join(x + "\n" for x in s.stripe_secrets))
+        sec = "secrets/" + secret_name if relative else os.path.join(d, "secrets", secret_name)
+        lines += [
+            "[site %s]" % s.name,
+            "alipay.app_id = %s" % s.alipay_app_id,
+            "alipay.seller_id = %s" % s.alipay_seller_id,
+            "alipay.public_key_file = %s" % pub,
+            "alipay.sign_type = RSA2",
+            "stripe.secret_files = %s" % sec,
+            "stripe.tolerance_s = 300",
+        ] + list((site_lines or {}).get(s.name, ())) + [
+            "",
+        ]
+    path = os.path.join(d, "paynotify.ini")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + extra)
+    return Config(path, d, tuple(sites), max_body_bytes)
+
+
+# ---------------------------------------------------------------------------
+# Requests and responses
+
+Response = collections.namedtuple("Response", ["status", "headers", "body", "stderr"])
+
+
+def parse_cgi_response(out, stderr=b""):
+    """Split a CGI/FastCGI response into (status, headers, body)."""
+    for sep in (b"\r\n\r\n", b"\n\n"):
+        i = out.find(sep)
+        if i >= 0:
+            head, body = out[:i], out[i + len(sep):]
+            break
+    else:
+        return Response(None, {}, out, stderr)
+    headers = {}
+    status = 200
+    for line in head.replace(b"\r\n", b"\n").split(b"\n"):
+        if b":" not in line:
+            continue
+        k, v = line.split(b":", 1)
+        k = k.decode("latin-1").strip().lower()
+        v = v.decode("latin-1").strip()
+        headers[k] = v
+        if k == "status":
+            try:
+                status = int(v.split()[0])
+            except (ValueError, IndexError):
+                status = None
+    return Response(status, headers, body, stderr)
+
+
+def cgi_params(method, path, headers=None, body=b"", content_length=None):
+    """The CGI variables a web server would pass for this request."""
+    params = collections.OrderedDict([
+        ("GATEWAY_INTERFACE", "CGI/1.1"),
+        ("SERVER_PROTOCOL", "HTTP/1.1"),
+        ("SERVER_SOFTWARE", "pntest"),
+        ("SERVER_NAME", "localhost"),
+        ("SERVER_PORT", "80"),
+        ("REMOTE_ADDR", "127.0.0.1"),
+        ("REMOTE_PORT", "40000"),
+        ("REQUEST_METHOD", method),
+        ("SCRIPT_NAME", ""),
+        ("PATH_INFO", path),
+        ("REQUEST_URI", path),
+        ("QUERY_STRING", ""),
+    ])
+    if body or method in ("POST", "PUT"):
+        params["CONTENT_LENGTH"] = str(len(body) if content_length is None else content_length)
+    for k, v in (headers or {}).items():
+        name = k.upper().replace("-", "_")
+        if name == "CONTENT_TYPE":
+            params["CONTENT_TYPE"] = v
+        elif name == "CONTENT_LENGTH":
+            params["CONTENT_LENGTH"] = v
+        else:
+            params["HTTP_" + name] = v
+    return params
+
+
+def run_cgi(binary_path, method, path, headers=None, body=b"", config=None,
+            extra_env=None, timeout=30, content_length=None):
+    """Run a receiver as a CGI program.  Returns Response(status, headers,
+    body bytes, stderr text)."""
+    if isinstance(body, str):
+        body = body.encode("utf-8")
+    env = clean_env(cgi_params(method, path, headers, body, content_length))
+    if config is not None:
+        env["PAYNOTIFY_CONFIG"] = config.path if isinstance(config, Config) else config
+    if extra_env:
+        env.update(extra_env)
+    p = subprocess.Popen([binary_path], env=env, cwd="/", stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = p.communicate(body, timeout=timeout)  # EPIPE is ignored
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        raise AssertionError("CGI %s timed out after %ss; stderr:\n%s" % (
+            binary_path, timeout, err.decode("utf-8", "replace")))
+    err = err.decode("utf-8", "replace")
+    if p.returncode < 0:
+        raise AssertionError("CGI %s died of signal %d; stderr:\n%s" % (
+            binary_path, -p.returncode, err))
+    return parse_cgi_response(out, err)
+
+
+# ---------------------------------------------------------------------------
+# FastCGI
+
+FCGI_BEGIN_REQUEST, FCGI_ABORT_REQUEST, FCGI_END_REQUEST = 1, 2, 3
+FCGI_PARAMS, FCGI_STDIN, FCGI_STDOUT, FCGI_STDERR = 4, 5, 6, 7
+FCGI_RESPONDER = 1
+
+
+def _fcgi_record(rtype, req_id, content=b""):
+    pad = (8 - len(content) % 8) % 8
+    return struct.pack("!BBHHBx", 1, rtype, req_id, len(content), pad) + content + b"\0" * pad
+
+
+def _fcgi_len(n):
+    return struct.pack("!B", n) if n < 128 else struct.pack("!I", n | 0x80000000)
+
+
+def _fcgi_nv(name, value):
+    name = name.encode("latin-1") if isinstance(name, str) else name
+    value = value.encode("utf-8") if isinstance(value, str) else value
+    return _fcgi_len(len(name)) + _fcgi_len(len(value)) + name + value
+
+
+def _fcgi_stream(rtype, req_id, data, chunk=32768):
+    out = []
+    for i in range(0, len(data), chunk):
+        out.append(_fcgi_record(rtype, req_id, data[i:i + chunk]))
+    out.append(_fcgi_record(rtype, req_id, b""))
+    return out
+
+
+def fcgi_request(sock_path, params, body=b"", timeout=30, req_id=1):
+    """One FastCGI responder request over a unix socket (no keep-alive).
+    Returns Response; FCGI_STDERR output is the stderr field."""
+    if isinstance(body, str):
+        body = body.encode("utf-8")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.connect(sock_path)
+    records = [_fcgi_record(FCGI_BEGIN_REQUEST, req_id,
+                            struct.pack("!HB5x", FCGI_RESPONDER, 0))]
+    records += _fcgi_stream(FCGI_PARAMS, req_id,
+                            b"".join(_fcgi_nv(k, v) for k, v in params.items()))
+    records += _fcgi_stream(FCGI_STDIN, req_id, body)
+
+    send_error = []
+
+    def sender():
+        try:
+            for r in records:
+                s.sendall(r)
+        except OSError as e:    # the app may answer (413) and close early
+            send_error.append(e)
+
+    t = threading.Thread(target=sender, daemon=True)
+    t.start()
+    buf = b""
+    stdout, stderr = [], []
+    ended = False
+    app_status = None
+    deadline = time.monotonic() + timeout
+    try:
+        while not ended:
+            if time.monotonic() > deadline:
+                raise AssertionError("FastCGI request timed out after %ss" % timeout)
+            try:
+                chunk = s.recv(65536)
+            except ConnectionResetError:
+                chunk = b""
+            if not chunk:
+                break
+            buf += chunk
+            while len(buf) >= 8:
+                _v, rtype, rid, clen, plen = struct.unpack("!BBHHBx", buf[:8])
+                if len(buf) < 8 + clen + plen:
+                    break
+                content = buf[8:8 + clen]
+                buf = buf[8 + clen + plen:]
+                if rtype == FCGI_STDOUT:
+                    stdout.append(content)
+                elif rtype == FCGI_STDERR:
+                    stderr.append(content)
+                elif rtype == FCGI_END_REQUEST:
+                    app_status = struct.unpack("!I", content[:4])[0]
+                    ended = True
+                    break
+    finally:
+        s.close()
+        t.join(5)
+    if not ended:
+        raise AssertionError("FastCGI connection closed without FCGI_END_REQUEST "
+                             "(stdout so far: %r)" % (b"".join(stdout)[:200],))
+    r = parse_cgi_response(b"".join(stdout), b"".join(stderr).decode("utf-8", "replace"))
+    return r
+
+
+class FcgiServer:
+    """N worker processes of one receiver sharing a listening unix socket on
+    fd 0, as spawn-fcgi or a web server would start them."""
+
+    def __init__(self, binary_path, config, workers=2, extra_env=None):
+        self.binary = binary_path
+        self.config = config
+        self.nworkers = workers
+        self.extra_env = extra_env or {}
+        self.dir = None
+        self.sock_path = None
+        self.listener = None
+        self.procs = []
+        self.logs = []
+
+    def start(self):
+        self.dir = scratch_dir("pntest-fcgi.")
+        os.chmod(self.dir, 0o755)
+        _cleanups.append(self.stop)
+        _diagnostics.append(self)
+        self.sock_path = os.path.join(self.dir, "fcgi.sock")
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(self.sock_path)
+        self.listener.listen(256)
+        env = clean_env({"PAYNOTIFY_CONFIG": self.config.path
+                         if isinstance(self.config, Config) else self.config})
+        env.update(self.extra_env)
+        for i in range(self.nworkers):
+            log = os.path.join(self.dir, "worker-%d.log" % i)
+            self.logs.append(log)
+            with open(log, "wb") as lf:
+                p = subprocess.Popen([self.binary], stdin=self.listener.fileno(),
+                                     stdout=lf, stderr=lf, env=env, cwd="/",
+                                     close_fds=True)
+            self.procs.append(p)
+        time.sleep(0.3)
+        dead = [p for p in self.procs if p.poll() is not None]
+        if dead:
+            text = self.diagnostics()
+            self.stop()
+            raise RuntimeError("FastCGI worker(s) exited at start-up:\n" + text)
+        return self
+
+    def alive(self):
+        return sum(1 for p in self.procs if p.poll() is None)
+
+    def dead_workers(self):
+        return [(i, p.returncode) for i, p in enumerate(self.procs) if p.poll() is not None]
+
+    def request(self, method, path, headers=None, body=b"", timeout=30, content_length=None):
+        if isinstance(body, str):
+            body = body.encode("utf-8")
+        return fcgi_request(self.sock_path,
+                            cgi_params(method, path, headers, body, content_length),
+                            body, timeout=timeout)
+
+    def stop(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()
+        deadline = time.monotonic() + 5
+        for p in self.procs:
+            try:
+                p.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None
+        if self in _diagnostics:
+            _diagnostics.remove(self)
+        if self.dir:
+            # keep the logs readable for diagnostics until the very end
+            d = self.dir
+            _cleanups.insert(0, lambda: shutil.rmtree(d, ignore_errors=True))
+
+    def log_text(self):
+        return "".join(_tail(l, 4000) for l in self.logs)
+
+    def diagnostics(self):
+        parts = []
+        for i, l in enumerate(self.logs):
+            st = self.procs[i].poll() if i < len(self.procs) else None
+            parts.append("---- FastCGI worker %d of %s (%s) log ----\n%s" % (
+                i, os.path.basename(self.binary),
+                "running" if st is None else "exited %s" % st, _tail(l, 1500)))
+        return "\n".join(parts)
+
+
+# ---------------------------------------------------------------------------
+# Signers
+
+
+def stripe_signature(secret, t, body):
+    if isinstance(body, str):
+        body = body.encode("utf-8")
+    msg = str(t).encode("ascii") + b"." + body
+    return hmac.new(secret.encode("utf-8"), msg, hashlib.sha256).hexdigest()
+
+
+def stripe_header(secret, t, body):
+    """A Stripe-Signature header value: t=<t>,v1=<hex hmac-sha256>."""
+    return "t=%s,v1=%s" % (t, stripe_signature(secret, t, body))
+
+
+def _pairs(params):
+    return list(params.items()) if isinstance(params, dict) else list(params)
+
+
+def alipay_content(params):
+    """The V1 signed content: sorted k=v of the decoded values, without
+    sign, sign_type and empty values, joined by '&' (UTF-8 bytes)."""
+    items = [(k, v) for k, v in _pairs(params)
+             if k not in ("sign", "sign_type") and v not in ("", None)]
+    items.sort(key=lambda kv: kv[0].encode("utf-8"))
+    return "&".join("%s=%s" % (k, v) for k, v in items).encode("utf-8")
+
+
+def rsa_sign(content, private_key, md="sha256"):
+    """RSASSA-PKCS1-v1_5 over content with the openssl CLI; private_key is a
+    PEM file path or PEM text.  Returns the raw signature bytes."""
+    tmp = None
+    if "-----BEGIN" in private_key:
+        fd, tmp = tempfile.mkstemp(prefix="pntest-key.")
+        with os.fdopen(fd, "w") as f:
+            f.write(private_key)
+        private_key = tmp
+    try:
+        p = subprocess.run(["openssl", "dgst", "-" + md, "-sign", private_key],
+                           input=content, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           check=False)
+        if p.returncode != 0:
+            raise RuntimeError("openssl dgst -sign failed: " + p.stderr.decode())
+        return p.stdout
+    finally:
+        if tmp:
+            os.unlink(tmp)
+
+
+def alipay_sign(params, private_key, sign_type="RSA2"):
+    md = {"RSA2": "sha256", "RSA": "sha1"}[sign_type]
+    return base64.b64encode(rsa_sign(alipay_content(params), private_key, md)).decode("ascii")
+
+
+def alipay_body(params, privkey_pem, sign_type="RSA2"):
+    """A signed, form-urlencoded Alipay notification body (bytes)."""
+    p = [(k, v) for k, v in _pairs(params) if k not in ("sign", "sign_type")]
+    if sign_type:
+        p.append(("sign_type", sign_type))
+    p.append(("sign", alipay_sign(p, privkey_pem, sign_type or "RSA2")))
+    return urllib.parse.urlencode(p, encoding="utf-8").encode("ascii")
+
+
+def form_decode(body):
+    """Decode a form body once into (key, value) pairs, blanks kept."""
+    if isinstance(body, bytes):
+        body = body.decode("ascii")
+    return urllib.parse.parse_qsl(body, keep_blank_values=True, strict_parsing=True,
+                                  encoding="utf-8", errors="strict")
+
+
+# ---------------------------------------------------------------------------
+# Notification builders
+
+_seq = [0]
+
+
+def _next():
+    _seq[0] += 1
+    return "%d%06d" % (int(time.time()), _seq[0])
+
+
+def alipay_params(site, out_trade_no, total_amount, trade_status="TRADE_SUCCESS", **extra):
+    """The fields of a realistic Alipay trade_status_sync notification (a dict,
+    unsigned).  extra overrides or adds fields (None removes one)."""
+    n = _next()
+    p = collections.OrderedDict([
+        ("gmt_create", "2024-05-20 10:00:01"),
+        ("charset", "utf-8"),
+        ("seller_email", "merchant@example.com"),
+        ("subject", "会员+年卡 (test)"),
+        ("buyer_id", "2088102177846880"),
+        ("invoice_amount", total_amount),
+        ("notify_id", "2024052001222" + n),
+        ("fund_bill_list", '[{"amount":"%s","fundChannel":"ALIPAYACCOUNT"}]' % total_amount),
+        ("notify_type", "trade_status_sync"),
+        ("trade_status", trade_status),
+        ("receipt_amount", total_amount),
+        ("app_id", site.alipay_app_id),
+        ("buyer_pay_amount", total_amount),
+        ("seller_id", site.alipay_seller_id),
+        ("gmt_payment", "2024-05-20 10:00:05"),
+        ("notify_time", "2024-05-20 10:00:06"),
+        ("passback_params", "order%3D42"),
+        ("version", "1.0"),
+        ("out_trade_no", out_trade_no),
+        ("total_amount", total_amount),
+        ("trade_no", "2024052022001400" + out_trade_no.encode().hex()[:12]),
+        ("auth_app_id", site.alipay_app_id),
+        ("buyer_logon_id", "tes***@example.com"),
+        ("point_amount", "0.00"),
+        ("body", ""),
+    ])
+    for k, v in extra.items():
+        if v is None:
+            p.pop(k, None)
+        else:
+            p[k] = v
+    return p
+
+
+def alipay_notification(site, out_trade_no, total_amount, trade_status="TRADE_SUCCESS",
+                        key=None, sign_type="RSA2", **extra):
+    """A signed Alipay notification body for site (signed with the site's
+    own private key unless key is given)."""
+    return alipay_body(alipay_params(site, out_trade_no, total_amount, trade_status, **extra),
+                       key or site.alipay_private_key, sign_type)
+
+
+ALIPAY_CONTENT_TYPE = "application/x-www-form-urlencoded; text/html; charset=utf-8"
+STRIPE_CONTENT_TYPE = "application/json; charset=utf-8"
+
+
+def _stripe_event(event_id, etype, obj, created=None):
+    ev = collections.OrderedDict([
+        ("id", event_id), ("object", "event"), ("api_version", "2024-06-20"),
+        ("created", int(created or time.time())), ("livemode", False),
+        ("pending_webhooks", 1), ("type", etype), ("data", {"object": obj}),
+    ])
+    return json.dumps(ev, separators=(",", ":")).encode("utf-8")
+
+
+def stripe_checkout_completed(order_id, amount_minor, currency="usd", event_id=None,
+                              payment_status="paid", etype="checkout.session.completed",
+                              payment_intent=None):
+    """A checkout.session.* event body (bytes); by default completed + paid."""
+    n = _next()
+    obj = collections.OrderedDict([
+        ("id", "cs_test_" + n), ("object", "checkout.session"),
+        ("amount_total", amount_minor), ("currency", currency),
+        ("client_reference_id", order_id), ("metadata", {"order_id": order_id}),
+        ("mode", "payment"), ("payment_intent", payment_intent or "pi_test_" + n),
+        ("payment_status", payment_status),
+        ("status", "expired" if etype.endswith("expired") else "complete"),
+    ])
+    return _stripe_event(event_id or "evt_test_" + n, etype, obj)
+
+
+def stripe_charge_refunded(order_id, amount_minor, amount_refunded, currency="usd",
+                           event_id=None, payment_intent=None):
+    """A charge.refunded event body (amount_refunded is cumulative).  With
+    order_id None the charge carries no metadata (as when the Checkout
+    Session's metadata was not copied to the PaymentIntent)."""
+    n = _next()
+    obj = collections.OrderedDict([
+        ("id", "ch_test_" + n), ("object", "charge"), ("amount", amount_minor),
+        ("amount_captured", amount_minor), ("amount_refunded", amount_refunded),
+        ("currency", currency),
+        ("metadata", {"order_id": order_id} if order_id is not None else {}),
+        ("payment_intent", payment_intent or "pi_test_" + n), ("paid", True),
+        ("refunded", amount_refunded >= amount_minor), ("status", "succeeded"),
+    ])
+    return _stripe_event(event_id or "evt_test_" + n, "charge.refunded", obj)
+
+
+def stripe_customer_created(event_id=None):
+    """An event type no receiver acts on (the shape of the stripe-dotnet fixture)."""
+    n = _next()
+    obj = collections.OrderedDict([
+        ("id", "cus_" + n), ("object", "customer"), ("created", 123456789),
+        ("email", "test@stripe.com"), ("livemode", False), ("metadata", {}),
+    ])
+    return _stripe_event(event_id or "evt_test_" + n, "customer.created", obj)
+
+
+def stripe_headers(site, body, t=None, secret=None):
+    t = int(time.time()) if t is None else t
+    return {"Content-Type": STRIPE_CONTENT_TYPE,
+            "Stripe-Signature": stripe_header(secret or site.stripe_secrets[0], t, body)}
+
+
+def alipay_headers():
+    return {"Content-Type": ALIPAY_CONTENT_TYPE}

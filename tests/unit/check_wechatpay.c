@@ -1,0 +1,401 @@
+/*
+ * check_wechatpay.c: WeChat Pay known answers (psp notes §2.10.A, §2.10.B,
+ * §3.4.A, §3.4.B, §3.9), the flat XML parser, answers, and the
+ * data-driven cases in tests/fixtures/wechatpay.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <check.h>
+
+#include "crypto.h"
+#include "fixture.h"
+#include "suites.h"
+#include "wechatpay.h"
+#include "xml.h"
+
+static char **cases;
+static size_t ncases;
+static struct pn_arena *A;
+
+static void
+setup(void)
+{
+	A = pn_arena_new();
+}
+
+static void
+teardown(void)
+{
+	pn_arena_free(A);
+}
+
+START_TEST(test_wechatpay_case)
+{
+	fixture_run_case(&pn_provider_wechatpay, "wechatpay", cases[_i]);
+}
+END_TEST
+
+static const char *
+fixture_text(const char *rel, size_t *len)
+{
+	char   *text = NULL;
+	struct pn_err err;
+
+	const char *copy;
+
+	ck_assert_msg(pn_read_file(fixture_path(rel), 1 << 20, &text, len, &err), "%s", err.msg);
+	copy = pn_arena_memdup(A, text, *len + 1);
+	free(text);
+	return copy;
+}
+
+static struct pn_secret
+secret(const char *s)
+{
+	struct pn_secret k = {"test", (unsigned char *)s, strlen(s)};
+
+	return k;
+}
+
+/* ---- API v2 signatures ------------------------------------------------ */
+
+/* psp §3.4.A: the v2 security spec's own example (also WxJava SignUtilsTest). */
+START_TEST(test_v2_official_vector)
+{
+	static const char xml[] =
+	    "<xml><appid>wxd930ea5d5a258f4f</appid><mch_id>10000100</mch_id>"
+	    "<device_info>1000</device_info><body>test</body>"
+	    "<nonce_str>ibuaiVcKdpRxkhJA</nonce_str><sign>ignored</sign><empty> </empty></xml>";
+	struct pn_secret key = secret("192006250b4c09247ec02edce69f6a2d");
+	struct pn_xml_flat x;
+	struct pn_err err;
+
+	ck_assert_msg(pn_xml_parse_flat(A, xml, strlen(xml), "xml", &x, &err), "%s", err.msg);
+	ck_assert_str_eq(pn_wechatpay_v2_sign(A, &x, PN_WXV2_MD5, &key),
+			 "9A0A8659F005D6984697E2CA0A9CF3B7");
+	ck_assert_str_eq(pn_wechatpay_v2_sign(A, &x, PN_WXV2_HMAC_SHA256, &key),
+			 "6A9AE1657590FD6257D693A078E1C3E4BB6BA4DC30B23E0EE2496E54170DACD6");
+}
+END_TEST
+
+/* psp §3.9: MD5, HMAC-SHA256 of the same string, and with a sign_type field. */
+START_TEST(test_v2_synthetic_vector)
+{
+	struct pn_secret key = secret("TestAPIv2Key0123456789abcdefABCD");
+	struct pn_xml_flat x;
+	struct pn_err err;
+	size_t	len;
+	const char *body = fixture_text("wechatpay/v2-md5.body", &len);
+
+	ck_assert_msg(pn_xml_parse_flat(A, body, len, "xml", &x, &err), "%s", err.msg);
+	ck_assert_str_eq(pn_wechatpay_v2_sign(A, &x, PN_WXV2_MD5, &key),
+			 "3919A323079762A2E04464A83E88A164");
+	ck_assert_str_eq(pn_wechatpay_v2_sign(A, &x, PN_WXV2_HMAC_SHA256, &key),
+			 "6532E94F20151E8B864CF9517650564A481B44B6203AE84F2E9D3C02B96A76F2");
+	body = fixture_text("wechatpay/v2-hmac.body", &len);
+	ck_assert_msg(pn_xml_parse_flat(A, body, len, "xml", &x, &err), "%s", err.msg);
+	ck_assert_str_eq(pn_xml_get(&x, "sign_type"), "HMAC-SHA256");
+	ck_assert_str_eq(pn_wechatpay_v2_sign(A, &x, PN_WXV2_HMAC_SHA256, &key),
+			 "5EC6A853A51E101DDE7B44BDA86660D69BA715127D2D6083C8B1F106E5D22F7C");
+}
+END_TEST
+
+/* psp §3.4.B: the refund key and the gopay req_info vector. */
+START_TEST(test_v2_refund_vector)
+{
+	struct pn_secret key = secret("ziR0QKsTUfMOuochC9RfCdmfHECorQAP");
+	unsigned char aes[32], *raw, *plain;
+	size_t	rawlen, plen, len;
+	struct pn_xml_flat outer, in;
+	struct pn_err err;
+	const char *body = fixture_text("wechatpay/v2-refund.body", &len), *req_info;
+
+	ck_assert(pn_wechatpay_v2_refund_key(&key, aes));
+	ck_assert(memcmp(aes, "a1fdc4d1da9fb443b1091d34bcee9493", 32) == 0);
+	ck_assert_msg(pn_xml_parse_flat(A, body, len, "xml", &outer, &err), "%s", err.msg);
+	req_info = pn_xml_get(&outer, "req_info");
+	ck_assert(pn_b64_decode(A, req_info, strlen(req_info), &raw, &rawlen));
+	ck_assert(pn_aes256ecb_decrypt(A, aes, raw, rawlen, &plain, &plen));
+	ck_assert_uint_eq(rawlen - plen, 12);	/* the last byte was 0x0C */
+	ck_assert(strncmp((char *)plain, "<root>\n<out_refund_no><![CDATA[50fd012ed1b311e7af7800163e"
+			  "32c503]]></out_refund_no>", 80) == 0);
+	ck_assert_msg(pn_xml_parse_flat(A, plain, plen, "root", &in, &err), "%s", err.msg);
+	ck_assert_uint_eq(in.n, 13);
+	ck_assert_str_eq(pn_xml_get(&in, "refund_recv_accout"), "支付用户零钱");
+	ck_assert_str_eq(pn_xml_get(&in, "refund_fee"), "6");
+	ck_assert_str_eq(pn_xml_get(&in, "transaction_id"), "4200000015201711256947025404");
+}
+END_TEST
+
+/* ---- API v3 ---------------------------------------------------------- */
+
+/* psp §2.10.A, signature half: wechatpay-go's own certificate and request. */
+START_TEST(test_v3_gosdk_signature)
+{
+	const struct pn_site *site = pn_cfg_site(fixture_config(), "wx-gosdk");
+	size_t	len, siglen, mdlen;
+	const char *body = fixture_text("wechatpay/gosdk-vector.body", &len);
+	static const char sig64[] =
+	    "tJHIiIS9eB2hAYstmAmbbD3ZE5LiIm/Ug5tuL4fC0YOFRWIHV39UFIZXC0e9Wl6lBu6sKvkqDkzpqzBsVHyX"
+	    "FlbYZTOQrVdG4b6LfTnK4mikv9++ixJMd3vTf2yCqvBkh98zs3Ds5zsYQakzbcwhmw4fMJs4nPLws28H0UW9"
+	    "FjDR//rxELLwXvV1VEA1IBLX70xptjL8hrfUjEE8kkry6yNJTHZRU8CAc7qHli2Ng1V1qb9ARbK8A3ThmFmP"
+	    "QvRGrapI/jS2laKKgYUmfdEdkNO6B2Cke5e8VTxY406ArAmQ90GAihDwIcb16TQMnzCMBoutnwZKNiKRACrF"
+	    "mtxw2Q==";
+	struct pn_iov iov[3] = {{"1624523846\nEcZ9Cmy4Xyx1i6RlJQzLcCyEqDa26NBz\n", 44},
+				{body, len}, {"\n", 1}};
+	unsigned char *sig, md[64];
+
+	ck_assert_uint_eq(len, 568);
+	ck_assert_uint_eq(site->wechatpay.ncerts, 1);
+	ck_assert_str_eq(site->wechatpay.certs[0].serial, "D7CE59D1F522D701");
+	ck_assert(pn_digest(PN_MD_SHA256, iov, 3, md, &mdlen));
+	ck_assert_str_eq(pn_hex_encode(A, md, mdlen, false),
+			 "d2c90663606e98fc711012c768a5150ff0f953e4bccecc69395f4fe977dc4257");
+	ck_assert(pn_b64_decode(A, sig64, strlen(sig64), &sig, &siglen));
+	ck_assert(pn_rsa_verify(site->wechatpay.certs[0].pkey, PN_MD_SHA256, iov, 3, sig, siglen));
+	sig[0] ^= 1;
+	ck_assert(!pn_rsa_verify(site->wechatpay.certs[0].pkey, PN_MD_SHA256, iov, 3, sig, siglen));
+}
+END_TEST
+
+/* Through the adapter: the signature passes, decryption is what fails. */
+START_TEST(test_v3_gosdk_through_adapter)
+{
+	const struct pn_site *site = pn_cfg_site(fixture_config(), "wx-gosdk");
+	struct pn_request req;
+	struct pn_event ev;
+	struct pn_err err;
+	size_t	len;
+	const char *body = fixture_text("wechatpay/gosdk-vector.body", &len);
+	struct pn_verify_ctx vc = {&req, site, A, 1624523846, true};
+
+	memset(&req, 0, sizeof(req));
+	req.body = (const unsigned char *)body;
+	req.body_len = len;
+	req.headers[0] = (struct pn_header){"Wechatpay-Timestamp", "1624523846", false};
+	req.headers[1] = (struct pn_header){"Wechatpay-Nonce", "EcZ9Cmy4Xyx1i6RlJQzLcCyEqDa26NBz",
+					    false};
+	req.headers[2] = (struct pn_header){"Wechatpay-Serial", "D7CE59D1F522D701", false};
+	req.headers[3] = (struct pn_header){
+	    "Wechatpay-Signature",
+	    "tJHIiIS9eB2hAYstmAmbbD3ZE5LiIm/Ug5tuL4fC0YOFRWIHV39UFIZXC0e9Wl6lBu6sKvkqDkzpqzBsVHyX"
+	    "FlbYZTOQrVdG4b6LfTnK4mikv9++ixJMd3vTf2yCqvBkh98zs3Ds5zsYQakzbcwhmw4fMJs4nPLws28H0UW9"
+	    "FjDR//rxELLwXvV1VEA1IBLX70xptjL8hrfUjEE8kkry6yNJTHZRU8CAc7qHli2Ng1V1qb9ARbK8A3ThmFmP"
+	    "QvRGrapI/jS2laKKgYUmfdEdkNO6B2Cke5e8VTxY406ArAmQ90GAihDwIcb16TQMnzCMBoutnwZKNiKRACrF"
+	    "mtxw2Q==", false};
+	req.nheaders = 4;
+	pn_event_init(&ev);
+	ck_assert_int_eq(pn_provider_wechatpay.verify(&vc, &ev, &err), PN_UNVERIFIED);
+	ck_assert_msg(strstr(err.msg, "could not decrypt") != NULL, "%s", err.msg);
+	/* a second header of the same name is refused before anything else */
+	req.headers[3].duplicate = true;
+	ck_assert_int_eq(pn_provider_wechatpay.verify(&vc, &ev, &err), PN_UNVERIFIED);
+	ck_assert_msg(strstr(err.msg, "more than one") != NULL, "%s", err.msg);
+}
+END_TEST
+
+/* §2.10.A, decryption half: its key is 16 bytes (AES-128), which we refuse. */
+START_TEST(test_v3_16_byte_key_refused)
+{
+	char	dir[] = "/tmp/pn-wx-XXXXXX", path[128], conf[128];
+	FILE   *f;
+	struct pn_err err;
+	struct pn_config *cfg;
+	unsigned char key[32] = "testMchAPIv3Key0", *raw, *out;
+	size_t	len, rawlen, outlen;
+	const char *body = fixture_text("wechatpay/gosdk-vector.body", &len), *ct;
+
+	ck_assert(mkdtemp(dir) != NULL);
+	snprintf(path, sizeof(path), "%s/apiv3", dir);
+	ck_assert((f = fopen(path, "w")) != NULL);
+	fputs("testMchAPIv3Key0\n", f);
+	fclose(f);
+	chmod(path, 0600);
+	snprintf(conf, sizeof(conf), "%s/pn.conf", dir);
+	ck_assert((f = fopen(conf, "w")) != NULL);
+	fprintf(f, "[site s]\nwechatpay.mchid = 1\nwechatpay.appid = a\n"
+		"wechatpay.apiv3_key_file = apiv3\nwechatpay.platform_cert_files = %s\n",
+		fixture_path("unit/keys/wx-go-sdk.crt"));
+	fclose(f);
+	cfg = pn_cfg_load(conf, &err);
+	ck_assert(cfg == NULL);
+	ck_assert_msg(strstr(err.msg, "it must be exactly 32") != NULL, "%s", err.msg);
+	unlink(path);
+	unlink(conf);
+	rmdir(dir);
+	/* the 16 bytes zero-padded to an AES-256 key do not open it either */
+	ct = strstr(body, "\"ciphertext\":\"") + 14;
+	ck_assert(pn_b64_decode(A, ct, (size_t)(strchr(ct, '"') - ct), &raw, &rawlen));
+	ck_assert(!pn_aes256gcm_decrypt(A, key, "Kj7QIyUiYx1q", 12, "payscore", 8, raw, rawlen, &out,
+					&outlen));
+}
+END_TEST
+
+/* §2.10.B: AES-256-GCM known answer. */
+START_TEST(test_v3_synthetic_decrypt)
+{
+	static const unsigned char key[] = "TestAPIv3Key0123456789abcdefABCD";
+	static const char want[] =
+	    "{\"mchid\":\"1900000109\",\"appid\":\"wxd678efh567hg6787\",\"out_trade_no\":\"ORDER-"
+	    "20240520-0001\",\"transaction_id\":\"4200000000202405200000000001\",\"trade_type\":"
+	    "\"JSAPI\",\"trade_state\":\"SUCCESS\",\"trade_state_desc\":\"支付成功\",\"bank_type\":"
+	    "\"OTHERS\",\"attach\":\"\",\"success_time\":\"2024-05-20T10:00:05+08:00\",\"payer\":"
+	    "{\"openid\":\"oUpF8uMuAJO_M2pxb1Q9zNjWeS6o\"},\"amount\":{\"total\":8888,\"payer_total\""
+	    ":8888,\"currency\":\"CNY\",\"payer_currency\":\"CNY\"}}";
+	size_t	len, rawlen, outlen;
+	const char *body = fixture_text("wechatpay/pub-vector.body", &len), *ct;
+	unsigned char *raw, *out;
+
+	ck_assert_uint_eq(len, 901);
+	ct = strstr(body, "\"ciphertext\":\"") + 14;
+	ck_assert(pn_b64_decode(A, ct, (size_t)(strchr(ct, '"') - ct), &raw, &rawlen));
+	ck_assert_str_eq(pn_hex_encode(A, raw + rawlen - 16, 16, false),
+			 "24eff93515a1cc6c6693a76f73ce4d91");
+	ck_assert(pn_aes256gcm_decrypt(A, key, "fdasflkja484", 12, "transaction", 11, raw, rawlen,
+				       &out, &outlen));
+	ck_assert_uint_eq(outlen, strlen(want));
+	ck_assert_str_eq((char *)out, want);
+	ck_assert(!pn_aes256gcm_decrypt(A, key, "fdasflkja484", 12, "refund", 6, raw, rawlen, &out,
+					&outlen));
+}
+END_TEST
+
+/* ---- the flat XML parser ---------------------------------------------- */
+
+static bool
+xml_ok(const char *s, struct pn_xml_flat *x)
+{
+	struct pn_err err;
+
+	return pn_xml_parse_flat(A, s, strlen(s), "xml", x, &err);
+}
+
+START_TEST(test_xml_values)
+{
+	struct pn_xml_flat x;
+
+	ck_assert(xml_ok("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<xml a=\"1\">\n"
+			 "<!-- a comment --><v>a<![CDATA[<b>&amp;]]>c&amp;&#x4e2d;</v>\n"
+			 "<e></e><f/></xml>\n", &x));
+	ck_assert_uint_eq(x.n, 3);
+	ck_assert_str_eq(pn_xml_get(&x, "v"), "a<b>&amp;c&中");
+	ck_assert_str_eq(pn_xml_get(&x, "e"), "");
+	ck_assert_str_eq(pn_xml_get(&x, "f"), "");
+	ck_assert(pn_xml_get(&x, "g") == NULL);
+}
+END_TEST
+
+START_TEST(test_xml_refusals)
+{
+	static const char *bad[] = {
+		"", "<xml>", "<XML></XML>", "<xml><a>1</a><a>2</a></xml>", "<xml><a><b/></a></xml>",
+		"<xml>text<a>1</a></xml>", "<!DOCTYPE xml><xml/>", "<!DoCtYpE xml><xml/>",
+		"<xml><a>&ent;</a></xml>", "<xml><a>1</a></xml><xml/>", "<xml><?pi x?><a>1</a></xml>",
+		"<x:xml xmlns:x=\"urn:x\"/>", "<xml>\x01</xml>", NULL};
+	struct pn_xml_flat x;
+	struct pn_buf b = PN_BUF_INIT;
+	const char **p;
+	int	i;
+
+	for (p = bad; *p; p++)
+		ck_assert_msg(!xml_ok(*p, &x), "accepted \"%s\"", *p);
+	/* 128 fields are fine, 129 are not */
+	pn_buf_puts(&b, "<xml>");
+	for (i = 0; i < PN_XML_MAX_FIELDS; i++)
+		pn_buf_printf(&b, "<f%d>x</f%d>", i, i);
+	pn_buf_puts(&b, "</xml>");
+	ck_assert(xml_ok(b.data, &x));
+	ck_assert_uint_eq(x.n, PN_XML_MAX_FIELDS);
+	pn_buf_reset(&b);
+	pn_buf_puts(&b, "<xml>");
+	for (i = 0; i <= PN_XML_MAX_FIELDS; i++)
+		pn_buf_printf(&b, "<f%d>x</f%d>", i, i);
+	pn_buf_puts(&b, "</xml>");
+	ck_assert(!xml_ok(b.data, &x));
+	/* larger than the bound */
+	pn_buf_reset(&b);
+	pn_buf_puts(&b, "<xml><a>");
+	for (i = 0; i < PN_XML_MAX_BYTES / 8; i++)
+		pn_buf_puts(&b, "xxxxxxxx");
+	pn_buf_puts(&b, "</a></xml>");
+	ck_assert(!xml_ok(b.data, &x));
+	pn_buf_free(&b);
+}
+END_TEST
+
+/* ---- answers ------------------------------------------------------------- */
+
+START_TEST(test_answers)
+{
+	struct pn_response res = {0, NULL, PN_BUF_INIT};
+	struct pn_request req;
+
+	memset(&req, 0, sizeof(req));
+	/* v3 (and anything unreadable without an XML hint): status decides */
+	pn_provider_wechatpay.answer(&req, &res, 200, NULL);
+	ck_assert_int_eq(res.status, 204);
+	ck_assert(res.content_type == NULL);
+	ck_assert_uint_eq(res.body.len, 0);
+	pn_provider_wechatpay.answer(&req, &res, 400, "signature \"verification\" failed");
+	ck_assert_int_eq(res.status, 400);
+	ck_assert_str_eq(res.content_type, "application/json");
+	ck_assert_str_eq(res.body.data,
+			 "{\"code\":\"FAIL\",\"message\":\"signature \\\"verification\\\" failed\"}");
+	pn_provider_wechatpay.answer(&req, &res, 503, NULL);
+	ck_assert_int_eq(res.status, 503);
+	ck_assert_str_eq(res.body.data, "{\"code\":\"FAIL\",\"message\":\"failed\"}");
+
+	/* v2: the body decides, status 200 on success */
+	req.body = (const unsigned char *)"\xEF\xBB\xBF \n<xml></xml>";
+	req.body_len = strlen((const char *)req.body);
+	pn_provider_wechatpay.answer(&req, &res, 200, NULL);
+	ck_assert_int_eq(res.status, 200);
+	ck_assert_str_eq(res.content_type, "text/xml");
+	ck_assert_str_eq(res.body.data, "<xml><return_code><![CDATA[SUCCESS]]></return_code>"
+			 "<return_msg><![CDATA[OK]]></return_msg></xml>");
+	pn_provider_wechatpay.answer(&req, &res, 503, "db down ]]> <x>\n");
+	ck_assert_int_eq(res.status, 503);
+	ck_assert_str_eq(res.body.data, "<xml><return_code><![CDATA[FAIL]]></return_code>"
+			 "<return_msg><![CDATA[db down > <x>]]></return_msg></xml>");
+	/* a body too large to read: Content-Type hints v2, Wechatpay-* headers v3 */
+	req.body = NULL;
+	req.body_len = 0;
+	req.content_type = "text/xml; charset=UTF-8";
+	pn_provider_wechatpay.answer(&req, &res, 413, "body too large");
+	ck_assert_str_eq(res.content_type, "text/xml");
+	req.headers[0] = (struct pn_header){"Wechatpay-Signature", "x", false};
+	req.nheaders = 1;
+	pn_provider_wechatpay.answer(&req, &res, 413, "body too large");
+	ck_assert_str_eq(res.content_type, "application/json");
+	pn_buf_free(&res.body);
+}
+END_TEST
+
+Suite *
+suite_wechatpay(void)
+{
+	Suite  *s = suite_create("wechatpay");
+	TCase  *tc = tcase_create("wechatpay");
+
+	ncases = fixture_cases("wechatpay", &cases);
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_v2_official_vector);
+	tcase_add_test(tc, test_v2_synthetic_vector);
+	tcase_add_test(tc, test_v2_refund_vector);
+	tcase_add_test(tc, test_v3_gosdk_signature);
+	tcase_add_test(tc, test_v3_gosdk_through_adapter);
+	tcase_add_test(tc, test_v3_16_byte_key_refused);
+	tcase_add_test(tc, test_v3_synthetic_decrypt);
+	tcase_add_test(tc, test_xml_values);
+	tcase_add_test(tc, test_xml_refusals);
+	tcase_add_test(tc, test_answers);
+	tcase_add_loop_test(tc, test_wechatpay_case, 0, (int)ncases);
+	suite_add_tcase(s, tc);
+	return s;
+}

@@ -1,0 +1,39 @@
+/*
+ * wechatpay.h: the parts of the WeChat Pay adapter that tests and the
+ * admin command use directly.
+ */
+#ifndef PN_WECHATPAY_H
+#define PN_WECHATPAY_H
+
+#include <stdbool.h>
+
+#include "arena.h"
+#include "cfg.h"
+#include "http.h"
+#include "util.h"
+#include "xml.h"
+
+/* Probe signatures WeChat Pay sends to check that merchants verify. */
+#define PN_WECHATPAY_PROBE_PREFIX "WECHATPAY/SIGNTEST/"
+#define PN_WECHATPAY_SIGN_TYPE "WECHATPAY2-SHA256-RSA2048"
+
+/* API v2 (XML) or v3 (JSON + Wechatpay-* headers)?  Decided from the body
+ * (first non-blank byte '<') and, for an empty body, from the headers. */
+bool pn_wechatpay_is_v2(const struct pn_request *req);
+
+/*
+ * The API v2 signature of a flat XML notification, as the official WXPay
+ * SDK computes it (WXPayUtil.generateSignature): every field but "sign"
+ * whose value is non-empty after trimming, sorted by name (byte order),
+ * "k=v" joined by '&' with the trimmed value, then "&key=" and the APIv2
+ * key; MD5 or HMAC-SHA256 (keyed with the APIv2 key) in upper-case hex.
+ * Returns an arena string, or NULL on an OpenSSL failure.
+ */
+char *pn_wechatpay_v2_sign(struct pn_arena *a, const struct pn_xml_flat *x,
+			   enum pn_wxv2_sign alg, const struct pn_secret *key);
+
+/* The AES-256-ECB key for a v2 refund req_info: the 32 ASCII characters of
+ * the lower-case hex MD5 of the APIv2 key. */
+bool pn_wechatpay_v2_refund_key(const struct pn_secret *key, unsigned char out[32]) PN_WUR;
+
+#endif
