@@ -54,6 +54,14 @@ EVP_PKEY *fuzz_alipay_privkey(void);
 const struct pn_site *fuzz_2c2p_site(int api, int redirect_hash);
 #define FUZZ_2C2P_SECRET "ECC4E54DBA738857B84A7EBC6B5DC7187B8DA68750E88AB53AAA41F548D6F2D9"
 
+/* The WeChat Pay site (as wx-both/wx-certs in tests/fixtures/unit/unit.conf):
+ * mchid 1900000109, appid wxd678efh567hg6787; APIv3 keys wx-apiv3 and
+ * wx-apiv3-rotated; APIv2 keys wx-apiv2 and wx-apiv2-refund, MD5 and
+ * HMAC-SHA256; public key FUZZ_WX_PUBKEY_ID = test-a.pub.pem and the
+ * platform certificates wxp-cert-a.pem and wxp-cert-b.pem. */
+const struct pn_site *fuzz_wechatpay_site(void);
+#define FUZZ_WX_PUBKEY_ID "PUB_KEY_ID_0000000000000024101100397200000006"
+
 /* A request with the given body and up to one header (name may be NULL);
  * the body is copied into malloc'd memory of exactly size + 1 bytes (NUL
  * last) so that ASan sees any read past it.  Free with fuzz_request_free. */

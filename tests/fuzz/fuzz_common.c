@@ -103,6 +103,87 @@ fuzz_2c2p_site(int api, int redirect_hash)
 	return s;
 }
 
+/* Append the secrets of a fixture file, one a line, as pn_cfg_load reads them. */
+static void
+add_secrets(const char *rel, struct pn_secret **list, size_t *n)
+{
+	char   *text = NULL, *line, *next;
+	size_t	len = 0;
+	int	lineno = 0;
+	struct pn_err err;
+
+	if (!pn_read_file(fuzz_fixture(rel), 65536, &text, &len, &err)) {
+		fprintf(stderr, "fuzz: %s\n", err.msg);
+		abort();
+	}
+	for (line = text; line != NULL; line = next) {
+		size_t l;
+
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		lineno++;
+		l = strlen(line);
+		while (l > 0 && (line[l - 1] == '\r' || line[l - 1] == ' '))
+			l--;
+		if (l == 0)
+			continue;
+		*list = pn_xrealloc(*list, (*n + 1) * sizeof(**list));
+		(*list)[*n].id = pn_xasprintf("%s:%d", strrchr(rel, '/') + 1, lineno);
+		(*list)[*n].data = (unsigned char *)pn_xstrndup(line, l);
+		(*list)[*n].len = l;
+		(*n)++;
+	}
+	free(text);
+}
+
+static void
+add_pubkey(const char *rel, struct pn_pubkey **list, size_t *n)
+{
+	struct pn_pubkey k;
+	struct pn_err err;
+
+	memset(&k, 0, sizeof(k));
+	k.pkey = pn_pubkey_load(fuzz_fixture(rel), &k.serial, &k.not_after, &err);
+	if (k.pkey == NULL) {
+		fprintf(stderr, "fuzz: cannot load %s: %s\n", rel, err.msg);
+		abort();
+	}
+	k.path = pn_xstrdup(rel);
+	k.id = pn_xstrdup(strrchr(rel, '/') + 1);
+	*list = pn_xrealloc(*list, (*n + 1) * sizeof(**list));
+	(*list)[(*n)++] = k;
+}
+
+const struct pn_site *
+fuzz_wechatpay_site(void)
+{
+	static struct pn_site site;
+
+	if (site.name == NULL) {
+		site.name = "wx-fuzz";
+		site.wechatpay.configured = true;
+		site.wechatpay.mchid = (char *)"1900000109";
+		site.wechatpay.appid = (char *)"wxd678efh567hg6787";
+		add_secrets("unit/secrets/wx-apiv3", &site.wechatpay.apiv3_keys,
+			    &site.wechatpay.napiv3_keys);
+		add_secrets("unit/secrets/wx-apiv3-rotated", &site.wechatpay.apiv3_keys,
+			    &site.wechatpay.napiv3_keys);
+		add_secrets("unit/secrets/wx-apiv2", &site.wechatpay.apiv2_keys,
+			    &site.wechatpay.napiv2_keys);
+		add_secrets("unit/secrets/wx-apiv2-refund", &site.wechatpay.apiv2_keys,
+			    &site.wechatpay.napiv2_keys);
+		site.wechatpay.v2_sign_types = PN_WXV2_MD5 | PN_WXV2_HMAC_SHA256;
+		add_pubkey("unit/keys/wxp-cert-a.pem", &site.wechatpay.certs, &site.wechatpay.ncerts);
+		add_pubkey("unit/keys/wxp-cert-b.pem", &site.wechatpay.certs, &site.wechatpay.ncerts);
+		site.wechatpay.public_key_id = (char *)FUZZ_WX_PUBKEY_ID;
+		add_pubkey("unit/keys/test-a.pub.pem", &site.wechatpay.public_keys,
+			   &site.wechatpay.npublic_keys);
+		site.wechatpay.tolerance_s = 300;
+	}
+	return &site;
+}
+
 EVP_PKEY *
 fuzz_alipay_privkey(void)
 {

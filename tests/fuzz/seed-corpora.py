@@ -144,6 +144,65 @@ for c in cases("2c2p"):
         unsigned = b"&".join(f for f in body.split(b"&") if not f.startswith(b"hash_value="))
         write("2c2p", "signed-" + c["name"], bytes([mode | 1]) + unsigned)
 
+v3_sites = ("wx-pub", "wx-certs", "wx-combined", "wx-both", "wx-sp")
+v2_sites = ("wx-v2", "wx-v2-md5", "wx-v2-hmac", "wx-v2-refund", "wx-both")
+for c in cases("wechatpay"):
+    if "body_bytes" not in c:
+        continue
+    body = c["body_bytes"]
+    site = c["site"]
+    head = b"".join(b"%s: %s\n" % (k.encode(), v.encode()) for k, v in c["headers"].items())
+    if site in v3_sites or site in v2_sites:
+        write("wechatpay", c["name"], b"\x00" + head + b"\n" + body)
+    if body.lstrip().startswith(b"<"):
+        write("xml", c["name"], b"\x00" + body)
+        if b"<req_info>" not in body:
+            unsigned = re.sub(rb"<sign>.*?</sign>", b"", body, flags=re.S)
+            write("wechatpay", "v2-" + c["name"], b"\x03" + unsigned)
+    elif site in v3_sites:
+        write("wechatpay", "v3-" + c["name"], b"\x01" + body)
+
+resources = {
+    "transaction-success": (b"TRANSACTION.SUCCESS", {
+        "mchid": "1900000109", "appid": "wxd678efh567hg6787",
+        "out_trade_no": "ORDER-1", "transaction_id": "4200000000202405200000000001",
+        "trade_type": "JSAPI", "trade_state": "SUCCESS", "success_time": "2024-05-20T10:00:05+08:00",
+        "amount": {"total": 8888, "payer_total": 8888, "currency": "CNY", "payer_currency": "CNY"}}),
+    "transaction-notpay": (b"TRANSACTION.SUCCESS", {
+        "mchid": "1900000109", "appid": "wxd678efh567hg6787", "out_trade_no": "ORDER-2",
+        "trade_state": "NOTPAY", "amount": {"total": 1, "currency": "CNY"}}),
+    "service-provider": (b"TRANSACTION.SUCCESS", {
+        "sp_mchid": "1900000100", "sub_mchid": "1900000109", "sp_appid": "wx8888888888888888",
+        "sub_appid": "wxd678efh567hg6787", "out_trade_no": "ORDER-3",
+        "transaction_id": "4200000000202405200000000003", "trade_state": "SUCCESS",
+        "amount": {"total": 100, "currency": "USD"}}),
+    "refund-success": (b"REFUND.SUCCESS", {
+        "mchid": "1900000109", "out_trade_no": "ORDER-1", "transaction_id": "4200000000202405200000000001",
+        "out_refund_no": "R-1", "refund_id": "50000000382019052709732678859", "refund_status": "SUCCESS",
+        "success_time": "2024-05-21T10:00:05+08:00",
+        "amount": {"total": 8888, "refund": 888, "payer_total": 8888, "payer_refund": 888}}),
+}
+for name, (etype, res) in resources.items():
+    write("wechatpay", "v3-resource-" + name,
+          b"\x02" + etype + b"\n" + json.dumps(res, separators=(",", ":")).encode())
+
+refunds = {
+    "success": b"<root><out_refund_no><![CDATA[R-1]]></out_refund_no><out_trade_no><![CDATA[ORDER-1]]>"
+               b"</out_trade_no><refund_account><![CDATA[REFUND_SOURCE_RECHARGE_FUNDS]]></refund_account>"
+               b"<refund_fee><![CDATA[3960]]></refund_fee><refund_id><![CDATA[50000408942018111907145868882]]>"
+               b"</refund_id><refund_recv_accout><![CDATA[\xe6\x94\xaf\xe4\xbb\x98\xe7\x94\xa8\xe6\x88\xb7\xe9\x9b\xb6\xe9\x92\xb1]]>"
+               b"</refund_recv_accout><refund_request_source><![CDATA[API]]></refund_request_source>"
+               b"<refund_status><![CDATA[SUCCESS]]></refund_status><settlement_refund_fee><![CDATA[3960]]>"
+               b"</settlement_refund_fee><settlement_total_fee><![CDATA[3960]]></settlement_total_fee>"
+               b"<success_time><![CDATA[2018-11-19 16:24:13]]></success_time><total_fee><![CDATA[3960]]>"
+               b"</total_fee><transaction_id><![CDATA[4200000215201811190261405420]]></transaction_id></root>",
+    "change": b"<root><out_refund_no>R-2</out_refund_no><refund_status>CHANGE</refund_status>"
+              b"<total_fee>1</total_fee></root>",
+}
+for name, inner in refunds.items():
+    write("wechatpay", "v2-refund-" + name, b"\x04" + inner)
+    write("xml", "refund-inner-" + name, b"\x01" + inner)
+
 write("cfg", "unit.conf", read(os.path.join(fix, "unit", "unit.conf")))
 write("cfg", "example", read(os.path.join(top, "conf", "paynotify.conf.example")))
 write("cfg", "every-provider", b"""[database]
