@@ -3,6 +3,7 @@
  */
 #include "config.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -171,6 +172,20 @@ pn_pipeline_handle(struct pn_receiver *r, struct pn_io *io)
 		p->answer(&req, &r->res, status, "temporarily unavailable, retry later");
 		goto respond;
 	}
+#ifdef PN_FAULT_INJECTION
+	/*
+	 * Test-only crash point (tests/faults, docs/RELIABILITY.md): compiled
+	 * only into tests/faults/paynotify-stripe-crashpoint, never into an
+	 * installed receiver.  The commit is done; die before any byte of the
+	 * answer is written, as a kill -9 or an OOM kill at the worst moment.
+	 */
+	{
+		const char *k = getenv("PN_TEST_CRASH_AFTER_COMMIT");
+
+		if (k && *k && !ir.duplicate && strstr(ev.dedup_key, k) != NULL)
+			raise(SIGKILL);
+	}
+#endif
 	status = 200;
 	rl.notification_id = ir.notification_id;
 	rl.outcome = ir.duplicate ? "duplicate" : pn_arena_strdup(r->arena, ir.outcome);

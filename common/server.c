@@ -313,6 +313,18 @@ worker_loop(struct pn_receiver *rcv, int listen_fd, const char *reload_path)
 			if (ppoll(&pfd, 1, NULL, &waitmask) <= 0)
 				continue;	/* a signal: look at the flags */
 		}
+		/* A ppoll() that finds a connection ready returns without
+		 * delivering a pending signal (and a kept connection skips
+		 * it): under a steady stream a stopping or retiring worker
+		 * would accept for ever.  Let pending signals in, look. */
+		{
+			sigset_t blocked;
+
+			sigprocmask(SIG_SETMASK, &waitmask, &blocked);
+			sigprocmask(SIG_SETMASK, &blocked, NULL);
+		}
+		if (got_term || got_hup)
+			continue;
 		if (FCGX_Accept_r(&req) < 0)
 			continue;	/* another worker took the connection */
 		{

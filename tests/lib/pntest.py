@@ -142,6 +142,23 @@ def scratch_dir(prefix):
     return tempfile.mkdtemp(prefix=prefix, dir="/tmp")
 
 
+def valgrind_argv(argv):
+    """argv, prefixed with valgrind memcheck when PN_VALGRIND=1 (tests/valgrind.sh):
+    errors and definite leaks make the process exit 99, and each process
+    writes PN_VALGRIND_LOGDIR/vg.<pid>.log for the script to count."""
+    if os.environ.get("PN_VALGRIND", "0") in ("", "0"):
+        return list(argv)
+    logdir = os.environ.get("PN_VALGRIND_LOGDIR") or tempfile.gettempdir()
+    return ["valgrind", "--tool=memcheck", "--leak-check=full",
+            "--errors-for-leak-kinds=definite", "--show-leak-kinds=definite",
+            "--error-exitcode=%d" % VALGRIND_EXIT, "--num-callers=30",
+            "--log-file=" + os.path.join(logdir, "vg.%p.log")] + list(argv)
+
+
+VALGRIND_EXIT = 99
+UNDER_VALGRIND = os.environ.get("PN_VALGRIND", "0") not in ("", "0")
+
+
 def binary(name):
     """Path of a top-level receiver binary, e.g. binary('stripe')."""
     return os.path.join(REPO, "paynotify-" + name)
@@ -570,7 +587,9 @@ def run_cgi(binary_path, method, path, headers=None, body=b"", config=None,
         env["PAYNOTIFY_CONFIG"] = config.path if isinstance(config, Config) else config
     if extra_env:
         env.update(extra_env)
-    p = subprocess.Popen([binary_path], env=env, cwd="/", stdin=subprocess.PIPE,
+    if UNDER_VALGRIND:
+        timeout = max(timeout, 120)
+    p = subprocess.Popen(valgrind_argv([binary_path]), env=env, cwd="/", stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         out, err = p.communicate(body, timeout=timeout)  # EPIPE is ignored
@@ -583,6 +602,9 @@ def run_cgi(binary_path, method, path, headers=None, body=b"", config=None,
     if p.returncode < 0:
         raise AssertionError("CGI %s died of signal %d; stderr:\n%s" % (
             binary_path, -p.returncode, err))
+    if UNDER_VALGRIND and p.returncode == VALGRIND_EXIT:
+        raise AssertionError("valgrind found errors or definite leaks in CGI %s (see "
+                             "vg.%d.log in PN_VALGRIND_LOGDIR)" % (binary_path, p.pid))
     return parse_cgi_response(out, err)
 
 
@@ -713,7 +735,7 @@ class FcgiServer:
             log = os.path.join(self.dir, "worker-%d.log" % i)
             self.logs.append(log)
             with open(log, "wb") as lf:
-                p = subprocess.Popen([self.binary], stdin=self.listener.fileno(),
+                p = subprocess.Popen(valgrind_argv([self.binary]), stdin=self.listener.fileno(),
                                      stdout=lf, stderr=lf, env=env, cwd="/",
                                      close_fds=True)
             self.procs.append(p)
@@ -742,7 +764,7 @@ class FcgiServer:
         for p in self.procs:
             if p.poll() is None:
                 p.terminate()
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + (60 if UNDER_VALGRIND else 5)
         for p in self.procs:
             try:
                 p.wait(max(0.1, deadline - time.monotonic()))

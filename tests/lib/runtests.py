@@ -1,11 +1,13 @@
 """Run integration test files (unittest) and count results exactly.
 
-usage: runtests.py [--json OUT] [-k PATTERN] FILE.py [FILE.py ...]
+usage: runtests.py [--json OUT] [--phase NAME] [-k PATTERN] FILE.py [FILE.py ...]
 
 Each FILE is imported and its unittest tests run in this process, one line
-per test.  The last line is "integration FILE: P passed, F failed, S skipped";
-with --json the counts are also written to OUT (for scripts/test).  Exit
-status 0 only when nothing failed and at least one test ran.
+per test.  The last line is "integration FILE: P passed, F failed, S skipped"
+(--phase names another phase, e.g. e2e); with --json the counts are also
+written to OUT (for scripts/test).  A file with no test is a failure, unless
+-k selected none of its tests.  Exit status 0 only when nothing failed and
+at least one test ran.
 
 A failure or error prints its traceback and pntest.dump_diagnostics() (the
 PostgreSQL server log, FastCGI worker logs).
@@ -115,6 +117,7 @@ def load(path):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
+    ap.add_argument("--phase", default="integration")
     ap.add_argument("-k", dest="pattern", action="append",
                     help="only tests whose id contains PATTERN")
     ap.add_argument("files", nargs="+")
@@ -124,25 +127,28 @@ def main():
     total_p = total_f = total_s = 0
     for path in args.files:
         label = os.path.basename(path)
-        out.write("integration %s\n" % label)
+        out.write("%s %s\n" % (args.phase, label))
         out.flush()
         result = CountingResult(out)
+        selected = None
         try:
             suite = load(path)
             if args.pattern:
                 suite = _filter(suite, args.pattern)
-            suite.run(result)
+            selected = suite.countTestCases()
+            if selected:
+                suite.run(result)
         except Exception:
             result.failed += 1
             out.write("  ERROR could not load %s\n%s" % (path, traceback.format_exc()))
         if result.passed + result.failed + result.skipped_n == 0:
-            if args.pattern:
-                out.write("  (no test in %s matches %r)\n" % (label, args.pattern))
+            if args.pattern and selected == 0:
+                out.write("  (no test matches %s)\n" % " or ".join(args.pattern))
             else:
                 result.failed += 1
                 out.write("  ERROR %s: no test ran\n" % label)
-        out.write("integration %s: %d passed, %d failed, %d skipped\n" % (
-            label, result.passed, result.failed, result.skipped_n))
+        out.write("%s %s: %d passed, %d failed, %d skipped\n" % (
+            args.phase, label, result.passed, result.failed, result.skipped_n))
         out.flush()
         total_p += result.passed
         total_f += result.failed

@@ -1,0 +1,537 @@
+"""pnkit: helpers for the reliability, hostile-input and memory tests (on top
+of pntest; Python 3 stdlib, plus python3-cryptography for WeChat Pay).
+
+  write_all_config  one site (shop-x) with all four providers configured and
+                    known test secrets (SECRETS lists every secret's text)
+  sign_*            signed notifications for all four providers, as bytes
+  Receiver          a receiver with its own supervisor: --listen unix:... --workers N;
+                    worker pids, log text, clean stop (SIGTERM, then SIGKILL)
+  FcgiConn          a persistent FastCGI connection (FCGI_KEEP_CONN): many
+                    requests, one socket; fast enough for 100,000 requests
+  PgListener        a minimal PostgreSQL wire-protocol client that LISTENs on
+                    a channel and counts NotificationResponse messages
+  Providers         per provider: path, success check, failure check
+"""
+
+import base64
+import collections
+import hashlib
+import hmac
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import tempfile
+import time
+import urllib.parse
+
+import pntest
+
+try:
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import padding as asympad
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+except ImportError:     # pragma: no cover
+    AESGCM = None
+
+SITE = "shop-x"
+UNIT_KEYS = os.path.join(pntest.REPO, "tests", "fixtures", "unit", "keys")
+KEY_PRIV = os.path.join(UNIT_KEYS, "test-a.key.pem")
+KEY_PUB = os.path.join(UNIT_KEYS, "test-a.pub.pem")
+ALIPAY_APP_ID = "2021000000000009"
+ALIPAY_SELLER_ID = "2088000000000009"
+STRIPE_SECRET = "whsec_reliability_K9v2xQ7mR4tL8pW3"
+TWOC2P_MERCHANT = "JT01"
+TWOC2P_KEY = "5EC0B1A7D2E94F6A8B3C7D1E0F9A2B4C6D8E0F1A3B5C7D9E1F3A5B7C9D1E3F5A"
+WX_MCHID = "1900000109"
+WX_APPID = "wxd678efh567hg6787"
+WX_APIV3 = "RelAPIv3Key0123456789abcdefWXYZ0"
+WX_APIV2 = "RelAPIv2Key0123456789abcdefWXYZ0"
+WX_PUBID = "PUB_KEY_ID_0000000000000024101100397200000006"
+SECRETS = (STRIPE_SECRET, TWOC2P_KEY, WX_APIV3, WX_APIV2)
+
+Config = collections.namedtuple("Config", ["path", "dir"])
+
+
+def write_all_config(cluster, statement_timeout_ms=3000, max_body_bytes=65536, conninfo=None,
+                     log_level=None):
+    """A config with site shop-x configured for every provider."""
+    d = tempfile.mkdtemp(prefix="pnkit-cfg.")
+    pntest.add_cleanup(lambda: shutil.rmtree(d, ignore_errors=True))
+    os.chmod(d, 0o755)
+    shutil.copyfile(KEY_PUB, os.path.join(d, "public.pem"))
+    pntest.write_secret(os.path.join(d, "stripe-whsec"), STRIPE_SECRET + "\n")
+    pntest.write_secret(os.path.join(d, "2c2p.key"), TWOC2P_KEY + "\n")
+    pntest.write_secret(os.path.join(d, "apiv3.key"), WX_APIV3 + "\n")
+    pntest.write_secret(os.path.join(d, "apiv2.key"), WX_APIV2 + "\n")
+    lines = [
+        "[database]",
+        "conninfo = %s" % (conninfo or cluster.conninfo()),
+        "statement_timeout_ms = %d" % statement_timeout_ms,
+        "connect_timeout_s = 2",
+        "",
+        "[limits]",
+        "max_body_bytes = %d" % max_body_bytes,
+        "",
+    ]
+    if log_level:
+        lines += ["[log]", "level = %s" % log_level, ""]
+    lines += [
+        "[site %s]" % SITE,
+        "alipay.app_id = %s" % ALIPAY_APP_ID,
+        "alipay.seller_id = %s" % ALIPAY_SELLER_ID,
+        "alipay.public_key_file = public.pem",
+        "alipay.sign_type = RSA2",
+        "stripe.secret_files = stripe-whsec",
+        "2c2p.merchant_id = %s" % TWOC2P_MERCHANT,
+        "2c2p.secret_key_file = 2c2p.key",
+        "wechatpay.mchid = %s" % WX_MCHID,
+        "wechatpay.appid = %s" % WX_APPID,
+        "wechatpay.apiv3_key_file = apiv3.key",
+        "wechatpay.apiv2_key_file = apiv2.key",
+        "wechatpay.public_key_id = %s" % WX_PUBID,
+        "wechatpay.public_key_file = public.pem",
+        "",
+    ]
+    path = os.path.join(d, "paynotify.ini")
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+    return Config(path, d)
+
+
+# ---------------------------------------------------------------------------
+# Signers: each returns (headers dict, body bytes)
+
+_seq = [0]
+
+
+def seq():
+    _seq[0] += 1
+    return "%d%06d" % (os.getpid(), _seq[0])
+
+
+def sign_stripe(body, t=None, secret=STRIPE_SECRET):
+    if isinstance(body, str):
+        body = body.encode("utf-8")
+    t = int(time.time()) if t is None else t
+    return ({"Content-Type": pntest.STRIPE_CONTENT_TYPE,
+             "Stripe-Signature": pntest.stripe_header(secret, t, body)}, body)
+
+
+def stripe_paid(oid, amount_minor, currency="usd", event_id=None):
+    return sign_stripe(pntest.stripe_checkout_completed(oid, amount_minor, currency,
+                                                        event_id=event_id))
+
+
+class _AlipaySite:
+    name = SITE
+    alipay_app_id = ALIPAY_APP_ID
+    alipay_seller_id = ALIPAY_SELLER_ID
+    alipay_private_key = KEY_PRIV
+
+
+ALIPAY_SITE = _AlipaySite()
+
+
+def sign_alipay_pairs(pairs, sign_type="RSA2"):
+    """Sign a list of (k, v) pairs (duplicates kept as given) and urlencode."""
+    body = pntest.alipay_body(pairs, KEY_PRIV, sign_type)
+    return pntest.alipay_headers(), body
+
+
+def alipay_paid(oid, amount_text, **extra):
+    return pntest.alipay_headers(), pntest.alipay_notification(ALIPAY_SITE, oid, amount_text,
+                                                               **extra)
+
+
+def alipay_params(oid, amount_text, **extra):
+    return list(pntest.alipay_params(ALIPAY_SITE, oid, amount_text, **extra).items())
+
+
+def b64u(b):
+    return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+
+
+def sign_2c2p(payload_text, header=b'{"alg":"HS256","typ":"JWT"}', key=TWOC2P_KEY, alg=None):
+    """{"payload": JWT} with the given payload text (str or bytes)."""
+    if isinstance(payload_text, str):
+        payload_text = payload_text.encode("utf-8")
+    signed = b64u(header) + "." + b64u(payload_text)
+    if alg == "none":
+        sig = ""
+    else:
+        digest = {None: hashlib.sha256, "HS256": hashlib.sha256, "HS512": hashlib.sha512}[alg]
+        sig = b64u(hmac.new(key.encode(), signed.encode(), digest).digest())
+    body = json.dumps({"payload": signed + "." + sig}).encode()
+    return {"Content-Type": "application/json"}, body
+
+
+def twoc2p_payload(oid, amount='"19.99"', merchant=TWOC2P_MERCHANT, resp_code="0000",
+                   currency="SGD"):
+    fields = [("merchantID", merchant), ("invoiceNo", oid), ("accountNo", "411111XXXXXX1111"),
+              ("amount", "@AMOUNT@"), ("currencyCode", currency), ("tranRef", "T" + seq()),
+              ("referenceNo", "R1"), ("transactionDateTime", "20240101120000"),
+              ("agentCode", "OCBC"), ("channelCode", "VI"), ("respCode", resp_code),
+              ("respDesc", "x")]
+    return json.dumps(dict(fields), separators=(",", ":")).replace('"@AMOUNT@"', amount)
+
+
+def twoc2p_paid(oid, amount='"19.99"', **kw):
+    return sign_2c2p(twoc2p_payload(oid, amount, **kw))
+
+
+_wx_key = [None]
+
+
+def _rsa_sign(data):
+    if _wx_key[0] is None:
+        with open(KEY_PRIV, "rb") as f:
+            _wx_key[0] = serialization.load_pem_private_key(f.read(), password=None)
+    return _wx_key[0].sign(data, asympad.PKCS1v15(), hashes.SHA256())
+
+
+def sign_wechat_v3(resource_text, event="TRANSACTION.SUCCESS", aad="transaction", ts=None,
+                   serial=WX_PUBID, envelope=None):
+    """A v3 notification whose encrypted resource is resource_text (str/bytes)."""
+    if isinstance(resource_text, str):
+        resource_text = resource_text.encode("utf-8")
+    nonce12 = ("n%011d" % (_seq[0] % 10**11))[-12:]
+    ct = AESGCM(WX_APIV3.encode()).encrypt(nonce12.encode(), resource_text, aad.encode())
+    env = envelope if envelope is not None else {
+        "id": "EV-" + seq(), "create_time": "2024-05-20T10:00:06+08:00",
+        "resource_type": "encrypt-resource", "event_type": event, "summary": "ok",
+        "resource": {"original_type": aad, "algorithm": "AEAD_AES_256_GCM",
+                     "ciphertext": base64.b64encode(ct).decode(), "associated_data": aad,
+                     "nonce": nonce12}}
+    body = env if isinstance(env, bytes) else json.dumps(env, separators=(",", ":")).encode()
+    return sign_wechat_v3_raw(body, ts=ts, serial=serial)
+
+
+def sign_wechat_v3_raw(body, ts=None, serial=WX_PUBID):
+    if isinstance(body, str):
+        body = body.encode("utf-8")
+    ts = str(int(time.time())) if ts is None else str(ts)
+    nonce = "N" + seq()
+    sig = base64.b64encode(_rsa_sign(("%s\n%s\n" % (ts, nonce)).encode() + body + b"\n")).decode()
+    return ({"Content-Type": "application/json", "Wechatpay-Timestamp": ts,
+             "Wechatpay-Nonce": nonce, "Wechatpay-Serial": serial, "Wechatpay-Signature": sig,
+             "Wechatpay-Signature-Type": "WECHATPAY2-SHA256-RSA2048"}, body)
+
+
+def wechat_transaction(oid, total, txn=None, mchid=WX_MCHID, state="SUCCESS"):
+    return {"mchid": mchid, "appid": WX_APPID, "out_trade_no": oid,
+            "transaction_id": txn or "42000" + seq(), "trade_type": "JSAPI",
+            "trade_state": state, "trade_state_desc": "ok", "bank_type": "OTHERS",
+            "attach": "", "success_time": "2024-05-20T10:00:05+08:00",
+            "payer": {"openid": "o1"},
+            "amount": {"total": total, "payer_total": total, "currency": "CNY",
+                       "payer_currency": "CNY"}}
+
+
+def wechat_paid(oid, total, **kw):
+    return sign_wechat_v3(json.dumps(wechat_transaction(oid, total, **kw),
+                                     separators=(",", ":")))
+
+
+def wechat_v2_sign(fields, alg="MD5", key=WX_APIV2):
+    s = "&".join("%s=%s" % (k, v.strip()) for k, v in sorted(fields)
+                 if k != "sign" and v.strip() != "") + "&key=" + key
+    if alg == "MD5":
+        return hashlib.md5(s.encode()).hexdigest().upper()
+    return hmac.new(key.encode(), s.encode(), hashlib.sha256).hexdigest().upper()
+
+
+def wechat_v2_xml(fields, root="xml"):
+    return ("<%s>%s</%s>" % (root, "".join(
+        "<%s>%s</%s>" % (k, v if v.isdigit() else "<![CDATA[%s]]>" % v, k)
+        for k, v in fields), root)).encode()
+
+
+def wechat_v2_fields(oid, total_fee, mch_id=WX_MCHID):
+    return [("appid", WX_APPID), ("bank_type", "CFT"), ("fee_type", "CNY"), ("mch_id", mch_id),
+            ("nonce_str", "nonce" + seq()), ("openid", "o1"), ("out_trade_no", oid),
+            ("result_code", "SUCCESS"), ("return_code", "SUCCESS"),
+            ("time_end", "20240520100005"), ("total_fee", str(total_fee)),
+            ("trade_type", "JSAPI"), ("transaction_id", "42000" + seq())]
+
+
+def sign_wechat_v2(fields):
+    f = list(fields) + [("sign", wechat_v2_sign(fields))]
+    return {"Content-Type": "text/xml"}, wechat_v2_xml(f)
+
+
+# ---------------------------------------------------------------------------
+# What each provider answers
+
+V2_OK = (b"<xml><return_code><![CDATA[SUCCESS]]></return_code>"
+         b"<return_msg><![CDATA[OK]]></return_msg></xml>")
+
+
+def is_success(provider, r, v2=False):
+    if provider == "alipay":
+        return r.status == 200 and r.body == b"success"
+    if provider == "stripe":
+        return r.status == 200 and json.loads(r.body or b"{}").get("received") is True
+    if provider == "2c2p":
+        return r.status == 200 and r.body == b'{"status":"received"}'
+    if provider == "wechatpay":
+        if v2:
+            return r.status == 200 and r.body == V2_OK
+        return r.status in (200, 204) and r.body == b""
+    raise ValueError(provider)
+
+
+def failure_form(provider, r):
+    """None if r is the provider's failure form, else a description."""
+    if provider == "alipay":
+        return None if r.body == b"fail" else "alipay failure must be 'fail'"
+    if provider == "wechatpay":
+        b = r.body.strip()
+        if b.startswith(b"<xml>"):
+            return None if b"<return_code><![CDATA[FAIL]]></return_code>" in b else \
+                "v2 failure must carry return_code FAIL"
+        try:
+            d = json.loads(b)
+        except ValueError:
+            return "v3 failure must be JSON"
+        return None if d.get("code") == "FAIL" and d.get("message") else \
+            "v3 failure must be {code: FAIL, message}"
+    try:
+        d = json.loads(r.body)
+    except ValueError:
+        return "%s failure must be JSON" % provider
+    if provider == "stripe":
+        return None if "error" in d else "stripe failure must carry error"
+    if provider == "2c2p":
+        return None if "error" in d else "2c2p failure must carry error"
+    raise ValueError(provider)
+
+
+def path(provider, site=SITE):
+    return "/notify/%s/%s" % (provider, site)
+
+
+# ---------------------------------------------------------------------------
+# A receiver with its own supervisor
+
+
+class Receiver:
+    """paynotify-<provider> -c CONF --listen unix:SOCK --workers N, its
+    stderr in a log file.  Optional prefix argv (e.g. valgrind) and env."""
+
+    def __init__(self, provider, config, workers=4, binary=None, env=None):
+        self.provider = provider
+        self.config = config.path if hasattr(config, "path") else config
+        self.workers = workers
+        self.binary = binary or pntest.binary(provider)
+        self.env = env or {}
+        self.proc = None
+        self.dir = None
+        self.sock = None
+        self.log = None
+
+    def start(self, timeout=10):
+        self.dir = pntest.scratch_dir("pnkit-rcv.")
+        os.chmod(self.dir, 0o755)
+        self.sock = os.path.join(self.dir, "s.sock")
+        self.log = os.path.join(self.dir, "receiver.log")
+        pntest.add_cleanup(self.stop)
+        pntest._diagnostics.append(self)
+        with open(self.log, "wb") as lf:
+            self.proc = subprocess.Popen(
+                pntest.valgrind_argv([self.binary, "-c", self.config, "--listen",
+                                      "unix:" + self.sock, "--workers", str(self.workers)]),
+                stdin=subprocess.DEVNULL, stdout=lf, stderr=lf, cwd="/",
+                env=pntest.clean_env(self.env), start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("receiver exited at start-up:\n" + self.log_text())
+            if os.path.exists(self.sock) and len(self.worker_pids()) >= self.workers:
+                return self
+            time.sleep(0.05)
+        raise RuntimeError("receiver did not start in %ss:\n%s" % (timeout, self.log_text()))
+
+    def worker_pids(self):
+        if self.proc is None or self.proc.poll() is not None:
+            return []
+        try:
+            with open("/proc/%d/task/%d/children" % (self.proc.pid, self.proc.pid)) as f:
+                return [int(x) for x in f.read().split()]
+        except OSError:
+            return []
+
+    def stop(self):
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60 if pntest.UNDER_VALGRIND else 15)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+                self.proc.wait(5)
+        self.proc = None
+        if self in pntest._diagnostics:
+            pntest._diagnostics.remove(self)
+        d = self.dir
+        pntest.add_cleanup(lambda: shutil.rmtree(d, ignore_errors=True))
+
+    def log_text(self):
+        try:
+            with open(self.log, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def diagnostics(self):
+        return "---- receiver %s log (%s) ----\n%s" % (self.provider, self.log,
+                                                      self.log_text()[-4000:])
+
+    def request(self, method, p, headers=None, body=b"", timeout=30):
+        return pntest.fcgi_request(self.sock, pntest.cgi_params(method, p, headers, body),
+                                   body, timeout=timeout)
+
+
+# ---------------------------------------------------------------------------
+# A persistent FastCGI connection
+
+
+class FcgiConn:
+    """Sequential requests on one kept-alive FastCGI connection."""
+
+    def __init__(self, sock_path, timeout=10):
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.settimeout(timeout)
+        self.s.connect(sock_path)
+        self.buf = b""
+
+    def close(self):
+        self.s.close()
+
+    @staticmethod
+    def encode(params, body, req_id=1):
+        rec = pntest._fcgi_record
+        out = [rec(pntest.FCGI_BEGIN_REQUEST, req_id,
+                   struct.pack("!HB5x", pntest.FCGI_RESPONDER, 1))]   # FCGI_KEEP_CONN
+        out += pntest._fcgi_stream(pntest.FCGI_PARAMS, req_id,
+                                   b"".join(pntest._fcgi_nv(k, v) for k, v in params.items()))
+        out += pntest._fcgi_stream(pntest.FCGI_STDIN, req_id, body)
+        return b"".join(out)
+
+    def send_raw(self, data):
+        """Send one encoded request and read its answer -> (status, body)."""
+        self.s.sendall(data)
+        stdout = []
+        while True:
+            while len(self.buf) < 8:
+                chunk = self.s.recv(65536)
+                if not chunk:
+                    raise ConnectionError("FastCGI connection closed")
+                self.buf += chunk
+            _v, rtype, _rid, clen, plen = struct.unpack("!BBHHBx", self.buf[:8])
+            while len(self.buf) < 8 + clen + plen:
+                chunk = self.s.recv(65536)
+                if not chunk:
+                    raise ConnectionError("FastCGI connection closed")
+                self.buf += chunk
+            content = self.buf[8:8 + clen]
+            self.buf = self.buf[8 + clen + plen:]
+            if rtype == pntest.FCGI_STDOUT:
+                stdout.append(content)
+            elif rtype == pntest.FCGI_END_REQUEST:
+                return pntest.parse_cgi_response(b"".join(stdout))
+
+    def request(self, method, p, headers=None, body=b""):
+        return self.send_raw(self.encode(pntest.cgi_params(method, p, headers, body), body))
+
+
+def oneshot(sock_path, method, p, headers=None, body=b"", timeout=10):
+    """One request on a new connection (no keep-alive, so any worker may
+    take the next one).  Raises ConnectionError/OSError when the worker dies
+    before FCGI_END_REQUEST."""
+    if isinstance(body, str):
+        body = body.encode("utf-8")
+    params = pntest.cgi_params(method, p, headers, body)
+    data = FcgiConn.encode(params, body).replace(
+        struct.pack("!HB5x", pntest.FCGI_RESPONDER, 1),
+        struct.pack("!HB5x", pntest.FCGI_RESPONDER, 0), 1)
+    c = FcgiConn(sock_path, timeout)
+    try:
+        return c.send_raw(data)
+    finally:
+        c.close()
+
+
+# ---------------------------------------------------------------------------
+# LISTEN over the PostgreSQL wire protocol (trust authentication)
+
+
+class PgListener:
+    def __init__(self, cluster, channel="paynotify", timeout=10):
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.settimeout(timeout)
+        self.s.connect(os.path.join(cluster.host, ".s.PGSQL.%d" % cluster.port))
+        params = b"user\0%s\0database\0%s\0\0" % (pntest.PG_USER.encode(), pntest.PG_DB.encode())
+        self.s.sendall(struct.pack("!II", 8 + len(params), 196608) + params)
+        self.buf = b""
+        self.payloads = []
+        self._until_ready()
+        q = ("LISTEN %s" % channel).encode() + b"\0"
+        self.s.sendall(b"Q" + struct.pack("!I", 4 + len(q)) + q)
+        self._until_ready()
+
+    def _msg(self):
+        while len(self.buf) < 5:
+            chunk = self.s.recv(65536)
+            if not chunk:
+                raise ConnectionError("PostgreSQL closed the connection")
+            self.buf += chunk
+        t, n = self.buf[0:1], struct.unpack("!I", self.buf[1:5])[0]
+        while len(self.buf) < 1 + n:
+            chunk = self.s.recv(65536)
+            if not chunk:
+                raise ConnectionError("PostgreSQL closed the connection")
+            self.buf += chunk
+        body = self.buf[5:1 + n]
+        self.buf = self.buf[1 + n:]
+        if t == b"A":
+            _pid = struct.unpack("!I", body[:4])[0]
+            chan, rest = body[4:].split(b"\0", 1)
+            self.payloads.append(rest.split(b"\0", 1)[0].decode())
+        elif t == b"E":
+            raise RuntimeError("PostgreSQL error: %r" % body)
+        elif t == b"R" and struct.unpack("!I", body[:4])[0] != 0:
+            raise RuntimeError("PgListener needs trust authentication")
+        return t
+
+    def _until_ready(self):
+        while self._msg() != b"Z":
+            pass
+
+    def drain(self, settle=0.5, timeout=30):
+        """Read notifications until none arrive for `settle` seconds."""
+        deadline = time.monotonic() + timeout
+        self.s.settimeout(settle)
+        try:
+            while time.monotonic() < deadline:
+                try:
+                    self._msg()
+                except socket.timeout:
+                    break
+        finally:
+            self.s.settimeout(10)
+        return self.payloads
+
+    def close(self):
+        try:
+            self.s.sendall(b"X" + struct.pack("!I", 4))
+        except OSError:
+            pass
+        self.s.close()
