@@ -3,11 +3,15 @@
 #
 # Covers: an out-of-tree build with --enable-asan (gcc by default; CC=clang
 # works too), the Check unit tests under ASan with LeakSanitizer on and
-# UBSan halting on the first report, then every fuzz corpus file replayed
-# through tests/fuzz/replay_<target> (tests/fuzz/replay-corpora.sh).
-# Prints "sanitize: N passed, N failed", N counting unit checks plus
-# corpus files (a build or configure failure counts as one failure).
-# Needs no database and no network; about 2-3 minutes on 2 cores.
+# UBSan halting on the first report, every fuzz corpus file replayed
+# through tests/fuzz/replay_<target> (tests/fuzz/replay-corpora.sh), and the
+# integration suite with the ASan+UBSan receivers (PN_BIN_DIR): every
+# receiver process writes its sanitizer reports under asan-logs/, and any
+# report there is a failure.
+# Prints "sanitize: N passed, N failed", N counting unit checks, corpus
+# files and integration tests (a build or configure failure counts as one
+# failure).  About 4-5 minutes on 2 cores; PN_SANITIZE_NO_INTEGRATION=1
+# leaves the integration part out.
 #
 # Usage: tests/sanitize.sh            (from anywhere; builds in <top>/build-asan)
 #        PN_ASAN_BUILD=/tmp/b CC=clang tests/sanitize.sh
@@ -38,10 +42,25 @@ if [ ! -x "$top/configure" ]; then
 	step "autoreconf"
 	(cd "$top" && autoreconf -fi) || { failed=$((failed + 1)); finish; }
 fi
+# An in-tree configured source cannot also be built out of tree: then build
+# a copy of the distributed sources (make distdir), as make distcheck does.
+if [ -f "$top/config.status" ]; then
+	step "the source tree is configured: building a copy (make distdir)"
+	rm -rf "$build" && mkdir -p "$build" || { failed=$((failed + 1)); finish; }
+	if ! make -C "$top" distdir distdir="$build/src" >"$build/distdir.out" 2>&1; then
+		tail -n 20 "$build/distdir.out"
+		failed=$((failed + 1))
+		finish
+	fi
+	build=$build/src
+	configure=./configure
+else
+	configure=$top/configure
+fi
 mkdir -p "$build" && cd "$build" || { failed=$((failed + 1)); finish; }
 
 step "configure --enable-asan CC=$CC in $build"
-if ! "$top/configure" --enable-asan CC="$CC" >configure.out 2>&1; then
+if ! "$configure" --enable-asan CC="$CC" >configure.out 2>&1; then
 	tail -n 30 configure.out
 	failed=$((failed + 1))
 	finish
@@ -86,5 +105,39 @@ if [ -n "$line" ]; then
 	failed=$((failed + $(echo "$line" | sed 's/.*passed, \([0-9]*\) failed/\1/')))
 else
 	failed=$((failed + 1))
+fi
+
+if [ "${PN_SANITIZE_NO_INTEGRATION:-0}" != 1 ]; then
+	step "integration tests with the ASan+UBSan receivers"
+	rm -rf "$build/asan-logs" && mkdir -p "$build/asan-logs" && chmod 1777 "$build/asan-logs"
+	json="$build/integration.json"
+	rm -f "$json"
+	for f in "$top"/tests/integration/test_*.py; do
+		# RSS under ASan (shadow memory, quarantine) says nothing about leaks:
+		# test_memory.py runs in the normal build, LeakSanitizer covers this one
+		[ "$(basename "$f")" = test_memory.py ] && continue
+		PN_BIN_DIR="$build" \
+		ASAN_OPTIONS="$ASAN_OPTIONS:log_path=$build/asan-logs/asan" \
+		UBSAN_OPTIONS="$UBSAN_OPTIONS:log_path=$build/asan-logs/ubsan" \
+			timeout -k 10 1200 /usr/bin/python3 "$top/tests/lib/runtests.py" --phase sanitize \
+			--json "$json.part" "$f" </dev/null >>integration.out 2>&1
+		if [ -f "$json.part" ]; then
+			set -- $(/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["passed"], d["failed"])' "$json.part")
+			passed=$((passed + $1))
+			failed=$((failed + $2))
+			rm -f "$json.part"
+		else
+			failed=$((failed + 1))
+		fi
+	done
+	grep -E '^sanitize test_.*: [0-9]+ passed' integration.out
+	reports=$(ls "$build/asan-logs" | wc -l)
+	if [ "$reports" -ne 0 ]; then
+		step "$reports sanitizer report(s) from receivers:"
+		head -n 40 "$build"/asan-logs/*
+		failed=$((failed + reports))
+	else
+		step "no sanitizer report from any receiver"
+	fi
 fi
 finish

@@ -24,6 +24,7 @@ import http.server
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,6 +36,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import pntest  # noqa: E402
 
 REPO = pntest.REPO
+# the numbered schema files, and the version the build expects (the last)
+SQL_FILES = sorted(f for f in os.listdir(os.path.join(REPO, "sql"))
+                   if re.match(r"^[0-9]{3}_.*[.]sql$", f))
+LATEST = int(SQL_FILES[-1][:3])
 ADMIN = os.path.join(REPO, "paynotify")
 UNIT_KEYS = os.path.join(REPO, "tests", "fixtures", "unit", "keys")
 PG = None
@@ -264,29 +269,30 @@ class TestHelpAndMigrate(AdminTest):
 
     def test_migrate_fresh_twice_and_existing(self):
         sql = os.path.join(REPO, "sql")
+        applied = ["applied %s (schema version %d)\n" % (f, int(f[:3])) for f in SQL_FILES]
         cfg = self.make_db("fresh")
         p = admin("migrate", "--sql-dir", sql, config=cfg)
-        self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertIn("applied 001_schema.sql (schema version 1)", p.stdout)
-        self.assertIn("applied 002_replay.sql (schema version 2)", p.stdout)
+        self.assertEqual((p.returncode, p.stdout), (0, "".join(applied)), p.stderr)
         p = admin("migrate", "--sql-dir", sql, config=cfg)
-        self.assertEqual((p.returncode, p.stdout), (0, "schema is at version 2: nothing to do\n"))
-        # a database at version 1 (applied by hand with psql) gets only 002
+        self.assertEqual((p.returncode, p.stdout),
+                         (0, "schema is at version %d: nothing to do\n" % LATEST))
+        # a database at version 1 (applied by hand with psql) gets the rest
         cfg1 = self.make_db("atone", ["001_schema.sql"])
         p = admin("migrate", "--sql-dir", sql, config=cfg1)
-        self.assertEqual((p.returncode, p.stdout),
-                         (0, "applied 002_replay.sql (schema version 2)\n"), p.stderr)
+        self.assertEqual((p.returncode, p.stdout), (0, "".join(applied[1:])), p.stderr)
         # the test database itself was loaded with psql: nothing to do
         p = admin("migrate", "--sql-dir", sql)
-        self.assertEqual((p.returncode, p.stdout), (0, "schema is at version 2: nothing to do\n"))
+        self.assertEqual((p.returncode, p.stdout),
+                         (0, "schema is at version %d: nothing to do\n" % LATEST))
         self.assertEqual(PG.scalar("SELECT string_agg(version::text, ',' ORDER BY version) "
-                                   "FROM paynotify.schema_version"), "1,2")
+                                   "FROM paynotify.schema_version"),
+                         ",".join(str(int(f[:3])) for f in SQL_FILES))
 
     def test_check_config_schema_mismatch(self):
         cfg = self.make_db("oldschema", ["001_schema.sql"])
         p = admin("check-config", "-c", cfg)
         self.assertEqual(p.returncode, 3, p.stdout)
-        self.assertIn("database: ERROR: schema version 1, this build needs 2", p.stdout)
+        self.assertIn("database: ERROR: schema version 1, this build needs %d" % LATEST, p.stdout)
         cfg = self.make_db("noschema")
         p = admin("check-config", "-c", cfg)
         self.assertEqual(p.returncode, 3, p.stdout)
@@ -301,7 +307,7 @@ class TestCheckConfig(AdminTest):
         self.assertIn("  alipay: app_id 2021000000000001, seller_id 2088000000000001, RSA2, "
                       "test signing key", p.stdout)
         self.assertIn("    secrets: stripe-whsec:1", p.stdout)
-        self.assertIn("database: reachable, schema version 2", p.stdout)
+        self.assertIn("database: reachable, schema version %d" % LATEST, p.stdout)
         self.assertTrue(p.stdout.endswith("0 problems, 0 warnings\n"), p.stdout)
         self.assertNotIn(SECRETS["stripe-whsec"], p.stdout)     # ids, never bytes
 

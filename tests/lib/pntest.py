@@ -160,8 +160,10 @@ UNDER_VALGRIND = os.environ.get("PN_VALGRIND", "0") not in ("", "0")
 
 
 def binary(name):
-    """Path of a top-level receiver binary, e.g. binary('stripe')."""
-    return os.path.join(REPO, "paynotify-" + name)
+    """Path of a top-level receiver binary, e.g. binary('stripe').
+    PN_BIN_DIR points the tests at another build (tests/sanitize.sh runs
+    them against the ASan+UBSan build in build-asan/)."""
+    return os.path.join(os.environ.get("PN_BIN_DIR") or REPO, "paynotify-" + name)
 
 
 # ---------------------------------------------------------------------------
