@@ -669,13 +669,13 @@ class Bench:
         """kind: receiver | minimal.  One wrk run + checks -> result dict."""
         a = self.a
         reqp = "alipay" if kind == "minimal" else provider
-        self.reset(reqp, self.counts[(reqp, dataset)])
+        self.reset(reqp, self.counts[(reqp, "distinct" if dataset == "nonotify" else dataset)])
         if kind == "minimal":
             reqfile = self.minimal_file
             workers = self.minimal.workers()
             url_path = "/notify/minimal/%s" % SITE
         else:
-            reqfile = self.reqfiles[(provider, dataset)]
+            reqfile = self.reqfiles[(provider, "distinct" if dataset == "nonotify" else dataset)]
             rcv = self.receivers[provider]
             workers = rcv.workers()
             url_path = "/notify/%s/%s" % (provider, SITE)
@@ -739,7 +739,7 @@ class Bench:
                          "%d orders paid for %d events (%d applied twice, %d not paid)"
                          % (st["paid"], st["events"], st["applied_twice"],
                             st["event_order_not_paid"]))
-        if dataset == "distinct" and r["wraps"] == 0:
+        if dataset in ("distinct", "nonotify") and r["wraps"] == 0:
             ok &= self.check(label, st["max_deliveries"] <= 1 and st["events"] == st["deliveries"],
                              "distinct set: %d events for %d deliveries"
                              % (st["events"], st["deliveries"]))
@@ -755,7 +755,7 @@ class Bench:
                r["cpu_us_per"]["total"], "ok" if ok else "FAILED",
                "  (wrapped %d)" % r["wraps"] if r["wraps"] else ""))
 
-    def pgbench_case(self, run):
+    def pgbench_case(self, run, notify=True):
         a = self.a
         n = int(a.max_rate * 3 * (a.duration + 1))
         self.reset("pgb", n)
@@ -773,9 +773,12 @@ class Bench:
         pm = self.pg.pid()
         pids = self.pg.pids()
         c0 = {p: cpu_ticks(p, p == pm) for p in pids}
+        env = dict(self.pg.env)
+        if not notify:
+            env["PGOPTIONS"] = "-c paynotify.notify=off"
         r = subprocess.run(["pgbench", "-n", "-c", str(a.pgbench_clients), "-j", str(a.threads),
                             "-T", str(a.duration), "-M", "prepared", "-f", script],
-                           env=self.pg.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         out = r.stdout.decode()
         time.sleep(0.3)         # pgbench's backends exit and are reaped
         cpu = sum(cpu_ticks(p, p == pm) - c0.get(p, 0) for p in pids) / CLK_TCK
@@ -788,7 +791,8 @@ class Bench:
         res = {"kind": "pgbench", "conc": a.pgbench_clients, "run": run, "rps": float(m.group(1)),
                "lat_avg_ms": float(lat.group(1)) if lat else 0, "tx": int(tx.group(1)),
                "db": st, "cpu_us_per": {"postgres": cpu * 1e6 / max(1, int(tx.group(1)))}}
-        label = "pgbench ingest c=%d run %d" % (a.pgbench_clients, run)
+        label = "pgbench ingest%s c=%d run %d" % ("" if notify else " notify=off",
+                                                   a.pgbench_clients, run)
         ok = self.check(label, st["events"] == res["tx"] == st["applied"] == st["paid"],
                         "%d transactions, %d events, %d applied, %d paid"
                         % (res["tx"], st["events"], st["applied"], st["paid"]))
@@ -801,6 +805,24 @@ class Bench:
                                                              res["lat_avg_ms"],
                                                              "ok" if ok else "FAILED"))
         return res
+
+    def set_notify(self, on):
+        """paynotify.notify for new sessions (sql/003), then reload the Alipay
+        receiver (SIGHUP: a new generation of workers, new connections)."""
+        self.pg.psql("ALTER DATABASE paynotify %s" % (
+            "RESET paynotify.notify" if on else "SET paynotify.notify = off"))
+        rcv = self.receivers["alipay"]
+        old = set(rcv.workers())
+        rcv.proc.send_signal(signal.SIGHUP)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            now = set(rcv.workers())
+            if len(now) == self.a.workers and not (now & old):
+                break
+            time.sleep(0.1)
+        else:
+            raise RuntimeError("alipay workers were not replaced after SIGHUP")
+        self.wrk_get("/notify/alipay/%s" % SITE)
 
     # -- CGI --------------------------------------------------------------------
     def cgi_case(self, provider="alipay"):
@@ -940,6 +962,17 @@ class Bench:
                             self.http_case("receiver", p, "dup5", conc, run))
             if a.pgbench:
                 self.results[("pgbench",)].append(self.pgbench_case(run))
+            if a.notify_variant and "alipay" in a.providers:
+                # the same receiver with paynotify.notify = off (sql/003)
+                self.set_notify(False)
+                try:
+                    for conc in a.conc:
+                        self.results[("receiver", "alipay", "nonotify", conc)].append(
+                            self.http_case("receiver", "alipay", "nonotify", conc, run))
+                finally:
+                    self.set_notify(True)
+                if a.pgbench:
+                    self.results[("pgbench-nonotify",)].append(self.pgbench_case(run, False))
         self.rss_end = {p: max(rss_kib(w) for w in self.receivers[p].workers())
                         for p in PROVIDERS}
         self.cgi = self.cgi_case() if a.cgi_seconds > 0 and "alipay" in a.providers else None
@@ -970,7 +1003,7 @@ class Bench:
                  "vs pgbench | CPU µs/notif (workers+pg+nginx) | worker RSS KiB start→end | "
                  "checks |")
         L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|")
-        keys = [k for k in self.results if k[0] != "pgbench"]
+        keys = [k for k in self.results if not k[0].startswith("pgbench")]
         order = {"minimal": 0, "receiver": 1}
         keys.sort(key=lambda k: (k[3], order[k[0]], k[2], PROVIDERS.index(k[1])))
         for k in keys:
@@ -978,7 +1011,7 @@ class Bench:
             kind, p, ds, conc = k
             rps = med([r["rps"] for r in rs])
             name = "minimal responder (ceiling a)" if kind == "minimal" else \
-                p + (" ×5 duplicates" if ds == "dup5" else "")
+                p + {"dup5": " ×5 duplicates", "nonotify": ", paynotify.notify = off"}.get(ds, "")
             errs = sum(r["non2xx"] + r["sock_err"] for r in rs)
             cw = med([r["cpu_us_per"]["workers"] for r in rs])
             cp = med([r["cpu_us_per"]["postgres"] for r in rs])
@@ -1002,13 +1035,24 @@ class Bench:
                          a.pgbench_clients, pgb_tps, med([r["lat_avg_ms"] for r in pgb]),
                          med([r["cpu_us_per"]["postgres"] for r in pgb]),
                          sum(r["ok"] for r in pgb), len(pgb)))
+        pgn = self.results.get(("pgbench-nonotify",))
+        if pgn:
+            L.append("| pgbench `paynotify.ingest()`, paynotify.notify = off | %d clients | %.0f tps "
+                     "| avg %.2f | | | 0 | | %.0f %% | %.0f (postgres) | | %d/%d ok |" % (
+                         a.pgbench_clients, med([r["rps"] for r in pgn]),
+                         med([r["lat_avg_ms"] for r in pgn]),
+                         100 * med([r["rps"] for r in pgn]) / pgb_tps if pgb_tps else 0,
+                         med([r["cpu_us_per"]["postgres"] for r in pgn]),
+                         sum(r["ok"] for r in pgn), len(pgn)))
         L.append("")
         L.append("Per run (req/s): " + "; ".join(
             "%s %s c=%d: %s" % (k[1] if k[0] == "receiver" else "minimal",
                                 k[2] if k[0] == "receiver" else "", k[3],
                                 "/".join("%.0f" % r["rps"] for r in self.results[k]))
             for k in keys) + ("; pgbench: %s" % "/".join("%.0f" % r["rps"] for r in pgb)
-                              if pgb else ""))
+                              if pgb else "") +
+                 ("; pgbench notify=off: %s" % "/".join("%.0f" % r["rps"] for r in pgn)
+                  if pgn else ""))
         wr = [(k, r["wraps"]) for k in keys for r in self.results[k] if r["wraps"]]
         if wr:
             L.append("")
@@ -1070,6 +1114,8 @@ def main():
     ap.add_argument("--no-dup", dest="dup", action="store_false")
     ap.add_argument("--no-pgbench", dest="pgbench", action="store_false")
     ap.add_argument("--no-minimal", dest="minimal", action="store_false")
+    ap.add_argument("--no-notify-variant", dest="notify_variant", action="store_false",
+                    help="skip Alipay and pgbench with paynotify.notify = off")
     ap.add_argument("--no-callgrind", dest="callgrind", action="store_false")
     ap.add_argument("--callgrind-requests", type=int, default=200)
     ap.add_argument("--cgi-seconds", type=int, default=5)
@@ -1082,7 +1128,7 @@ def main():
     a = ap.parse_args()
     if a.smoke:
         a.runs, a.duration, a.providers, a.conc = 1, 2, "stripe", "16"
-        a.pgbench = a.minimal = a.callgrind = False
+        a.pgbench = a.minimal = a.callgrind = a.notify_variant = False
         a.cgi_seconds = 0
         a.max_rate = 4000
     a.providers = [p for p in a.providers.split(",") if p]
