@@ -681,6 +681,7 @@ class Bench:
             url_path = "/notify/%s/%s" % (provider, SITE)
             off = rcv.log_offset()
         groups = self.cpu_groups(workers)
+        lsn0 = self.pg.one("SELECT pg_current_wal_lsn()")[0]
         c0 = self.cpu_snapshot(groups)
         t0 = time.time()
         w = self.run_wrk(reqfile, conc, 5 if dataset == "dup5" else 1, url_path)
@@ -690,6 +691,7 @@ class Bench:
         cpu = {}
         for g in groups:
             cpu[g] = sum(c1[g].get(p, 0) - c0[g].get(p, 0) for p in c1[g]) / CLK_TCK
+        wal = int(self.pg.one("SELECT pg_current_wal_lsn() - '%s'::pg_lsn" % lsn0)[0])
         st = self.db_state(reqp)
         res = {"kind": kind, "provider": provider, "dataset": dataset, "conc": conc,
                "run": run, "rps": w["requests"] / (w["duration_us"] / 1e6),
@@ -700,6 +702,7 @@ class Bench:
                "wraps": w["wraps"], "db": st, "cpu_s": cpu, "elapsed": elapsed}
         handled = st["deliveries"]
         res["handled"] = handled
+        res["wal_per"] = wal / handled if handled else 0
         res["cpu_us_per"] = {g: (cpu[g] * 1e6 / handled if handled else 0) for g in cpu}
         res["cpu_us_per"]["total"] = sum(cpu.values()) * 1e6 / handled if handled else 0
         if kind == "receiver":
@@ -772,6 +775,7 @@ class Bench:
                 "'\\x%s'::bytea) i;\n" % (SITE, AMOUNT_MINOR, hdr, body.hex()))
         pm = self.pg.pid()
         pids = self.pg.pids()
+        lsn0 = self.pg.one("SELECT pg_current_wal_lsn()")[0]
         c0 = {p: cpu_ticks(p, p == pm) for p in pids}
         env = dict(self.pg.env)
         if not notify:
@@ -787,8 +791,10 @@ class Bench:
         tx = re.search(r"number of transactions actually processed: (\d+)", out)
         if not m or not tx:
             raise RuntimeError("pgbench failed: %s %s" % (out, r.stderr.decode()))
+        wal = int(self.pg.one("SELECT pg_current_wal_lsn() - '%s'::pg_lsn" % lsn0)[0])
         st = self.db_state("pgb")
         res = {"kind": "pgbench", "conc": a.pgbench_clients, "run": run, "rps": float(m.group(1)),
+               "wal_per": wal / max(1, int(tx.group(1))),
                "lat_avg_ms": float(lat.group(1)) if lat else 0, "tx": int(tx.group(1)),
                "db": st, "cpu_us_per": {"postgres": cpu * 1e6 / max(1, int(tx.group(1)))}}
         label = "pgbench ingest%s c=%d run %d" % ("" if notify else " notify=off",
@@ -950,16 +956,16 @@ class Bench:
             else None
         for run in range(1, a.runs + 1):
             for conc in a.conc:
+                cases = []
                 if self.minimal and self.minimal_file:
-                    self.results[("minimal", "alipay", "distinct", conc)].append(
-                        self.http_case("minimal", "alipay", "distinct", conc, run))
-                for p in a.providers:
-                    self.results[("receiver", p, "distinct", conc)].append(
-                        self.http_case("receiver", p, "distinct", conc, run))
+                    cases.append(("minimal", "alipay", "distinct", conc))
+                cases += [("receiver", p, "distinct", conc) for p in a.providers]
                 if a.dup and conc == max(a.conc):
-                    for p in a.providers:
-                        self.results[("receiver", p, "dup5", conc)].append(
-                            self.http_case("receiver", p, "dup5", conc, run))
+                    cases += [("receiver", p, "dup5", conc) for p in a.providers]
+                # a different case goes first in every run (no position bias)
+                k = (run - 1) % len(cases)
+                for c in cases[k:] + cases[:k]:
+                    self.results[c].append(self.http_case(c[0], c[1], c[2], c[3], run))
             if a.pgbench:
                 self.results[("pgbench",)].append(self.pgbench_case(run))
             if a.notify_variant and "alipay" in a.providers:
@@ -1000,9 +1006,10 @@ class Bench:
             m = self.results.get(("minimal", "alipay", "distinct", conc))
             ceil[conc] = med([r["rps"] for r in m]) if m else None
         L.append("| case | conns | req/s | p50 ms | p99 ms | max ms | errors | vs minimal | "
-                 "vs pgbench | CPU µs/notif (workers+pg+nginx) | worker RSS KiB start→end | "
+                 "vs pgbench | CPU µs/notif (workers+pg+nginx) | WAL B/notif | "
+                 "worker RSS KiB start→end | "
                  "checks |")
-        L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|")
+        L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---|")
         keys = [k for k in self.results if not k[0].startswith("pgbench")]
         order = {"minimal": 0, "receiver": 1}
         keys.sort(key=lambda k: (k[3], order[k[0]], k[2], PROVIDERS.index(k[1])))
@@ -1024,25 +1031,28 @@ class Bench:
             if kind == "minimal":
                 vs_min = "100 %"
             L.append("| %s | %d | %.0f | %.1f | %.1f | %.1f | %d | %s | %s | %.0f (%.0f+%.0f+%.0f) "
-                     "| %s | %s |" % (
+                     "| %.0f | %s | %s |" % (
                          name, conc, rps, med([r["p50_ms"] for r in rs]),
                          med([r["p99_ms"] for r in rs]), med([r["max_ms"] for r in rs]), errs,
-                         vs_min, vs_pgb, cw + cp + cn, cw, cp, cn, rss,
+                         vs_min, vs_pgb, cw + cp + cn, cw, cp, cn,
+                         med([r["wal_per"] for r in rs]), rss,
                          "%d/%d ok" % (sum(r["ok"] for r in rs), len(rs))))
         if pgb:
             L.append("| pgbench `paynotify.ingest()` (ceiling b) | %d clients | %.0f tps | "
-                     "avg %.2f | | | 0 | | 100 %% | %.0f (postgres) | | %d/%d ok |" % (
+                     "avg %.2f | | | 0 | | 100 %% | %.0f (postgres) | %.0f | | %d/%d ok |" % (
                          a.pgbench_clients, pgb_tps, med([r["lat_avg_ms"] for r in pgb]),
                          med([r["cpu_us_per"]["postgres"] for r in pgb]),
+                         med([r["wal_per"] for r in pgb]),
                          sum(r["ok"] for r in pgb), len(pgb)))
         pgn = self.results.get(("pgbench-nonotify",))
         if pgn:
             L.append("| pgbench `paynotify.ingest()`, paynotify.notify = off | %d clients | %.0f tps "
-                     "| avg %.2f | | | 0 | | %.0f %% | %.0f (postgres) | | %d/%d ok |" % (
+                     "| avg %.2f | | | 0 | | %.0f %% | %.0f (postgres) | %.0f | | %d/%d ok |" % (
                          a.pgbench_clients, med([r["rps"] for r in pgn]),
                          med([r["lat_avg_ms"] for r in pgn]),
                          100 * med([r["rps"] for r in pgn]) / pgb_tps if pgb_tps else 0,
                          med([r["cpu_us_per"]["postgres"] for r in pgn]),
+                         med([r["wal_per"] for r in pgn]),
                          sum(r["ok"] for r in pgn), len(pgn)))
         L.append("")
         L.append("Per run (req/s): " + "; ".join(
