@@ -563,6 +563,8 @@ class Bench:
                         os.path.join(REPO, "sql")], env=env, check=True,
                        stdout=subprocess.DEVNULL)
         self.pg.psql("CREATE SEQUENCE public.bench_seq")
+        if a.history:
+            self.seed_history(a.history)
         self.sockdir = os.path.join(self.base, "sock")
         self.logdir = os.path.join(self.base, "log")
         self.receivers = {}
@@ -614,10 +616,26 @@ class Bench:
             n, " (+ a 5x duplicate set)" if a.dup else "", time.time() - t0))
 
     # -- database state -----------------------------------------------------
+    def seed_history(self, n):
+        """A shop has history: n stored notifications of the site (provider
+        'history', never touched by the runs), so that the planner never sees
+        an empty table.  Without them every case would start from freshly
+        analysed empty tables, and the receivers' long-lived sessions can
+        cache a generic plan for ingest()'s dedup lookup that walks every
+        notification of the site (docs/PERFORMANCE.md, "plans")."""
+        self.pg.psql(
+            "INSERT INTO paynotify.notifications (site, provider, dedup_key, event_kind, "
+            "order_id, psp_txn_id, amount_minor, currency, outcome, raw_body, key_id, "
+            "received_at, last_delivery_at) "
+            "SELECT '%s', 'history', 'hist-' || g, 'paid', 'hist-' || g, 'T' || g, %d, 'CNY', "
+            "'applied', '\\x00'::bytea, 'history', now() - interval '30 days', "
+            "now() - interval '30 days' FROM generate_series(1, %d) g" % (SITE, AMOUNT_MINOR, n))
+
     def reset(self, provider, norders):
         cur = CURRENCY.get(provider, "CNY")
         self.pg.psql(
-            "TRUNCATE paynotify.notifications RESTART IDENTITY; TRUNCATE paynotify.orders; "
+            "DELETE FROM paynotify.notifications WHERE provider <> 'history'; "
+            "TRUNCATE paynotify.orders; "
             "ALTER SEQUENCE public.bench_seq RESTART; "
             "INSERT INTO paynotify.orders (site, order_id, amount_minor, currency) "
             "SELECT '%s', '%s-' || g, %d, '%s' FROM generate_series(0, %d) g"
@@ -626,24 +644,28 @@ class Bench:
         self.pg.psql("VACUUM ANALYZE paynotify.notifications")
         self.pg.psql("CHECKPOINT")
 
+    def tuples_read(self):
+        r = self.pg.one("SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) "
+                        "FROM pg_stat_user_tables WHERE relid = 'paynotify.notifications'::regclass")
+        return int(r[0])
+
     def db_state(self, provider):
+        nt = "(SELECT * FROM paynotify.notifications WHERE provider <> 'history')"
         r = self.pg.one(
             "SELECT count(*), coalesce(sum(deliveries), 0), "
             "count(*) FILTER (WHERE outcome = 'applied'), "
-            "count(*) FILTER (WHERE outcome <> 'applied'), coalesce(max(deliveries), 0) "
-            "FROM paynotify.notifications")
-        keyed = int(self.pg.one("SELECT count(*) FROM paynotify.notifications "
-                                "WHERE key_id IS NOT NULL")[0])
+            "count(*) FILTER (WHERE outcome <> 'applied'), coalesce(max(deliveries), 0), "
+            "count(*) FILTER (WHERE key_id IS NOT NULL) FROM %s n" % nt)
         paid = int(self.pg.one("SELECT count(*) FROM paynotify.orders WHERE status = 'paid'")[0])
         twice = int(self.pg.one(
-            "SELECT count(*) FROM (SELECT order_id FROM paynotify.notifications "
-            "WHERE outcome = 'applied' GROUP BY order_id HAVING count(*) > 1) x")[0])
+            "SELECT count(*) FROM (SELECT order_id FROM %s n "
+            "WHERE outcome = 'applied' GROUP BY order_id HAVING count(*) > 1) x" % nt)[0])
         orphan = int(self.pg.one(
-            "SELECT count(*) FROM paynotify.notifications n JOIN paynotify.orders o "
-            "ON o.site = n.site AND o.order_id = n.order_id WHERE o.status <> 'paid'")[0])
+            "SELECT count(*) FROM %s n JOIN paynotify.orders o "
+            "ON o.site = n.site AND o.order_id = n.order_id WHERE o.status <> 'paid'" % nt)[0])
         return {"events": int(r[0]), "deliveries": int(r[1]), "applied": int(r[2]),
                 "other_outcomes": int(r[3]), "max_deliveries": int(r[4]), "paid": paid,
-                "applied_twice": twice, "event_order_not_paid": orphan, "keyed": keyed}
+                "applied_twice": twice, "event_order_not_paid": orphan, "keyed": int(r[5])}
 
     # -- measurement ----------------------------------------------------------
     def cpu_groups(self, workers):
@@ -690,6 +712,7 @@ class Bench:
             off = rcv.log_offset()
         groups = self.cpu_groups(workers)
         lsn0 = self.pg.one("SELECT pg_current_wal_lsn()")[0]
+        tr0 = self.tuples_read()
         c0 = self.cpu_snapshot(groups)
         t0 = time.time()
         w = self.run_wrk(reqfile, conc, 5 if dataset == "dup5" else 1, url_path)
@@ -711,6 +734,8 @@ class Bench:
         handled = st["deliveries"]
         res["handled"] = handled
         res["wal_per"] = wal / handled if handled else 0
+        time.sleep(0.6)         # backends flush their table statistics (1 s at most)
+        res["tuples_read_per"] = (self.tuples_read() - tr0) / handled if handled else 0
         res["cpu_us_per"] = {g: (cpu[g] * 1e6 / handled if handled else 0) for g in cpu}
         res["cpu_us_per"]["total"] = sum(cpu.values()) * 1e6 / handled if handled else 0
         if kind == "receiver":
@@ -1154,6 +1179,8 @@ def main():
                     help="skip Alipay and pgbench with paynotify.notify = off")
     ap.add_argument("--no-callgrind", dest="callgrind", action="store_false")
     ap.add_argument("--callgrind-requests", type=int, default=200)
+    ap.add_argument("--history", type=int, default=50000,
+                    help="old notifications in the table before the runs (0: none)")
     ap.add_argument("--cgi-seconds", type=int, default=5)
     ap.add_argument("--cgi-parallel", type=int, default=2)
     ap.add_argument("--minimal-binary", default=None)
@@ -1167,6 +1194,7 @@ def main():
         a.pgbench = a.minimal = a.callgrind = a.notify_variant = False
         a.cgi_seconds = 0
         a.max_rate = 4000
+        a.history = min(a.history, 5000)
     a.providers = [p for p in a.providers.split(",") if p]
     a.conc = [int(c) for c in a.conc.split(",")]
     if not a.minimal:
