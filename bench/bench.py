@@ -765,8 +765,11 @@ class Bench:
             ok &= self.check(label, r["log_200"] == st["deliveries"] and r["log_non200"] == 0,
                              "receiver logged %d x 2xx and %d others for %d deliveries"
                              % (r["log_200"], r["log_non200"], st["deliveries"]))
-            ok &= self.check(label, r["lost_acks"] == 0,
-                             "%d answers could not be written" % r["lost_acks"])
+            # an answer can fail to be written only when wrk hung up: on a
+            # request still in flight when it stopped (committed, not counted)
+            ok &= self.check(label, r["lost_acks"] <= st["deliveries"] - r["wrk_ok"],
+                             "%d answers could not be written, %d requests in flight at the end"
+                             % (r["lost_acks"], st["deliveries"] - r["wrk_ok"]))
         # the right program answered (the receivers record the verifying key)
         want = 0 if r["kind"] == "minimal" else st["events"]
         ok &= self.check(label, st["keyed"] == want,
@@ -792,9 +795,11 @@ class Bench:
                              "duplicate set: %d deliveries of %d events (max %d per event)"
                              % (st["deliveries"], st["events"], st["max_deliveries"]))
         r["ok"] = bool(ok)
-        log("bench: %-40s %7.0f req/s p50 %5.1f p99 %6.1f max %6.1f ms  cpu %4.0f us/req  %s%s"
+        log("bench: %-40s %7.0f req/s p50 %5.1f p99 %6.1f max %6.1f ms  cpu %4.0f us/req  %s%s%s"
             % (label, r["rps"], r["p50_ms"], r["p99_ms"], r["max_ms"],
                r["cpu_us_per"]["total"], "ok" if ok else "FAILED",
+               "  (%d answers to wrk's last requests not written: it had hung up)"
+               % r["lost_acks"] if r.get("lost_acks") else "",
                "  (wrapped %d)" % r["wraps"] if r["wraps"] else ""))
 
     def pgbench_case(self, run, notify=True):
@@ -1193,7 +1198,7 @@ def main():
         a.runs, a.duration, a.providers, a.conc = 1, 2, "stripe", "16"
         a.pgbench = a.minimal = a.callgrind = a.notify_variant = False
         a.cgi_seconds = 0
-        a.max_rate = 4000
+        a.max_rate = 1500       # ~4,500 requests: the smoke runs 2 s
         a.history = min(a.history, 5000)
     a.providers = [p for p in a.providers.split(",") if p]
     a.conc = [int(c) for c in a.conc.split(",")]
