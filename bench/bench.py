@@ -209,6 +209,13 @@ MAKERS = {"alipay": alipay_note, "wechatpay": wechatpay_note, "stripe": stripe_n
           "2c2p": c2p_note}
 
 
+def _pool_init():
+    # the parent's SIGTERM/SIGINT handler (sys.exit) must not run in a pool
+    # worker: terminate() would wait forever for a worker stuck in its exit
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _make_chunk(args):
     provider, tag, lo, hi, now = args
     return [MAKERS[provider](i, tag, now) for i in range(lo, hi)]
@@ -599,7 +606,7 @@ class Bench:
         self.counts = {}
         t0 = time.time()
         n = int(a.max_rate * (a.duration + 1))
-        with multiprocessing.Pool(a.gen_procs) as pool:
+        with multiprocessing.Pool(a.gen_procs, initializer=_pool_init) as pool:
             for p in a.providers:
                 path = os.path.join(self.base, "req", p + ".req")
                 self.first[p] = generate(p, "D", n, 1, path, pool)
