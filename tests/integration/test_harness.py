@@ -201,6 +201,34 @@ class Cluster(unittest.TestCase):
                                         "ON n.oid = p.pronamespace WHERE nspname = 'paynotify' "
                                         "AND proname IN ('ingest', 'apply_event')"), "2")
 
+    def _ingest_listening(self, setting):
+        """LISTEN, then ingest one new paid event in a psql session (with
+        paynotify.notify set to setting, unless None); psql's output."""
+        oid = "NTF-%s" % (setting or "default")
+        self.pg.add_order("shop-n", oid, 100, "CNY")
+        sql = "LISTEN paynotify;\n"
+        if setting is not None:
+            sql += "SET paynotify.notify = %s;\n" % setting
+        sql += ("SELECT outcome FROM paynotify.ingest('shop-n', 'alipay', 'k-%s', 'paid', NULL, "
+                "'%s', 'T1', NULL, 100, 'CNY', NULL, false, NULL, NULL, NULL, NULL, NULL, "
+                "'\\x00'::bytea);\n" % (oid, oid))
+        p = subprocess.run(self.pg._psql_argv("paynotify") + ["-At"], input=sql.encode(),
+                           env=pntest.clean_env(), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        out = p.stdout.decode()
+        self.assertIn("applied", out)
+        return out
+
+    def test_notify_setting(self):
+        # by default (and with anything but off) an applied event is signalled
+        self.assertIn('Asynchronous notification "paynotify"', self._ingest_listening(None))
+        self.assertIn('Asynchronous notification "paynotify"', self._ingest_listening("on"))
+        # paynotify.notify = off: stored and applied, not signalled
+        self.assertNotIn("Asynchronous notification", self._ingest_listening("off"))
+        self.assertEqual(self.pg.scalar("SELECT status FROM paynotify.orders "
+                                        "WHERE order_id = 'NTF-off'"), "paid")
+
     def test_socket_only(self):
         self.assertEqual(self.pg.scalar("SHOW listen_addresses"), "")
         self.assertEqual(self.pg.scalar("SHOW unix_socket_directories"), self.pg.base)
