@@ -57,7 +57,7 @@ void pn_table_add(struct pn_table *t, const char *const *cells);	/* copies ncols
 const char *pn_table_get(const struct pn_table *t, size_t row, const char *col);
 void pn_table_print(const struct pn_table *t, enum pn_format fmt, FILE *f);
 void pn_table_free(struct pn_table *t);
-/* "table", "csv", "json" (and "prometheus" when allowed) */
+/* "table", "csv", "json" (and "prometheus" when allowed); says why not on stderr */
 bool pn_format_parse(const char *s, bool allow_prometheus, enum pn_format *out);
 /* The default: a table on a terminal, CSV otherwise. */
 enum pn_format pn_format_default(void);
@@ -75,5 +75,9 @@ bool pn_db_schema_version(PGconn *conn, int *version, struct pn_err *err) PN_WUR
 
 /* Load the configuration or print why not. */
 struct pn_config *pn_admin_config(const char *path);
+/* Load the configuration, connect and run one query into out; false after
+ * printing why not on stderr. */
+bool pn_admin_query(const char *config_path, const char *sql, int nparams,
+		    const char *const *params, struct pn_table *out) PN_WUR;
 
 #endif

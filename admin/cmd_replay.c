@@ -313,10 +313,8 @@ replay_exec(int argc, char **argv, const char *config_path)
 		case 'a': r.mode = MODE_APPLY; nmodes++; break;
 		case 't': r.mode = MODE_TO; r.to = optarg; nmodes++; break;
 		case 'f':
-			if (!pn_format_parse(optarg, false, &fmt)) {
-				fprintf(stderr, "paynotify: --format must be table, csv or json\n");
+			if (!pn_format_parse(optarg, false, &fmt))
 				return PN_EXIT_USAGE;
-			}
 			break;
 		case 'h':
 			help(stdout);

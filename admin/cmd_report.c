@@ -67,11 +67,8 @@ report_exec(int argc, char **argv, const char *config_path)
 	};
 	const char *params[2] = {NULL, "30 minutes"};
 	enum pn_format fmt = pn_format_default();
-	struct pn_config *cfg;
 	struct pn_table t;
-	struct pn_err err;
-	PGconn *conn;
-	int	opt, rc = PN_EXIT_FAILURE;
+	int	opt, rc;
 
 	optind = 0;	/* glibc: 0 re-initialises getopt after main() used it */
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -79,10 +76,8 @@ report_exec(int argc, char **argv, const char *config_path)
 		case 's': params[0] = optarg; break;
 		case 'p': params[1] = optarg; break;
 		case 'f':
-			if (!pn_format_parse(optarg, false, &fmt)) {
-				fprintf(stderr, "paynotify: --format must be table, csv or json\n");
+			if (!pn_format_parse(optarg, false, &fmt))
 				return PN_EXIT_USAGE;
-			}
 			break;
 		case 'h':
 			help(stdout);
@@ -96,21 +91,13 @@ report_exec(int argc, char **argv, const char *config_path)
 		help(stderr);
 		return PN_EXIT_USAGE;
 	}
-	if ((cfg = pn_admin_config(config_path)) == NULL)
+	if (!pn_admin_query(config_path, report_sql, 2, params, &t))
 		return PN_EXIT_FAILURE;
-	conn = pn_db_connect(cfg, &err);
-	if (conn == NULL || !pn_db_query(conn, report_sql, 2, params, &t, &err)) {
-		fprintf(stderr, "paynotify: %s\n", err.msg);
-		goto done;
-	}
 	pn_table_print(&t, fmt, stdout);
 	fprintf(fmt == PN_FMT_TABLE ? stdout : stderr, "%zu item%s need%s a human\n", t.nrows,
 		t.nrows == 1 ? "" : "s", t.nrows == 1 ? "s" : "");
 	rc = t.nrows ? PN_EXIT_ATTENTION : PN_EXIT_OK;
 	pn_table_free(&t);
-done:
-	PQfinish(conn);
-	pn_cfg_free(cfg);
 	return rc;
 }
 

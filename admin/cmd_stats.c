@@ -117,22 +117,16 @@ stats_exec(int argc, char **argv, const char *config_path)
 	};
 	const char *params[1] = {NULL};
 	enum pn_format fmt = pn_format_default();
-	struct pn_config *cfg;
 	struct pn_table t;
-	struct pn_err err;
-	PGconn *conn;
-	int	opt, rc = PN_EXIT_FAILURE;
+	int	opt;
 
 	optind = 0;	/* glibc: 0 re-initialises getopt after main() used it */
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 's': params[0] = optarg; break;
 		case 'f':
-			if (!pn_format_parse(optarg, true, &fmt)) {
-				fprintf(stderr, "paynotify: --format must be table, csv, json or "
-					"prometheus\n");
+			if (!pn_format_parse(optarg, true, &fmt))
 				return PN_EXIT_USAGE;
-			}
 			break;
 		case 'h':
 			help(stdout);
@@ -146,23 +140,14 @@ stats_exec(int argc, char **argv, const char *config_path)
 		help(stderr);
 		return PN_EXIT_USAGE;
 	}
-	if ((cfg = pn_admin_config(config_path)) == NULL)
+	if (!pn_admin_query(config_path, stats_sql, 1, params, &t))
 		return PN_EXIT_FAILURE;
-	conn = pn_db_connect(cfg, &err);
-	if (conn == NULL || !pn_db_query(conn, stats_sql, 1, params, &t, &err)) {
-		fprintf(stderr, "paynotify: %s\n", err.msg);
-		goto done;
-	}
 	if (fmt == PN_FMT_PROMETHEUS)
 		print_prometheus(&t, stdout);
 	else
 		pn_table_print(&t, fmt, stdout);
 	pn_table_free(&t);
-	rc = PN_EXIT_OK;
-done:
-	PQfinish(conn);
-	pn_cfg_free(cfg);
-	return rc;
+	return PN_EXIT_OK;
 }
 
 const struct pn_cmd pn_cmd_stats = {

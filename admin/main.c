@@ -53,6 +53,27 @@ pn_admin_config(const char *path)
 	return cfg;
 }
 
+bool
+pn_admin_query(const char *config_path, const char *sql, int nparams, const char *const *params,
+	       struct pn_table *out)
+{
+	struct pn_config *cfg = pn_admin_config(config_path);
+	struct pn_err err;
+	PGconn *conn = NULL;
+	bool	ok = false;
+
+	if (cfg == NULL)
+		return false;
+	conn = pn_db_connect(cfg, &err);
+	if (conn != NULL && pn_db_query(conn, sql, nparams, params, out, &err))
+		ok = true;
+	else
+		fprintf(stderr, "paynotify: %s\n", err.msg);
+	PQfinish(conn);
+	pn_cfg_free(cfg);
+	return ok;
+}
+
 int
 main(int argc, char **argv)
 {

@@ -212,8 +212,11 @@ pn_format_parse(const char *s, bool allow_prometheus, enum pn_format *out)
 		*out = PN_FMT_JSON;
 	else if (allow_prometheus && strcmp(s, "prometheus") == 0)
 		*out = PN_FMT_PROMETHEUS;
-	else
+	else {
+		fprintf(stderr, "paynotify: --format must be table, csv%s\n",
+			allow_prometheus ? ", json or prometheus" : " or json");
 		return false;
+	}
 	return true;
 }
 
