@@ -227,13 +227,15 @@ SRC_DIRS = ("common", "webhooks", "admin")
 SECRETISH = re.compile(r"(sig|mac|hash|sign|digest|hmac|want|expected|tag)", re.I)
 COMPARE_FNS = ("memcmp", "strcmp", "strncmp", "strcasecmp", "strncasecmp", "bcmp", "timingsafe_bcmp")
 SQL_FNS = {"PQexec": 1, "PQexecParams": 1, "PQprepare": 2, "PQsendQuery": 1,
-           "PQsendQueryParams": 1, "PQsendPrepare": 2, "pn_db_query": 1, "pn_db_script": 1}
+           "PQsendQueryParams": 1, "PQsendPrepare": 2, "pn_db_query": 1, "pn_db_script": 1,
+           "pn_admin_query": 1}
 # Reviewed exceptions: (file, function called, argument text) -> why it is safe
 SQL_ALLOWED = {
     ("common/store.c", "PQexec", "sql"):
         "SET statement_timeout = %s from the configured integer (store.c connect_db)",
     ("admin/db.c", "PQexecParams", "sql"): "pn_db_query() itself: its callers are checked",
     ("admin/db.c", "PQexec", "sql"): "pn_db_script() itself: its callers are checked",
+    ("admin/main.c", "pn_db_query", "sql"): "pn_admin_query() itself: its callers are checked",
     ("admin/cmd_migrate.c", "pn_db_script", "sql"):
         "the text of the numbered sql/*.sql files, applied as they are",
 }
