@@ -146,38 +146,13 @@ def legacy_notification(oid, amount="000000001999", status="000", sign_amount=No
 # ---------------------------------------------------------------------------
 
 
-class Scenarios:
-    transport = None
-    server = None
+class Scenarios(pntest.ReceiverScenarios):
+    receiver = "2c2p"
+    workers = FCGI_WORKERS
 
-    @classmethod
-    def setUpClass(cls):
-        cls.binary = pntest.binary("2c2p")
-        if not os.access(cls.binary, os.X_OK):
-            raise AssertionError("%s is not built" % cls.binary)
-        if cls.transport == "fcgi":
-            cls.server = pntest.FcgiServer(cls.binary, CFG, workers=FCGI_WORKERS).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.server is not None:
-            cls.server.stop()
-            cls.server = None
-
-    def setUp(self):
-        if not PG.running:
-            PG.start()
-        PG.reset()
-
-    def tearDown(self):
-        if self.server is not None:
-            dead = self.server.dead_workers()
-            if dead:
-                text = self.server.diagnostics()
-                self.server.stop()
-                type(self).server = pntest.FcgiServer(self.binary, CFG,
-                                                      workers=FCGI_WORKERS).start()
-                self.fail("FastCGI worker(s) died during the test: %r\n%s" % (dead, text))
+    @staticmethod
+    def env():
+        return PG, CFG
 
     # -- helpers ----------------------------------------------------------
     def send(self, body, site=SITE, ctype=JSON_TYPE, method="POST"):

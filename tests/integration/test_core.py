@@ -237,41 +237,17 @@ class StripeKit:
 # The scenarios, written once
 
 
-class CoreScenarios:
+class CoreScenarios(pntest.ReceiverScenarios):
     kit = None
-    transport = None        # "cgi" or "fcgi"
-    server = None
+    workers = FCGI_WORKERS
+
+    @staticmethod
+    def env():
+        return PG, CFG
 
     @classmethod
-    def setUpClass(cls):
-        cls.binary = pntest.binary(cls.kit.provider)
-        if not os.access(cls.binary, os.X_OK):
-            raise AssertionError("%s is not built (run autoreconf -fi && ./configure && make)"
-                                 % cls.binary)
-        if cls.transport == "fcgi":
-            cls.server = pntest.FcgiServer(cls.binary, CFG, workers=FCGI_WORKERS).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.server is not None:
-            cls.server.stop()
-            cls.server = None
-
-    def setUp(self):
-        if not PG.running:
-            PG.start()
-        PG.reset()
-
-    def tearDown(self):
-        if self.server is not None:
-            dead = self.server.dead_workers()
-            if dead:
-                text = self.server.diagnostics()
-                # replace the crashed workers so later tests still run
-                self.server.stop()
-                type(self).server = pntest.FcgiServer(self.binary, CFG,
-                                                      workers=FCGI_WORKERS).start()
-                self.fail("FastCGI worker(s) died during the test: %r\n%s" % (dead, text))
+    def receiver_name(cls):
+        return cls.kit.provider
 
     # -- helpers ----------------------------------------------------------
     def path(self, site):

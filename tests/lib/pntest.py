@@ -796,6 +796,63 @@ class FcgiServer:
         return "\n".join(parts)
 
 
+
+# ---------------------------------------------------------------------------
+# A receiver under test, as CGI or over FastCGI
+
+
+class ReceiverScenarios:
+    """Base of the integration test classes that run one receiver's
+    scenarios twice: as CGI (transport "cgi": one process per request) and
+    over FastCGI (transport "fcgi": pre-forked workers on a unix socket).
+    A worker that dies during a test fails that test and is replaced, so
+    later tests still run.  Subclasses set `receiver` (the provider name, or
+    override receiver_name()), `transport` and `workers`, and env() returning
+    the module's (PgCluster, Config)."""
+    receiver = None
+    transport = None        # "cgi" or "fcgi"
+    workers = 3
+    server = None
+
+    @staticmethod
+    def env():
+        raise NotImplementedError
+
+    @classmethod
+    def receiver_name(cls):
+        return cls.receiver
+
+    @classmethod
+    def setUpClass(cls):
+        cls.binary = binary(cls.receiver_name())
+        if not os.access(cls.binary, os.X_OK):
+            raise AssertionError("%s is not built (run autoreconf -fi && ./configure && make)"
+                                 % cls.binary)
+        if cls.transport == "fcgi":
+            cls.server = FcgiServer(cls.binary, cls.env()[1], workers=cls.workers).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.server is not None:
+            cls.server.stop()
+            cls.server = None
+
+    def setUp(self):
+        pg = self.env()[0]
+        if not pg.running:
+            pg.start()
+        pg.reset()
+
+    def tearDown(self):
+        if self.server is not None:
+            dead = self.server.dead_workers()
+            if dead:
+                text = self.server.diagnostics()
+                self.server.stop()
+                type(self).server = FcgiServer(self.binary, self.env()[1],
+                                               workers=self.workers).start()
+                self.fail("FastCGI worker(s) died during the test: %r\n%s" % (dead, text))
+
 # ---------------------------------------------------------------------------
 # Signers
 
