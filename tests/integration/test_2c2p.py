@@ -49,17 +49,9 @@ FORM_TYPE = "application/x-www-form-urlencoded"
 
 
 def write_config(cluster):
-    """A config with two 2C2P sites (pntest.write_config knows only Alipay
-    and Stripe); the v4 secret file holds a decoy key first (rotation)."""
-    d = tempfile.mkdtemp(prefix="pntest-2c2p-cfg.")
-    pntest._cleanups.append(lambda: shutil.rmtree(d, ignore_errors=True))
-    pntest._write_secret(os.path.join(d, "2c2p.key"), OTHER_KEY + "\n" + KEY + "\n")
-    pntest._write_secret(os.path.join(d, "2c2p-legacy.key"), LEGACY_KEY + "\n")
-    text = "\n".join([
-        "[database]",
-        "conninfo = %s" % cluster.conninfo(),
-        "statement_timeout_ms = 3000",
-        "",
+    """A config with two 2C2P sites; the v4 secret file holds a decoy key
+    first (rotation)."""
+    return pntest.write_site_config(cluster, [
         "[site %s]" % SITE,
         "2c2p.merchant_id = %s" % MERCHANT,
         "2c2p.secret_key_file = 2c2p.key",
@@ -68,12 +60,8 @@ def write_config(cluster):
         "2c2p.merchant_id = %s" % MERCHANT,
         "2c2p.secret_key_file = 2c2p-legacy.key",
         "2c2p.api = redirect",
-        "",
-    ])
-    path = os.path.join(d, "paynotify.ini")
-    with open(path, "w") as f:
-        f.write(text)
-    return path
+    ], secrets=[("2c2p.key", OTHER_KEY + "\n" + KEY + "\n"),
+                ("2c2p-legacy.key", LEGACY_KEY + "\n")], prefix="pntest-2c2p-cfg.")
 
 
 def setUpModule():

@@ -66,19 +66,8 @@ V2_OK = (b"<xml><return_code><![CDATA[SUCCESS]]></return_code>"
 
 def write_config(cluster):
     """A config with one WeChat Pay site doing v3 (public key and a platform
-    certificate) and v2 (pntest.write_config knows only Alipay and Stripe)."""
-    d = tempfile.mkdtemp(prefix="pntest-wx-cfg.")
-    pntest._cleanups.append(lambda: shutil.rmtree(d, ignore_errors=True))
-    os.makedirs(os.path.join(d, "keys"))
-    shutil.copyfile(os.path.join(UNIT_KEYS, "test-a.pub.pem"), os.path.join(d, "keys", "wxp-pub.pem"))
-    shutil.copyfile(os.path.join(UNIT_KEYS, "wxp-cert-b.pem"), os.path.join(d, "keys", "wxp-cert.pem"))
-    pntest._write_secret(os.path.join(d, "apiv3.key"), APIV3 + "\n")
-    pntest._write_secret(os.path.join(d, "apiv2.key"), APIV2 + "\n")
-    text = "\n".join([
-        "[database]",
-        "conninfo = %s" % cluster.conninfo(),
-        "statement_timeout_ms = 3000",
-        "",
+    certificate) and v2."""
+    return pntest.write_site_config(cluster, [
         "[site %s]" % SITE,
         "wechatpay.mchid = %s" % MCHID,
         "wechatpay.appid = %s" % APPID,
@@ -87,12 +76,10 @@ def write_config(cluster):
         "wechatpay.public_key_id = %s" % PUBID,
         "wechatpay.public_key_file = keys/wxp-pub.pem",
         "wechatpay.platform_cert_files = keys/wxp-cert.pem",
-        "",
-    ])
-    path = os.path.join(d, "paynotify.ini")
-    with open(path, "w") as f:
-        f.write(text)
-    return path
+    ], secrets=[("apiv3.key", APIV3 + "\n"), ("apiv2.key", APIV2 + "\n")],
+        files=[(os.path.join(UNIT_KEYS, "test-a.pub.pem"), "keys/wxp-pub.pem"),
+               (os.path.join(UNIT_KEYS, "wxp-cert-b.pem"), "keys/wxp-cert.pem")],
+        prefix="pntest-wx-cfg.")
 
 
 def setUpModule():

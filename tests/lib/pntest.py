@@ -517,6 +517,26 @@ def write_config(cluster=None, conninfo=None, sites=SITES, max_body_bytes=104857
     return Config(path, d, tuple(sites), max_body_bytes)
 
 
+def write_site_config(cluster, site_lines, secrets=(), files=(), prefix="pntest-cfg."):
+    """A config for sites write_config() does not know (WeChat Pay, 2C2P):
+    a temp dir (removed at exit) holding the secret files (name, text;
+    mode 0600) and copies of files (source path, name), and paynotify.ini
+    with the [database] section for cluster followed by site_lines.
+    Returns the path of the ini file."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    _cleanups.append(lambda: shutil.rmtree(d, ignore_errors=True))
+    for name, text in secrets:
+        _write_secret(os.path.join(d, name), text)
+    for src, name in files:
+        os.makedirs(os.path.dirname(os.path.join(d, name)), exist_ok=True)
+        shutil.copyfile(src, os.path.join(d, name))
+    path = os.path.join(d, "paynotify.ini")
+    with open(path, "w") as f:
+        f.write("\n".join(["[database]", "conninfo = %s" % cluster.conninfo(),
+                           "statement_timeout_ms = 3000", ""] + list(site_lines) + [""]))
+    return path
+
+
 # ---------------------------------------------------------------------------
 # Requests and responses
 
