@@ -36,8 +36,20 @@ struct pn_event {
 	bool refund_cumulative;		/* refund_minor is the running total, not this refund */
 	const char *psp_time;		/* provider's event time as sent, or NULL */
 	const char *key_id;		/* which configured key/secret verified it */
-	const char *flag;		/* "merchant_mismatch" when addressed to another merchant */
+	const char *flag;		/* set by the adapter: the event is stored under this
+					 * outcome and never applied (merchant_mismatch,
+					 * mode_mismatch, amount_mismatch) */
 	const char *flag_detail;	/* human detail for the flag */
+	/*
+	 * Nothing signed ties this event to the site (WeChat Pay v2 refund
+	 * results: the outer mch_id/sub_mch_id are unsigned).  It may change
+	 * an order only when it matches a payment this site verified: the
+	 * order is paid with the same psp_txn_id and the refund does not
+	 * exceed what was paid; otherwise it is stored as txn_mismatch.
+	 */
+	bool weak_identity;
+	const char *source;		/* where the event came from: "notification" (NULL
+					 * means this), "query", "statement" */
 };
 
 void pn_event_init(struct pn_event *ev);
