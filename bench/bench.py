@@ -422,6 +422,18 @@ class Receiver:
     def workers(self):
         return children_of(self.proc.pid)
 
+    def reload(self, nworkers, timeout=30):
+        """SIGHUP: the supervisor replaces every worker (new sessions)."""
+        old = set(self.workers())
+        self.proc.send_signal(signal.SIGHUP)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            now = set(self.workers())
+            if len(now) == nworkers and not (now & old):
+                return
+            time.sleep(0.1)
+        raise RuntimeError("%s workers were not replaced after SIGHUP" % self.provider)
+
     def log_offset(self):
         self.logf.flush()
         return os.path.getsize(self.logpath)
@@ -438,9 +450,19 @@ class Minimal:
 
     def __init__(self, binary, sock, workers, conninfo):
         self.sock = sock
-        self.proc = subprocess.Popen([binary, sock, str(workers), conninfo],
-                                     stdin=subprocess.DEVNULL)
+        self.argv = [binary, sock, str(workers), conninfo]
+        self.start()
+
+    def start(self):
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL)
         _procs.append(("popen", self.proc))
+
+    def restart(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(10)
+        _procs.remove(("popen", self.proc))
+        os.unlink(self.sock)
+        self.start()
 
     def workers(self):
         return children_of(self.proc.pid)
@@ -565,13 +587,9 @@ class Bench:
         self.pg = Pg(os.path.join(self.base, "pg"))
         self.pg.start()
         self.conf = write_config(os.path.join(self.base, "cfg"), self.pg)
-        env = dict(self.pg.env, PAYNOTIFY_CONFIG=self.conf)
-        subprocess.run([os.path.join(REPO, "paynotify"), "migrate", "--sql-dir",
-                        os.path.join(REPO, "sql")], env=env, check=True,
-                       stdout=subprocess.DEVNULL)
         self.pg.psql("CREATE SEQUENCE public.bench_seq")
-        if a.history:
-            self.seed_history(a.history)
+        self.state = None
+        self.migrate()
         self.sockdir = os.path.join(self.base, "sock")
         self.logdir = os.path.join(self.base, "log")
         self.receivers = {}
@@ -623,6 +641,42 @@ class Bench:
             n, " (+ a 5x duplicate set)" if a.dup else "", time.time() - t0))
 
     # -- database state -----------------------------------------------------
+    def migrate(self):
+        env = dict(self.pg.env, PAYNOTIFY_CONFIG=self.conf)
+        subprocess.run([os.path.join(REPO, "paynotify"), "migrate", "--sql-dir",
+                        os.path.join(REPO, "sql")], env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+
+    def enter_state(self, state):
+        """Put the database in one of the states users meet, with receiver
+        sessions that started in it:
+          fresh    an empty schema just made by `paynotify migrate`, never
+                   analysed (a shop's first day, a new site, a restore);
+          history  a.history old notifications of the site, analysed.
+        The schema is dropped and made again, then every receiver gets
+        SIGHUP (a new generation of workers: new sessions, no cached plans)
+        and the minimal responder is restarted, so nobody's session carries
+        plans made in another state."""
+        if state == self.state and state == "history":
+            return
+        self.pg.psql("DROP SCHEMA IF EXISTS paynotify CASCADE")
+        self.migrate()
+        if state == "history" and self.a.history:
+            self.seed_history(self.a.history)
+        self.state = state
+        if getattr(self, "nginx", None) is not None:
+            self.restart_sessions()
+
+    def restart_sessions(self):
+        for p in PROVIDERS:
+            self.receivers[p].reload(self.a.workers)
+        if self.minimal:
+            self.minimal.restart()
+            wait_socket(self.minimal.sock, "pn-minimal")
+        # every worker connects to PostgreSQL now (health checks), not in a run
+        for p in self.a.providers:
+            self.wrk_get("/notify/%s/%s" % (p, SITE))
+
     def seed_history(self, n):
         """A shop has history: n stored notifications of the site (provider
         'history', never touched by the runs), so that the planner never sees
@@ -638,18 +692,31 @@ class Bench:
             "'applied', '\\x00'::bytea, 'history', now() - interval '30 days', "
             "now() - interval '30 days' FROM generate_series(1, %d) g" % (SITE, AMOUNT_MINOR, n))
 
-    def reset(self, provider, norders):
+    def reset(self, provider, norders, state="history"):
+        """The run's orders, pending, in the given state (enter_state).  In
+        the fresh state the schema is made anew for every case and nothing
+        is analysed (autovacuum may, as it would for a shop)."""
         cur = CURRENCY.get(provider, "CNY")
+        if state == "fresh":
+            self.state = None
+            self.enter_state("fresh")
+        else:
+            self.enter_state("history")
+            self.pg.psql("DELETE FROM paynotify.notifications WHERE provider <> 'history'; "
+                         "TRUNCATE paynotify.orders")
         self.pg.psql(
-            "DELETE FROM paynotify.notifications WHERE provider <> 'history'; "
-            "TRUNCATE paynotify.orders; "
             "ALTER SEQUENCE public.bench_seq RESTART; "
             "INSERT INTO paynotify.orders (site, order_id, amount_minor, currency) "
             "SELECT '%s', '%s-' || g, %d, '%s' FROM generate_series(0, %d) g"
             % (SITE, provider, AMOUNT_MINOR, cur, norders))
-        self.pg.psql("VACUUM ANALYZE paynotify.orders")
-        self.pg.psql("VACUUM ANALYZE paynotify.notifications")
+        if state != "fresh":
+            self.pg.psql("VACUUM ANALYZE paynotify.orders")
+            self.pg.psql("VACUUM ANALYZE paynotify.notifications")
         self.pg.psql("CHECKPOINT")
+
+    def wal_syncs(self):
+        """WAL flushes (fdatasync/fsync calls) so far, pg_stat_wal.wal_sync."""
+        return int(self.pg.one("SELECT wal_sync FROM pg_stat_wal")[0])
 
     def tuples_read(self):
         r = self.pg.one("SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) "
@@ -702,11 +769,12 @@ class Bench:
             log("bench: CHECK FAILED %s: %s" % (label, detail))
         return ok
 
-    def http_case(self, kind, provider, dataset, conc, run):
+    def http_case(self, kind, provider, dataset, conc, run, state):
         """kind: receiver | minimal.  One wrk run + checks -> result dict."""
         a = self.a
         reqp = "alipay" if kind == "minimal" else provider
-        self.reset(reqp, self.counts[(reqp, "distinct" if dataset == "nonotify" else dataset)])
+        self.reset(reqp, self.counts[(reqp, "distinct" if dataset == "nonotify" else dataset)],
+                   state)
         if kind == "minimal":
             reqfile = self.minimal_file
             workers = self.minimal.workers()
@@ -719,6 +787,7 @@ class Bench:
             off = rcv.log_offset()
         groups = self.cpu_groups(workers)
         lsn0 = self.pg.one("SELECT pg_current_wal_lsn()")[0]
+        sync0 = self.wal_syncs()
         tr0 = self.tuples_read()
         c0 = self.cpu_snapshot(groups)
         t0 = time.time()
@@ -730,9 +799,10 @@ class Bench:
         for g in groups:
             cpu[g] = sum(c1[g].get(p, 0) - c0[g].get(p, 0) for p in c1[g]) / CLK_TCK
         wal = int(self.pg.one("SELECT pg_current_wal_lsn() - '%s'::pg_lsn" % lsn0)[0])
+        syncs = self.wal_syncs() - sync0
         st = self.db_state(reqp)
         res = {"kind": kind, "provider": provider, "dataset": dataset, "conc": conc,
-               "run": run, "rps": w["requests"] / (w["duration_us"] / 1e6),
+               "state": state, "run": run, "rps": w["requests"] / (w["duration_us"] / 1e6),
                "p50_ms": w["p50_us"] / 1000, "p99_ms": w["p99_us"] / 1000,
                "max_ms": w["max_us"] / 1000, "wrk_ok": w["requests"] - w["status"],
                "non2xx": w["status"],
@@ -741,6 +811,8 @@ class Bench:
         handled = st["deliveries"]
         res["handled"] = handled
         res["wal_per"] = wal / handled if handled else 0
+        # WAL flushes per committed notification (duplicates commit too)
+        res["wal_sync_per"] = syncs / handled if handled else 0
         time.sleep(0.6)         # backends flush their table statistics (1 s at most)
         res["tuples_read_per"] = (self.tuples_read() - tr0) / handled if handled else 0
         res["cpu_us_per"] = {g: (cpu[g] * 1e6 / handled if handled else 0) for g in cpu}
@@ -754,7 +826,7 @@ class Bench:
             res["lost_acks"] = text.count("could not write the answer")
             res["rss_kib"] = max(rss_kib(p) for p in workers) if workers else 0
             res["rss_all"] = sorted(rss_kib(p) for p in workers)
-        label = "%s %s %s c=%d run %d" % (kind, provider, dataset, conc, run)
+        label = "%s %s %s %s c=%d run %d" % (kind, provider, dataset, state, conc, run)
         self.verify(label, res, conc, dataset)
         return res
 
@@ -802,31 +874,57 @@ class Bench:
                              "duplicate set: %d deliveries of %d events (max %d per event)"
                              % (st["deliveries"], st["events"], st["max_deliveries"]))
         r["ok"] = bool(ok)
-        log("bench: %-40s %7.0f req/s p50 %5.1f p99 %6.1f max %6.1f ms  cpu %4.0f us/req  %s%s%s"
+        log("bench: %-48s %7.0f req/s p50 %5.1f p99 %6.1f max %6.1f ms  cpu %4.0f us/req "
+            "(pg %4.0f)  %.2f flushes  %s%s%s"
             % (label, r["rps"], r["p50_ms"], r["p99_ms"], r["max_ms"],
-               r["cpu_us_per"]["total"], "ok" if ok else "FAILED",
+               r["cpu_us_per"]["total"], r["cpu_us_per"]["postgres"], r["wal_sync_per"],
+               "ok" if ok else "FAILED",
                "  (%d answers to wrk's last requests not written: it had hung up)"
                % r["lost_acks"] if r.get("lost_acks") else "",
                "  (wrapped %d)" % r["wraps"] if r["wraps"] else ""))
 
-    def pgbench_case(self, run, notify=True):
-        a = self.a
-        n = int(a.max_rate * 3 * (a.duration + 1))
-        self.reset("pgb", n)
+    def pgbench_script(self, variant):
+        """The statement pgbench runs, with the raw body of a real Alipay
+        notification: `ingest` is what a receiver sends; `minimal` is
+        bench/minimal.c's single statement plus the raw-body insert (ceiling
+        for what ingest() costs inside PostgreSQL)."""
         raw = self.first["alipay"]
         _, headers, body = split_request(raw)
         hdr = json.dumps({"Content-Type": headers["Content-Type"]}, separators=(",", ":"))
-        script = os.path.join(self.base, "pgbench-ingest.sql")
+        seq = "(SELECT nextval('public.bench_seq') - 1 AS n) s"
+        if variant == "minimal":
+            return (
+                "WITH s AS (SELECT nextval('public.bench_seq') - 1 AS n), ins AS ("
+                " INSERT INTO paynotify.notifications AS n"
+                "  (site, provider, dedup_key, event_kind, order_id, outcome, raw_headers,"
+                "   raw_body)"
+                " SELECT '%s', 'alipay', 'pgb-ev-' || s.n, 'paid', 'pgb-' || s.n, 'applied',"
+                "  '%s'::jsonb, '\\x%s'::bytea FROM s"
+                " ON CONFLICT (site, provider, dedup_key) DO UPDATE"
+                "  SET deliveries = n.deliveries + 1, last_delivery_at = now()"
+                " RETURNING (xmax = 0) AS inserted, n.order_id) "
+                "UPDATE paynotify.orders o SET status = 'paid', psp = 'alipay', paid_at = now(),"
+                " updated_at = now() FROM ins"
+                " WHERE ins.inserted AND o.site = '%s' AND o.order_id = ins.order_id"
+                " AND o.status = 'pending';\n" % (SITE, hdr, body.hex(), SITE))
+        return (
+            "SELECT i.* FROM %s, LATERAL "
+            "paynotify.ingest('%s', 'alipay', 'pgb-ev-' || s.n, 'paid', 'TRADE_SUCCESS', "
+            "'pgb-' || s.n, '2024052022001400' || s.n, NULL, %d, 'CNY', NULL, false, "
+            "'2024-05-20 10:00:05', 'alipay-rsa2:1', NULL, NULL, '%s'::jsonb, "
+            "'\\x%s'::bytea) i;\n" % (seq, SITE, AMOUNT_MINOR, hdr, body.hex()))
+
+    def pgbench_case(self, run, state, variant="ingest", notify=True):
+        a = self.a
+        n = int(a.max_rate * 3 * (a.duration + 1))
+        self.reset("pgb", n, state)
+        script = os.path.join(self.base, "pgbench-%s.sql" % variant)
         with open(script, "w") as f:
-            f.write(
-                "SELECT i.* FROM (SELECT nextval('public.bench_seq') - 1 AS n) s, LATERAL "
-                "paynotify.ingest('%s', 'alipay', 'pgb-ev-' || s.n, 'paid', 'TRADE_SUCCESS', "
-                "'pgb-' || s.n, '2024052022001400' || s.n, NULL, %d, 'CNY', NULL, false, "
-                "'2024-05-20 10:00:05', 'alipay-rsa2:1', NULL, NULL, '%s'::jsonb, "
-                "'\\x%s'::bytea) i;\n" % (SITE, AMOUNT_MINOR, hdr, body.hex()))
+            f.write(self.pgbench_script(variant))
         pm = self.pg.pid()
         pids = self.pg.pids()
         lsn0 = self.pg.one("SELECT pg_current_wal_lsn()")[0]
+        sync0 = self.wal_syncs()
         c0 = {p: cpu_ticks(p, p == pm) for p in pids}
         env = dict(self.pg.env)
         if not notify:
@@ -843,13 +941,16 @@ class Bench:
         if not m or not tx:
             raise RuntimeError("pgbench failed: %s %s" % (out, r.stderr.decode()))
         wal = int(self.pg.one("SELECT pg_current_wal_lsn() - '%s'::pg_lsn" % lsn0)[0])
+        syncs = self.wal_syncs() - sync0
         st = self.db_state("pgb")
-        res = {"kind": "pgbench", "conc": a.pgbench_clients, "run": run, "rps": float(m.group(1)),
+        res = {"kind": "pgbench", "variant": variant, "state": state, "conc": a.pgbench_clients,
+               "run": run, "rps": float(m.group(1)),
                "wal_per": wal / max(1, int(tx.group(1))),
+               "wal_sync_per": syncs / max(1, int(tx.group(1))),
                "lat_avg_ms": float(lat.group(1)) if lat else 0, "tx": int(tx.group(1)),
                "db": st, "cpu_us_per": {"postgres": cpu * 1e6 / max(1, int(tx.group(1)))}}
-        label = "pgbench ingest%s c=%d run %d" % ("" if notify else " notify=off",
-                                                   a.pgbench_clients, run)
+        label = "pgbench %s%s %s c=%d run %d" % (variant, "" if notify else " notify=off",
+                                                  state, a.pgbench_clients, run)
         ok = self.check(label, st["events"] == res["tx"] == st["applied"] == st["paid"],
                         "%d transactions, %d events, %d applied, %d paid"
                         % (res["tx"], st["events"], st["applied"], st["paid"]))
@@ -858,9 +959,9 @@ class Bench:
                          "pgbench exit %d, failed transactions: %s"
                          % (r.returncode, failed.group(1) if failed else "?"))
         res["ok"] = bool(ok)
-        log("bench: %-40s %7.0f tps  lat avg %5.2f ms  %s" % (label, res["rps"],
-                                                             res["lat_avg_ms"],
-                                                             "ok" if ok else "FAILED"))
+        log("bench: %-48s %7.0f tps  lat avg %5.2f ms  pg %4.0f us/tx  %.2f flushes  %s"
+            % (label, res["rps"], res["lat_avg_ms"], res["cpu_us_per"]["postgres"],
+               res["wal_sync_per"], "ok" if ok else "FAILED"))
         return res
 
     def set_notify(self, on):
@@ -868,23 +969,13 @@ class Bench:
         receiver (SIGHUP: a new generation of workers, new connections)."""
         self.pg.psql("ALTER DATABASE paynotify %s" % (
             "RESET paynotify.notify" if on else "SET paynotify.notify = off"))
-        rcv = self.receivers["alipay"]
-        old = set(rcv.workers())
-        rcv.proc.send_signal(signal.SIGHUP)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            now = set(rcv.workers())
-            if len(now) == self.a.workers and not (now & old):
-                break
-            time.sleep(0.1)
-        else:
-            raise RuntimeError("alipay workers were not replaced after SIGHUP")
+        self.receivers["alipay"].reload(self.a.workers)
         self.wrk_get("/notify/alipay/%s" % SITE)
 
     # -- CGI --------------------------------------------------------------------
     def cgi_case(self, provider="alipay"):
         a = self.a
-        self.reset(provider, self.counts[(provider, "distinct")])
+        self.reset(provider, self.counts[(provider, "distinct")], a.states[-1])
         reqs = []
         with open(self.reqfiles[(provider, "distinct")], "rb") as f:
             while len(reqs) < 5000:
@@ -944,7 +1035,7 @@ class Bench:
     # -- callgrind ----------------------------------------------------------------
     def callgrind_case(self, provider):
         a = self.a
-        self.reset(provider, self.counts[(provider, "distinct")])
+        self.reset(provider, self.counts[(provider, "distinct")], a.states[-1])
         sock = os.path.join(self.sockdir, "cg-%s.sock" % provider)
         out = os.path.join(self.base, "callgrind.%s.out" % provider)
         logf = open(os.path.join(self.logdir, "callgrind-%s.log" % provider), "wb")
@@ -1018,30 +1109,37 @@ class Bench:
                     out.write(b"%d\n" % len(r))
                     out.write(r)
         for run in range(1, a.runs + 1):
-            for conc in a.conc:
-                cases = []
-                if self.minimal and self.minimal_file:
-                    cases.append(("minimal", "alipay", "distinct", conc))
-                cases += [("receiver", p, "distinct", conc) for p in a.providers]
-                if a.dup and conc == max(a.conc):
-                    cases += [("receiver", p, "dup5", conc) for p in a.providers]
-                # a different case goes first in every run (no position bias)
-                k = (run - 1) % len(cases)
-                for c in cases[k:] + cases[:k]:
-                    self.results[c].append(self.http_case(c[0], c[1], c[2], c[3], run))
-            if a.pgbench:
-                self.results[("pgbench",)].append(self.pgbench_case(run))
+            # a different state goes first in every run (no position bias)
+            states = a.states[(run - 1) % len(a.states):] + a.states[:(run - 1) % len(a.states)]
+            for state in states:
+                for conc in a.conc:
+                    cases = []
+                    if self.minimal and self.minimal_file:
+                        cases.append(("minimal", "alipay", "distinct", conc, state))
+                    cases += [("receiver", p, "distinct", conc, state) for p in a.providers]
+                    if a.dup and conc == max(a.conc):
+                        cases += [("receiver", p, "dup5", conc, state) for p in a.providers]
+                    # a different case goes first in every run (no position bias)
+                    k = (run - 1) % len(cases)
+                    for c in cases[k:] + cases[:k]:
+                        self.results[c].append(self.http_case(*c[:4], run=run, state=state))
+                if a.pgbench:
+                    for variant in ("minimal", "ingest"):
+                        self.results[("pgbench", variant, state)].append(
+                            self.pgbench_case(run, state, variant))
+            state = a.states[-1]
             if a.notify_variant and "alipay" in a.providers:
                 # the same receiver with paynotify.notify = off (sql/003)
                 self.set_notify(False)
                 try:
                     for conc in a.conc:
-                        self.results[("receiver", "alipay", "nonotify", conc)].append(
-                            self.http_case("receiver", "alipay", "nonotify", conc, run))
+                        self.results[("receiver", "alipay", "nonotify", conc, state)].append(
+                            self.http_case("receiver", "alipay", "nonotify", conc, run, state))
                 finally:
                     self.set_notify(True)
                 if a.pgbench:
-                    self.results[("pgbench-nonotify",)].append(self.pgbench_case(run, False))
+                    self.results[("pgbench", "ingest-nonotify", state)].append(
+                        self.pgbench_case(run, state, "ingest", False))
         self.rss_end = {p: max(rss_kib(w) for w in self.receivers[p].workers())
                         for p in PROVIDERS}
         self.cgi = self.cgi_case() if a.cgi_seconds > 0 and "alipay" in a.providers else None
@@ -1062,23 +1160,29 @@ class Bench:
                      os.cpu_count(), cpu_model(), self.load_before,
                      self.pg.one("SHOW server_version")[0], a.workers, a.threads))
         L.append("")
+        def pgb_med(variant, state, field="rps"):
+            rs = self.results.get(("pgbench", variant, state))
+            return med([r[field] for r in rs]) if rs else None
         ceil = {}
-        pgb = self.results.get(("pgbench",))
-        pgb_tps = med([r["rps"] for r in pgb]) if pgb else None
-        for conc in a.conc:
-            m = self.results.get(("minimal", "alipay", "distinct", conc))
-            ceil[conc] = med([r["rps"] for r in m]) if m else None
-        L.append("| case | conns | req/s | p50 ms | p99 ms | max ms | errors | vs minimal | "
-                 "vs pgbench | CPU µs/notif (workers+pg+nginx) | WAL B/notif | "
-                 "worker RSS KiB start→end | "
-                 "checks |")
-        L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---|")
-        keys = [k for k in self.results if not k[0].startswith("pgbench")]
+        for k, rs in self.results.items():
+            if k[0] == "minimal":
+                ceil[(k[3], k[4])] = med([r["rps"] for r in rs])
+        L.append("States: fresh = an empty schema just made by `paynotify migrate`, never "
+                 "analysed, receiver sessions started in it; history = %d old notifications, "
+                 "analysed.  Ratios are against the minimal responder and pgbench on ingest() "
+                 "in the same state and run set." % a.history)
+        L.append("")
+        L.append("| state | case | conns | req/s | p50 ms | p99 ms | max ms | errors | vs minimal | "
+                 "vs pgbench | CPU µs/notif (workers+pg+nginx) | WAL B/notif | WAL flushes/notif | "
+                 "worker RSS KiB start→end | checks |")
+        L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---|")
+        keys = [k for k in self.results if k[0] != "pgbench"]
         order = {"minimal": 0, "receiver": 1}
-        keys.sort(key=lambda k: (k[3], order[k[0]], k[2], PROVIDERS.index(k[1])))
+        keys.sort(key=lambda k: (a.states.index(k[4]), k[3], order[k[0]], k[2],
+                                 PROVIDERS.index(k[1])))
         for k in keys:
             rs = self.results[k]
-            kind, p, ds, conc = k
+            kind, p, ds, conc, state = k
             rps = med([r["rps"] for r in rs])
             name = "minimal responder (ceiling a)" if kind == "minimal" else \
                 p + {"dup5": " ×5 duplicates", "nonotify": ", paynotify.notify = off"}.get(ds, "")
@@ -1089,48 +1193,51 @@ class Bench:
             rss = "—"
             if kind == "receiver":
                 rss = "%d→%d" % (self.rss_start[p], max(r["rss_kib"] for r in rs))
-            vs_min = ("%.0f %%" % (100 * rps / ceil[conc])) if ceil.get(conc) else "—"
-            vs_pgb = ("%.0f %%" % (100 * rps / pgb_tps)) if pgb_tps else "—"
-            if kind == "minimal":
-                vs_min = "100 %"
-            L.append("| %s | %d | %.0f | %.1f | %.1f | %.1f | %d | %s | %s | %.0f (%.0f+%.0f+%.0f) "
-                     "| %.0f | %s | %s |" % (
-                         name, conc, rps, med([r["p50_ms"] for r in rs]),
+            c = ceil.get((conc, state))
+            vs_min = ("%.2f×" % (rps / c)) if c else "—"
+            pgb_tps = pgb_med("ingest", state)
+            vs_pgb = ("%.2f×" % (rps / pgb_tps)) if pgb_tps else "—"
+            L.append("| %s | %s | %d | %.0f | %.1f | %.1f | %.1f | %d | %s | %s | %.0f (%.0f+%.0f+%.0f) "
+                     "| %.0f | %.2f | %s | %s |" % (
+                         state, name, conc, rps, med([r["p50_ms"] for r in rs]),
                          med([r["p99_ms"] for r in rs]), med([r["max_ms"] for r in rs]), errs,
                          vs_min, vs_pgb, cw + cp + cn, cw, cp, cn,
-                         med([r["wal_per"] for r in rs]), rss,
+                         med([r["wal_per"] for r in rs]),
+                         med([r["wal_sync_per"] for r in rs]), rss,
                          "%d/%d ok" % (sum(r["ok"] for r in rs), len(rs))))
-        if pgb:
-            L.append("| pgbench `paynotify.ingest()` (ceiling b) | %d clients | %.0f tps | "
-                     "avg %.2f | | | 0 | | 100 %% | %.0f (postgres) | %.0f | | %d/%d ok |" % (
-                         a.pgbench_clients, pgb_tps, med([r["lat_avg_ms"] for r in pgb]),
-                         med([r["cpu_us_per"]["postgres"] for r in pgb]),
-                         med([r["wal_per"] for r in pgb]),
-                         sum(r["ok"] for r in pgb), len(pgb)))
-        pgn = self.results.get(("pgbench-nonotify",))
-        if pgn:
-            L.append("| pgbench `paynotify.ingest()`, paynotify.notify = off | %d clients | %.0f tps "
-                     "| avg %.2f | | | 0 | | %.0f %% | %.0f (postgres) | %.0f | | %d/%d ok |" % (
-                         a.pgbench_clients, med([r["rps"] for r in pgn]),
-                         med([r["lat_avg_ms"] for r in pgn]),
-                         100 * med([r["rps"] for r in pgn]) / pgb_tps if pgb_tps else 0,
-                         med([r["cpu_us_per"]["postgres"] for r in pgn]),
-                         med([r["wal_per"] for r in pgn]),
-                         sum(r["ok"] for r in pgn), len(pgn)))
+        pkeys = sorted((k for k in self.results if k[0] == "pgbench"),
+                       key=lambda k: (a.states.index(k[2]), k[1]))
+        for k in pkeys:
+            rs = self.results[k]
+            _, variant, state = k
+            name = {"ingest": "pgbench `paynotify.ingest()` (ceiling b)",
+                    "minimal": "pgbench minimal statement + raw body",
+                    "ingest-nonotify": "pgbench `paynotify.ingest()`, paynotify.notify = off"}[variant]
+            base = pgb_med("minimal", state)
+            L.append("| %s | %s | %d clients | %.0f tps | avg %.2f | | | 0 | | %s | %.0f (postgres) "
+                     "| %.0f | %.2f | | %d/%d ok |" % (
+                         state, name, a.pgbench_clients, med([r["rps"] for r in rs]),
+                         med([r["lat_avg_ms"] for r in rs]),
+                         ("%.2f× minimal stmt" % (med([r["rps"] for r in rs]) / base))
+                         if base and variant != "minimal" else "",
+                         med([r["cpu_us_per"]["postgres"] for r in rs]),
+                         med([r["wal_per"] for r in rs]), med([r["wal_sync_per"] for r in rs]),
+                         sum(r["ok"] for r in rs), len(rs)))
         L.append("")
         L.append("Per run (req/s): " + "; ".join(
-            "%s %s c=%d: %s" % (k[1] if k[0] == "receiver" else "minimal",
-                                k[2] if k[0] == "receiver" else "", k[3],
-                                "/".join("%.0f" % r["rps"] for r in self.results[k]))
-            for k in keys) + ("; pgbench: %s" % "/".join("%.0f" % r["rps"] for r in pgb)
-                              if pgb else "") +
-                 ("; pgbench notify=off: %s" % "/".join("%.0f" % r["rps"] for r in pgn)
-                  if pgn else ""))
+            "%s %s %s c=%d: %s" % (k[4], k[1] if k[0] == "receiver" else "minimal",
+                                   k[2] if k[0] == "receiver" else "", k[3],
+                                   "/".join("%.0f" % r["rps"] for r in self.results[k]))
+            for k in keys) + "".join(
+            "; %s pgbench %s: %s" % (k[2], k[1], "/".join("%.0f" % r["rps"]
+                                                          for r in self.results[k]))
+            for k in pkeys))
         wr = [(k, r["wraps"]) for k in keys for r in self.results[k] if r["wraps"]]
         if wr:
             L.append("")
             L.append("Wrapped (a request file ran out and started again; the repeats were "
-                     "duplicates): " + ", ".join("%s %s c=%d" % (k[1], k[2], k[3]) for k, _ in wr))
+                     "duplicates): " + ", ".join("%s %s %s c=%d" % (k[4], k[1], k[2], k[3])
+                                                 for k, _ in wr))
         L.append("")
         L.append("Worker RSS after all runs (max per receiver, KiB): " + ", ".join(
             "%s %d→%d" % (p, self.rss_start[p], self.rss_end[p]) for p in PROVIDERS))
@@ -1192,7 +1299,11 @@ def main():
     ap.add_argument("--no-callgrind", dest="callgrind", action="store_false")
     ap.add_argument("--callgrind-requests", type=int, default=200)
     ap.add_argument("--history", type=int, default=50000,
-                    help="old notifications in the table before the runs (0: none)")
+                    help="old notifications in the history state (0: run the fresh state only)")
+    ap.add_argument("--states", default="fresh,history",
+                    help="database states to measure, comma separated: fresh (an empty schema "
+                    "just migrated, never analysed) and/or history (--history old "
+                    "notifications, analysed)")
     ap.add_argument("--cgi-seconds", type=int, default=5)
     ap.add_argument("--cgi-parallel", type=int, default=2)
     ap.add_argument("--minimal-binary", default=None)
@@ -1207,6 +1318,12 @@ def main():
         a.cgi_seconds = 0
         a.max_rate = 1500       # ~4,500 requests: the smoke runs 2 s
         a.history = min(a.history, 5000)
+    a.states = [x for x in a.states.split(",") if x]
+    if a.history == 0:
+        a.states = [x for x in a.states if x != "history"] or ["fresh"]
+    for x in a.states:
+        if x not in ("fresh", "history"):
+            die("unknown state %s (fresh, history)" % x)
     a.providers = [p for p in a.providers.split(",") if p]
     a.conc = [int(c) for c in a.conc.split(",")]
     if not a.minimal:
