@@ -91,18 +91,18 @@ log_value(char *dst, size_t sz, const char *src)
 static bool
 is_status_path(const struct pn_receiver *r, const struct pn_request *req)
 {
-	const char *want = r->cfg->status_path, *path = req->path_info;
+	const char *conf = r->cfg->status_path, *path = req->path_info;
 	size_t	plen, wlen;
 
-	if (want == NULL)
+	if (conf == NULL)
 		return false;
 	if (*path == '\0' && req->request_uri != NULL)
 		path = req->request_uri;	/* no PATH_INFO: Apache's mod_proxy_fcgi */
 	plen = strcspn(path, "?");
-	wlen = strlen(want);
+	wlen = strlen(conf);
 	if (plen == wlen)
-		return strncmp(path, want, wlen) == 0;
-	return plen == wlen + 1 + strlen(r->provider->name) && strncmp(path, want, wlen) == 0
+		return strncmp(path, conf, wlen) == 0;
+	return plen == wlen + 1 + strlen(r->provider->name) && strncmp(path, conf, wlen) == 0
 	    && path[wlen] == '/'
 	    && strncmp(path + wlen + 1, r->provider->name, plen - wlen - 1) == 0;
 }
