@@ -6,21 +6,27 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "admin.h"
 
 static void
 help(FILE *f)
 {
-	fprintf(f, "usage: paynotify stats [--site S] [--format table|csv|json|prometheus]\n\n"
+	fprintf(f, "usage: paynotify stats [--site S] [--format table|csv|json|prometheus]\n"
+		"                       [--output FILE]\n\n"
 		"Counts of stored notifications by site, provider, event kind and outcome,\n"
 		"with deliveries, duplicate deliveries and the last notification time.\n"
-		"For node_exporter's textfile collector:\n"
-		"  paynotify stats --format prometheus > /var/lib/node_exporter/paynotify.prom.$$ &&\n"
-		"    mv /var/lib/node_exporter/paynotify.prom.$$ /var/lib/node_exporter/paynotify.prom\n");
+		"--output FILE (with --format prometheus) replaces FILE atomically, for\n"
+		"node_exporter's textfile collector; when the database cannot be read FILE\n"
+		"holds only paynotify_stats_up 0 (never stale counters) and the exit is 3:\n"
+		"  paynotify stats --format prometheus --output "
+		"/var/lib/node_exporter/textfile/paynotify.prom\n");
 }
 
 static const char stats_sql[] =
@@ -106,16 +112,74 @@ print_prometheus(const struct pn_table *t, FILE *f)
 	}
 }
 
+#define STATS_UP_HELP "# HELP paynotify_stats_up The last `paynotify stats` read the database " \
+	"(1) or could not (0: the other series are absent).\n# TYPE paynotify_stats_up gauge\n"
+
+/*
+ * Write the exposition to a temporary file next to path, then rename it
+ * over path: a reader (node_exporter) sees the old file or the new one,
+ * never a partial or empty one.  t == NULL: the database could not be
+ * read; the file then holds paynotify_stats_up 0 and nothing else, so that
+ * old counters do not linger as if current.
+ */
+static bool
+write_textfile(const char *path, const struct pn_table *t)
+{
+	char   *tmp, *slash;
+	FILE   *f = NULL;
+	int	fd;
+	bool	ok = false;
+
+	slash = strrchr(path, '/');
+	tmp = slash ? pn_xasprintf("%.*s/.%s.XXXXXX", (int)(slash - path), path, slash + 1)
+	    : pn_xasprintf(".%s.XXXXXX", path);
+	fd = mkstemp(tmp);
+	if (fd < 0) {
+		fprintf(stderr, "paynotify: could not create a temporary file for \"%s\": %s\n",
+			path, strerror(errno));
+		free(tmp);
+		return false;
+	}
+	f = fdopen(fd, "w");
+	if (f == NULL) {
+		close(fd);
+		goto failed;
+	}
+	if (t != NULL)
+		print_prometheus(t, f);
+	fprintf(f, STATS_UP_HELP "paynotify_stats_up %d\n", t != NULL);
+	if (fflush(f) != 0 || fchmod(fd, 0644) != 0 || fsync(fd) != 0)
+		goto failed;
+	if (fclose(f) != 0) {
+		f = NULL;
+		goto failed;
+	}
+	f = NULL;
+	if (rename(tmp, path) != 0)
+		goto failed;
+	ok = true;
+	goto done;
+failed:
+	fprintf(stderr, "paynotify: could not write \"%s\": %s\n", path, strerror(errno));
+	if (f != NULL)
+		fclose(f);
+	unlink(tmp);
+done:
+	free(tmp);
+	return ok;
+}
+
 static int
 stats_exec(int argc, char **argv, const char *config_path)
 {
 	static const struct option longopts[] = {
 		{"site", required_argument, NULL, 's'},
 		{"format", required_argument, NULL, 'f'},
+		{"output", required_argument, NULL, 'o'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *params[1] = {NULL};
+	const char *params[1] = {NULL}, *output = NULL;
 	enum pn_format fmt = pn_format_default();
 	struct pn_table t;
 	int	opt;
@@ -128,6 +192,7 @@ stats_exec(int argc, char **argv, const char *config_path)
 			if (!pn_format_parse(optarg, true, &fmt))
 				return PN_EXIT_USAGE;
 			break;
+		case 'o': output = optarg; break;
 		case 'h':
 			help(stdout);
 			return 0;
@@ -140,8 +205,21 @@ stats_exec(int argc, char **argv, const char *config_path)
 		help(stderr);
 		return PN_EXIT_USAGE;
 	}
-	if (!pn_admin_query(config_path, stats_sql, 1, params, &t))
+	if (output != NULL && (fmt != PN_FMT_PROMETHEUS || *output == '\0')) {
+		fprintf(stderr, "paynotify: --output FILE needs --format prometheus\n");
+		return PN_EXIT_USAGE;
+	}
+	if (!pn_admin_query(config_path, stats_sql, 1, params, &t)) {
+		if (output != NULL)
+			(void)write_textfile(output, NULL);
 		return PN_EXIT_FAILURE;
+	}
+	if (output != NULL) {
+		bool ok = write_textfile(output, &t);
+
+		pn_table_free(&t);
+		return ok ? PN_EXIT_OK : PN_EXIT_FAILURE;
+	}
 	if (fmt == PN_FMT_PROMETHEUS)
 		print_prometheus(&t, stdout);
 	else
@@ -151,6 +229,6 @@ stats_exec(int argc, char **argv, const char *config_path)
 }
 
 const struct pn_cmd pn_cmd_stats = {
-	"stats", "[--site S] [--format prometheus]", "counters, for dashboards and Prometheus",
+	"stats", "[--site S] [--format prometheus [--output FILE]]", "counters, for dashboards and Prometheus",
 	stats_exec, help,
 };

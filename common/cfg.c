@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
 
 #include "cfg.h"
 #include "crypto.h"
@@ -31,6 +33,8 @@ enum ktype {
 	K_PUBKEYS,	/* struct pn_pubkey * + size_t count: key or certificate files */
 	K_PRIVKEY,	/* EVP_PKEY *: a private key file (test signing only) */
 	K_BOOL,		/* bool: on/off */
+	K_ADDRS,	/* struct pn_addr * + size_t count: addresses, ADDR or ADDR/BITS */
+	K_URLPATH,	/* char *: an absolute URL path outside /notify/ */
 };
 
 struct choice {
@@ -44,11 +48,13 @@ static const struct choice wxv2_sign_types[] = {
 	{"MD5", PN_WXV2_MD5}, {"HMAC-SHA256", PN_WXV2_HMAC_SHA256}, {NULL, 0}};
 static const struct choice twoc2p_apis[] = {
 	{"jwt", PN_2C2P_JWT}, {"redirect", PN_2C2P_REDIRECT}, {NULL, 0}};
+static const struct choice fwd_headers[] = {
+	{"X-Forwarded-For", PN_FWD_X_FORWARDED_FOR}, {"Forwarded", PN_FWD_FORWARDED}, {NULL, 0}};
 static const struct choice twoc2p_hashes[] = {
 	{"sha1", PN_2C2P_SHA1}, {"sha256", PN_2C2P_SHA256}, {NULL, 0}};
 
 struct keydef {
-	const char *section;	/* database, limits, log, site */
+	const char *section;	/* database, limits, log, metrics, site */
 	const char *key;
 	enum ktype type;
 	size_t	off;		/* into struct pn_config, or struct pn_site for "site" */
@@ -74,6 +80,16 @@ static const struct keydef keydefs[] = {
 	 "1048576", "largest request body accepted; larger bodies get 413"},
 	{"log", "level", K_INT, C(log_level), 0, 0, 2, NULL, "1",
 	 "0: errors and rejected requests only, 1: one line per request, 2: debug"},
+	{"log", "trusted_proxies", K_ADDRS, C(trusted_proxies), C(ntrusted_proxies), 0, 0, NULL,
+	 NULL, "proxies (ADDR or ADDR/BITS) whose forwarded-for header is logged as forwarded_for; "
+	 "unset: never logged"},
+	{"log", "forwarded_header", K_CHOICE, C(forwarded_header), 0, 0, 0, fwd_headers,
+	 "X-Forwarded-For", "the header a trusted proxy sets: X-Forwarded-For or Forwarded"},
+	{"metrics", "status_path", K_URLPATH, C(status_path), 0, 0, 0, NULL, NULL,
+	 "GET path (or path/<provider>) answered with live counters in Prometheus text format by "
+	 "FastCGI receivers; unset: no status path"},
+	{"metrics", "allow", K_ADDRS, C(status_allow), C(nstatus_allow), 0, 0, NULL,
+	 "127.0.0.1 ::1", "REMOTE_ADDRs (ADDR or ADDR/BITS) the status path answers; others get 403"},
 
 	{"site", "alipay.app_id", K_STR, S(alipay.app_id), 0, 0, 0, NULL, NULL,
 	 "the app_id notifications must carry"},
@@ -297,6 +313,73 @@ choice_list(const struct choice *c, char *buf, size_t sz)
 	}
 }
 
+/* "ADDR" or "ADDR/BITS", IPv4 or IPv6; host bits beyond the prefix must be 0. */
+static bool
+parse_addr(const char *word, struct pn_addr *a)
+{
+	char	buf[INET6_ADDRSTRLEN + 8], *slash;
+	int64_t	bits;
+	unsigned max, i;
+
+	if (strlen(word) >= sizeof(buf))
+		return false;
+	memset(a, 0, sizeof(*a));
+	snprintf(buf, sizeof(buf), "%s", word);
+	slash = strchr(buf, '/');
+	if (slash)
+		*slash++ = '\0';
+	if (inet_pton(AF_INET, buf, a->bytes) == 1)
+		a->family = AF_INET, max = 32;
+	else if (inet_pton(AF_INET6, buf, a->bytes) == 1)
+		a->family = AF_INET6, max = 128;
+	else
+		return false;
+	a->bits = max;
+	if (slash) {
+		if (!pn_parse_i64(slash, &bits) || bits < 0 || bits > max)
+			return false;
+		a->bits = (unsigned)bits;
+	}
+	for (i = a->bits; i < max; i++)
+		if (a->bytes[i / 8] & (0x80 >> (i % 8)))
+			return false;	/* 10.0.0.1/8: a typo for 10.0.0.0/8? */
+	return true;
+}
+
+bool
+pn_addr_match(const struct pn_addr *list, size_t n, const char *text)
+{
+	unsigned char b[16];
+	int	family;
+	size_t	i;
+
+	if (text == NULL || strlen(text) > INET6_ADDRSTRLEN)
+		return false;
+	if (inet_pton(AF_INET, text, b) == 1)
+		family = AF_INET;
+	else if (inet_pton(AF_INET6, text, b) == 1) {
+		static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+		family = AF_INET6;
+		if (memcmp(b, mapped, 12) == 0) {
+			memmove(b, b + 12, 4);
+			family = AF_INET;
+		}
+	} else
+		return false;
+	for (i = 0; i < n; i++) {
+		const struct pn_addr *a = &list[i];
+		unsigned full = a->bits / 8, rest = a->bits % 8;
+
+		if (a->family != family || memcmp(a->bytes, b, full) != 0)
+			continue;
+		if (rest && ((a->bytes[full] ^ b[full]) & (0xff << (8 - rest)) & 0xff))
+			continue;
+		return true;
+	}
+	return false;
+}
+
 /* Assign value (NUL-terminated, trimmed) to key kd of base. */
 static bool
 assign(struct parser *p, const struct keydef *kd, void *base, char *value,
@@ -368,6 +451,62 @@ assign(struct parser *p, const struct keydef *kd, void *base, char *value,
 			return false;
 		}
 		return true;
+	case K_ADDRS: {
+		struct pn_addr **list = (struct pn_addr **)field;
+		size_t *count = (size_t *)((char *)base + kd->count_off);
+		char   *w, *save = NULL;
+
+		free(*list);
+		*list = NULL;
+		*count = 0;
+		for (w = strtok_r(value, " \t,", &save); w; w = strtok_r(NULL, " \t,", &save)) {
+			struct pn_addr a;
+
+			if (!parse_addr(w, &a)) {
+				pn_err_set(err, "invalid address \"%s\" in \"%s\": expected an IPv4 or "
+					   "IPv6 address, optionally /BITS (127.0.0.1, ::1, 10.0.0.0/8)",
+					   w, kd->key);
+				return false;
+			}
+			*list = pn_xrealloc(*list, (*count + 1) * sizeof(**list));
+			(*list)[(*count)++] = a;
+		}
+		if (*count == 0) {
+			pn_err_set(err, "empty value for \"%s\"", kd->key);
+			return false;
+		}
+		return true;
+	}
+	case K_URLPATH: {
+		const char *c;
+
+		if (value[0] != '/' || strlen(value) > 128 || strstr(value, "//") != NULL
+		    || strstr(value, "/.") != NULL) {
+			pn_err_set(err, "invalid value \"%s\" for \"%s\": expected an absolute path "
+				   "such as /paynotify-status (at most 128 bytes, no // or /.)", value,
+				   kd->key);
+			return false;
+		}
+		for (c = value; *c; c++)
+			if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z')
+			      || (*c >= '0' && *c <= '9') || *c == '/' || *c == '-' || *c == '_'
+			      || *c == '.')) {
+				pn_err_set(err, "invalid character '%c' in \"%s\": use letters, digits, "
+					   "'/', '-', '_' and '.'", *c, kd->key);
+				return false;
+			}
+		/* The shipped web-server snippets pass everything under /notify/
+		 * to the receivers from anywhere: the status path must not be
+		 * reachable through them. */
+		if (strncmp(value, "/notify/", 8) == 0 || strcmp(value, "/notify") == 0) {
+			pn_err_set(err, "\"%s\" must not be under /notify/: the public notify "
+				   "locations would expose it (use e.g. /paynotify-status)", kd->key);
+			return false;
+		}
+		free(*(char **)field);
+		*(char **)field = pn_xstrdup(value);
+		return true;
+	}
 	case K_PRIVKEY: {
 		char   *path = resolve_path(p, value);
 		EVP_PKEY *k = NULL;
@@ -479,15 +618,16 @@ begin_section(struct parser *p, char *name, struct pn_err *err)
 		return true;
 	}
 	sp = name;
-	if (strcmp(sp, "database") == 0 || strcmp(sp, "limits") == 0 || strcmp(sp, "log") == 0) {
+	if (strcmp(sp, "database") == 0 || strcmp(sp, "limits") == 0 || strcmp(sp, "log") == 0
+	    || strcmp(sp, "metrics") == 0) {
 		for (i = 0; i < PN_ARRAY_LEN(keydefs); i++)
 			if (strcmp(keydefs[i].section, sp) == 0) {
 				p->section = keydefs[i].section;
 				return true;
 			}
 	}
-	pn_err_set(err, "unknown section \"[%s]\" (expected [database], [limits], [log] or "
-		   "[site NAME])", name);
+	pn_err_set(err, "unknown section \"[%s]\" (expected [database], [limits], [log], "
+		   "[metrics] or [site NAME])", name);
 	return false;
 }
 
@@ -616,6 +756,7 @@ pn_cfg_load(const char *path, struct pn_err *err)
 	apply_defaults("database", cfg);
 	apply_defaults("limits", cfg);
 	apply_defaults("log", cfg);
+	apply_defaults("metrics", cfg);
 
 	if (!pn_read_file(path, CFG_MAX_FILE, &text, &len, &e)) {
 		pn_err_set(err, "%s", e.msg);
@@ -705,6 +846,9 @@ pn_cfg_free(struct pn_config *cfg)
 		secrets_free(s->twoc2p.secrets, s->twoc2p.nsecrets);
 	}
 	free(cfg->sites);
+	free(cfg->trusted_proxies);
+	free(cfg->status_path);
+	free(cfg->status_allow);
 	free(cfg->conninfo);
 	free(cfg->path);
 	free(cfg);

@@ -1,7 +1,7 @@
 /*
  * cfg.h: the configuration file (contract: see README "Configuration").
  *
- * One INI file: [database], [limits], [log] and one [site NAME] per merchant
+ * One INI file: [database], [limits], [log], [metrics] and one [site NAME] per merchant
  * site with provider-prefixed keys.  Every key is declared once in the table
  * in cfg.c (name, type, bounds, documentation).  Loading validates
  * everything, reads every secret file (refusing files readable by group or
@@ -36,6 +36,15 @@ struct pn_pubkey {
 	char   *serial;		/* certificate serial, upper-case hex; NULL for bare keys */
 	time_t	not_after;	/* certificate expiry; 0 for bare keys */
 };
+
+/* An address or network of an address list ([log] trusted_proxies, [metrics] allow). */
+struct pn_addr {
+	int	family;			/* AF_INET or AF_INET6 */
+	unsigned char bytes[16];	/* network byte order; 4 used for AF_INET */
+	unsigned bits;			/* prefix length: 32 / 128 for one address */
+};
+
+enum pn_fwd_header { PN_FWD_X_FORWARDED_FOR = 0, PN_FWD_FORWARDED = 1 };
 
 enum pn_alipay_sign_type { PN_ALIPAY_RSA2 = 0, PN_ALIPAY_RSA = 1 };
 enum pn_wxv2_sign { PN_WXV2_MD5 = 1, PN_WXV2_HMAC_SHA256 = 2 };
@@ -104,6 +113,13 @@ struct pn_config {
 	int64_t	max_body_bytes;
 	/* [log] */
 	int64_t	log_level;		/* 0 quiet .. 2 debug */
+	struct pn_addr *trusted_proxies;	/* whose forwarded-for header is logged */
+	size_t	ntrusted_proxies;
+	int	forwarded_header;	/* enum pn_fwd_header */
+	/* [metrics] */
+	char   *status_path;		/* NULL: no status path */
+	struct pn_addr *status_allow;	/* REMOTE_ADDRs the status path answers */
+	size_t	nstatus_allow;
 	struct pn_site *sites;
 	size_t	nsites;
 };
@@ -114,12 +130,16 @@ void pn_cfg_free(struct pn_config *cfg);	/* NULL-safe */
 
 const struct pn_site *pn_cfg_site(const struct pn_config *cfg, const char *name);
 
+/* Is the textual address (REMOTE_ADDR) in the list?  IPv4-mapped IPv6
+ * addresses (::ffff:a.b.c.d) match IPv4 entries.  NULL or unparsable: no. */
+bool pn_addr_match(const struct pn_addr *list, size_t n, const char *text);
+
 /* The path to use: -c FILE, else $PAYNOTIFY_CONFIG, else the built-in default. */
 const char *pn_cfg_default_path(void);
 
 /* Documentation of every key, for tests and `paynotify check-config`. */
 struct pn_cfg_keydoc {
-	const char *section;	/* "database", "limits", "log" or "site" */
+	const char *section;	/* "database", "limits", "log", "metrics" or "site" */
 	const char *key;
 	const char *doc;
 };

@@ -85,6 +85,8 @@ put_kv(struct pn_buf *b, const char *key, const char *value)
 	for (p = value; *p; p++)
 		if (*p == ' ' || *p == '"' || *p == '=' || (unsigned char)*p < 0x20 || *p == '\\')
 			quote = true;
+	if (strlen(value) > 512)
+		quote = true;	/* the loop below cuts it */
 	pn_buf_printf(b, " %s=", key);
 	if (!quote) {
 		pn_buf_puts(b, value);
@@ -116,6 +118,8 @@ pn_log_request(const struct pn_reqlog *rl)
 	pn_buf_puts(&b, "request");
 	put_kv(&b, "site", rl->site ? rl->site : "-");
 	put_kv(&b, "provider", rl->provider);
+	put_kv(&b, "client", rl->client ? rl->client : "-");
+	put_kv(&b, "forwarded_for", rl->forwarded);
 	put_kv(&b, "dedup_key", rl->dedup_key);
 	put_kv(&b, "order", rl->order_id);
 	put_kv(&b, "outcome", rl->outcome);

@@ -18,8 +18,13 @@ void pn_log_set_level(int level);
 /* A free-form diagnostic line: "<program>[pid]: <level>: message". */
 void pn_log(enum pn_log_level level, const char *fmt, ...) PN_PRINTF(2, 3);
 
+/* Longest forwarded-for value logged (bytes, with the NUL). */
+#define PN_LOG_FORWARDED_MAX 128
+
 /* The per-request line. */
 struct pn_reqlog {
+	const char *client;		/* REMOTE_ADDR */
+	const char *forwarded;		/* a trusted proxy's forwarded-for header, or NULL */
 	const char *site;
 	const char *provider;
 	const char *dedup_key;

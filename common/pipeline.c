@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "pipeline.h"
 
 static int64_t
@@ -66,6 +67,46 @@ raw_headers_json(const struct pn_provider *p, const struct pn_request *req)
 	return out;
 }
 
+/*
+ * Copy an address-like value for the log: at most sz - 1 bytes of printable
+ * ASCII, anything else replaced by '?', "..." at the end when cut.  The
+ * log escapes again; this bounds what a client can put on the line.
+ */
+static const char *
+log_value(char *dst, size_t sz, const char *src)
+{
+	size_t	i;
+
+	if (src == NULL)
+		return NULL;
+	for (i = 0; src[i] && i < sz - 1; i++)
+		dst[i] = (src[i] >= 0x20 && src[i] < 0x7f) ? src[i] : '?';
+	dst[i] = '\0';
+	if (src[i] != '\0' && sz > 4)
+		memcpy(dst + sz - 4, "...", 4);
+	return dst;
+}
+
+/* Is this GET for the status path: [metrics] status_path or status_path/<provider>? */
+static bool
+is_status_path(const struct pn_receiver *r, const struct pn_request *req)
+{
+	const char *conf = r->cfg->status_path, *path = req->path_info;
+	size_t	plen, wlen;
+
+	if (conf == NULL)
+		return false;
+	if (*path == '\0' && req->request_uri != NULL)
+		path = req->request_uri;	/* no PATH_INFO: Apache's mod_proxy_fcgi */
+	plen = strcspn(path, "?");
+	wlen = strlen(conf);
+	if (plen == wlen)
+		return strncmp(path, conf, wlen) == 0;
+	return plen == wlen + 1 + strlen(r->provider->name) && strncmp(path, conf, wlen) == 0
+	    && path[wlen] == '/'
+	    && strncmp(path + wlen + 1, r->provider->name, plen - wlen - 1) == 0;
+}
+
 void
 pn_pipeline_handle(struct pn_receiver *r, struct pn_io *io)
 {
@@ -80,12 +121,21 @@ pn_pipeline_handle(struct pn_receiver *r, struct pn_io *io)
 	int64_t	t0 = pn_now_us();
 	int	status;
 	enum pn_read_rc rc;
+	bool	counted = true;		/* status-path scrapes are not counted */
+	char	client[64], forwarded[PN_LOG_FORWARDED_MAX];
 
 	memset(&rl, 0, sizeof(rl));
 	memset(&req, 0, sizeof(req));
 	err.msg[0] = '\0';
 	rl.provider = p->name;
 	pn_event_init(&ev);
+	/* Every line names the client, rejected ones above all (issue 13). */
+	rl.client = log_value(client, sizeof(client), io->param(io->ctx, "REMOTE_ADDR"));
+	if (r->cfg != NULL && r->cfg->ntrusted_proxies > 0
+	    && pn_addr_match(r->cfg->trusted_proxies, r->cfg->ntrusted_proxies, rl.client))
+		rl.forwarded = log_value(forwarded, sizeof(forwarded), io->param(io->ctx,
+			r->cfg->forwarded_header == PN_FWD_FORWARDED ? "HTTP_FORWARDED"
+			: "HTTP_X_FORWARDED_FOR"));
 
 	if (r->cfg == NULL) {
 		/* CGI with a broken configuration: ask the provider to retry. */
@@ -101,10 +151,40 @@ pn_pipeline_handle(struct pn_receiver *r, struct pn_io *io)
 		status = rc == PN_READ_TOO_LARGE ? 413 : rc == PN_READ_HEADERS_TOO_LARGE ? 431 : 400;
 		rl.outcome = "rejected";
 		rl.reason = err.msg;
+		if (req.path_info != NULL)	/* read before the headers and the body */
+			rl.site = pn_request_site(&req, r->arena);
 		p->answer(&req, &r->res, status, status == 413 ? "body too large" : "bad request");
 		goto respond;
 	}
 	rl.site = pn_request_site(&req, r->arena);
+	if ((strcmp(req.method, "GET") == 0 || strcmp(req.method, "HEAD") == 0)
+	    && is_status_path(r, &req)) {
+		/* Live counters for monitoring (docs/OPERATIONS.md "Live metrics"). */
+		rl.site = NULL;
+		rl.outcome = "status";
+		counted = false;
+		if (!pn_metrics_live()) {
+			status = 404;
+			rl.reason = "no live metrics under CGI (use paynotify stats)";
+			pn_response_set(&r->res, status, "text/plain",
+					"no live metrics under CGI: use paynotify stats\n");
+		} else if (!pn_addr_match(r->cfg->status_allow, r->cfg->nstatus_allow,
+					  req.remote_addr)) {
+			status = 403;
+			rl.reason = "client not in [metrics] allow";
+			pn_response_set(&r->res, status, "text/plain", "forbidden\n");
+		} else {
+			bool db_up = pn_store_ping(r->store, &err);
+
+			status = 200;
+			if (!db_up)
+				rl.reason = err.msg;
+			pn_response_set(&r->res, status, "text/plain; version=0.0.4; charset=utf-8",
+					NULL);
+			pn_metrics_render(&r->res.body, db_up);
+		}
+		goto respond;
+	}
 	if (strcmp(req.method, "GET") == 0 || strcmp(req.method, "HEAD") == 0) {
 		/* Health check for load balancers: never touches orders. */
 		rl.site = NULL;
@@ -186,6 +266,7 @@ pn_pipeline_handle(struct pn_receiver *r, struct pn_io *io)
 			raise(SIGKILL);
 	}
 #endif
+	pn_metrics_ingested();
 	status = 200;
 	rl.notification_id = ir.notification_id;
 	rl.outcome = ir.duplicate ? "duplicate" : pn_arena_strdup(r->arena, ir.outcome);
@@ -203,6 +284,12 @@ respond:
 		pn_log(PN_LOG_ERROR, "could not write the answer for site %s (client gone?)",
 		       rl.site ? rl.site : "-");
 	rl.micros = pn_now_us() - t0;
+	if (counted) {
+		if (site == NULL && r->cfg != NULL)
+			site = pn_cfg_site(r->cfg, rl.site);
+		pn_metrics_request(site ? site->name : NULL, rl.site != NULL, rl.outcome,
+				   rl.status);
+	}
 	pn_log_request(&rl);
 	free(headers_json);
 	pn_arena_reset(r->arena);

@@ -23,6 +23,7 @@
 #include <fcgiapp.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "pipeline.h"
 #include "server.h"
 
@@ -265,8 +266,11 @@ reload_in_place(struct pn_receiver *rcv, const char *path)
 	if (cfg == NULL) {
 		pn_log(PN_LOG_ERROR, "configuration reload refused, the old one keeps serving: %s",
 		       err.msg);
+		pn_metrics_reload(false);
 		return;
 	}
+	pn_metrics_sites(cfg);
+	pn_metrics_reload(true);
 	pn_receiver_destroy(rcv);
 	pn_cfg_free(old);
 	pn_receiver_init(rcv, p, cfg);
@@ -344,6 +348,7 @@ serve_here(const struct pn_provider *p, const struct pn_server_opts *o, int list
 	struct pn_receiver rcv;
 
 	pn_receiver_init(&rcv, p, cfg);
+	pn_metrics_workers(1, 1);	/* this process */
 	pn_log(PN_LOG_INFO, "serving FastCGI (%zu sites)", cfg->nsites);
 	worker_loop(&rcv, listen_fd, o->config_path);
 	pn_log(PN_LOG_INFO, "stopped");
@@ -435,6 +440,7 @@ reap(struct supervisor *sv, bool stopping)
 			sl->pid = 0;
 			if (stopping)
 				break;
+			pn_metrics_worker_died();
 			lived = mono_ms() - sl->started_ms;
 			if (lived >= HEALTHY_AFTER_S * 1000)
 				sl->backoff_ms = BACKOFF_MIN_MS;
@@ -462,8 +468,11 @@ reload(struct supervisor *sv)
 	if (cfg == NULL) {
 		pn_log(PN_LOG_ERROR, "configuration reload refused, the old one keeps serving: %s",
 		       err.msg);
+		pn_metrics_reload(false);
 		return;
 	}
+	pn_metrics_sites(cfg);		/* before the new workers start */
+	pn_metrics_reload(true);
 	pn_cfg_free(sv->cfg);
 	sv->cfg = cfg;
 	pn_log_set_level((int)cfg->log_level);
@@ -534,7 +543,7 @@ supervise(const struct pn_provider *p, const struct pn_server_opts *o, int liste
 	while (!stopping || any_alive(&sv)) {
 		struct timespec ts = {1, 0};
 		int64_t	now = mono_ms(), next = now + 1000;
-		int	sig;
+		int	sig, alive = 0;
 
 		for (i = 0; !stopping && i < (size_t)o->workers; i++) {
 			struct slot *sl = &sv.slots[i];
@@ -544,6 +553,9 @@ supervise(const struct pn_provider *p, const struct pn_server_opts *o, int liste
 			if (sl->pid == 0 && sl->respawn_ms < next)
 				next = sl->respawn_ms;
 		}
+		for (i = 0; i < (size_t)o->workers; i++)
+			alive += sv.slots[i].pid > 0;
+		pn_metrics_workers(o->workers, alive);
 		if (next > now) {
 			ts.tv_sec = (next - now) / 1000;
 			ts.tv_nsec = ((next - now) % 1000) * 1000000;
@@ -586,11 +598,18 @@ int
 pn_server_run(const struct pn_provider *p, const struct pn_server_opts *o, int listen_fd,
 	      struct pn_config *cfg)
 {
+	struct pn_err err;
+
 	if (FCGX_Init() != 0) {
 		pn_log(PN_LOG_ERROR, "could not initialise libfcgi");
 		pn_cfg_free(cfg);
 		return 1;
 	}
+	/* Before any fork: the workers share the counters (metrics.h). */
+	if (pn_metrics_init(p->name, &err))
+		pn_metrics_sites(cfg);
+	else
+		pn_log(PN_LOG_ERROR, "%s; the status path will answer 404", err.msg);
 	if (o->workers <= 0)
 		return serve_here(p, o, listen_fd, cfg);
 	if (o->workers > MAX_WORKERS) {

@@ -378,10 +378,13 @@ def run_dir(prefix):
 
 class Nginx(_Proc):
     """nginx on 127.0.0.1:port, the server block including the shipped
-    conf/nginx/paynotify.conf with /run/paynotify/ replaced by sockdir."""
+    conf/nginx/paynotify.conf (and the other shipped snippets named in
+    snippets, e.g. paynotify-status.conf) with /run/paynotify/ replaced by
+    sockdir."""
 
-    def __init__(self, sockdir, port=None):
+    def __init__(self, sockdir, port=None, snippets=("paynotify.conf",)):
         super().__init__()
+        self.snippets = tuple(snippets)
         self.sockdir = sockdir.rstrip("/") + "/"
         self.port = port or free_port()
         self.dir = run_dir("pne2e-nginx.")
@@ -390,9 +393,9 @@ class Nginx(_Proc):
         d = self.dir
         for sub in ("tmp", "logs"):
             os.makedirs(os.path.join(d, sub), exist_ok=True)
-        with open(os.path.join(d, "paynotify.conf"), "w") as f:
-            f.write(substitute(shipped("nginx", "paynotify.conf"),
-                               {SHIPPED_SOCK_DIR: self.sockdir}))
+        for name in self.snippets:
+            with open(os.path.join(d, name), "w") as f:
+                f.write(substitute(shipped("nginx", name), {SHIPPED_SOCK_DIR: self.sockdir}))
         shutil.copyfile("/etc/nginx/fastcgi_params", os.path.join(d, "fastcgi_params"))
         user = "user nobody nogroup;" if pntest.IS_ROOT else ""
         conf = """%(user)s
@@ -410,10 +413,11 @@ http {
     scgi_temp_path %(d)s/tmp/scgi;
     server {
         listen 127.0.0.1:%(port)d;
-        include %(d)s/paynotify.conf;
+%(includes)s
     }
 }
-""" % {"user": user, "d": d, "port": self.port}
+""" % {"user": user, "d": d, "port": self.port,
+       "includes": "\n".join("        include %s/%s;" % (d, n) for n in self.snippets)}
         with open(os.path.join(d, "nginx.conf"), "w") as f:
             f.write(conf)
         argv = ["nginx", "-p", d, "-c", os.path.join(d, "nginx.conf"),

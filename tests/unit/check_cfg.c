@@ -125,6 +125,18 @@ static const struct {
 	{"[site a]\n2c2p.api = soap\n", "expected one of jwt, redirect"},
 	{"[site a]\nstripe.secret_files = empty\n", "names no usable secret"},
 	{"[site a]\nalipay.public_key_file = ok\n", "could not load key"},
+	{"[log]\ntrusted_proxies = 10.0.0.300\n", "pn.conf:2: invalid address \"10.0.0.300\""},
+	{"[log]\ntrusted_proxies = nginx.local\n", "expected an IPv4 or IPv6 address"},
+	{"[log]\ntrusted_proxies = 10.0.0.1/8\n", "invalid address \"10.0.0.1/8\""},
+	{"[log]\ntrusted_proxies = ::1/129\n", "invalid address \"::1/129\""},
+	{"[log]\ntrusted_proxies = ,\n", "empty value for \"trusted_proxies\""},
+	{"[log]\nforwarded_header = X-Real-IP\n", "expected one of X-Forwarded-For, Forwarded"},
+	{"[metrics]\nstatus_path = status\n", "expected an absolute path"},
+	{"[metrics]\nstatus_path = /notify/stripe/status\n", "must not be under /notify/"},
+	{"[metrics]\nstatus_path = /a/../notify/x\n", "no // or /."},
+	{"[metrics]\nstatus_path = /st atus\n", "invalid character ' '"},
+	{"[metrics]\nallow = 127.0.0.1 localhost\n", "invalid address \"localhost\" in \"allow\""},
+	{"[metric]\n", "unknown section"},
 };
 
 START_TEST(test_bad_configs)
@@ -155,6 +167,50 @@ START_TEST(test_wechat_key_length)
 	msg = load(text);
 	ck_assert_msg(strstr(msg, "must be exactly 32") != NULL, "%s", msg);
 	ck_assert(strstr(msg, "short") == NULL);	/* never echo a secret */
+}
+END_TEST
+
+/* [log] and [metrics]: defaults, address lists, matching. */
+START_TEST(test_address_lists)
+{
+	struct pn_err err;
+	struct pn_config *cfg;
+
+	write_file("ok", "whsec_x\n", 0600);
+	cfg = pn_cfg_load(write_file("pn.conf", "[site a]\nstripe.secret_files = ok\n", 0644), &err);
+	ck_assert_msg(cfg != NULL, "%s", err.msg);
+	ck_assert(cfg->status_path == NULL);
+	ck_assert_uint_eq(cfg->ntrusted_proxies, 0);
+	ck_assert_int_eq(cfg->forwarded_header, PN_FWD_X_FORWARDED_FOR);
+	ck_assert_uint_eq(cfg->nstatus_allow, 2);	/* 127.0.0.1 ::1 */
+	ck_assert(pn_addr_match(cfg->status_allow, cfg->nstatus_allow, "127.0.0.1"));
+	ck_assert(pn_addr_match(cfg->status_allow, cfg->nstatus_allow, "::1"));
+	ck_assert(pn_addr_match(cfg->status_allow, cfg->nstatus_allow, "::ffff:127.0.0.1"));
+	ck_assert(!pn_addr_match(cfg->status_allow, cfg->nstatus_allow, "127.0.0.2"));
+	ck_assert(!pn_addr_match(cfg->status_allow, cfg->nstatus_allow, NULL));
+	ck_assert(!pn_addr_match(cfg->status_allow, cfg->nstatus_allow, "127.0.0.1 "));
+	pn_cfg_free(cfg);
+
+	cfg = pn_cfg_load(write_file("pn.conf", "[log]\ntrusted_proxies = 10.0.0.0/8, "
+				     "192.168.1.5 2001:db8::/32\nforwarded_header = Forwarded\n"
+				     "[metrics]\nstatus_path = /paynotify-status\nallow = 10.1.0.0/17\n"
+				     "[site a]\nstripe.secret_files = ok\n", 0644), &err);
+	ck_assert_msg(cfg != NULL, "%s", err.msg);
+	ck_assert_str_eq(cfg->status_path, "/paynotify-status");
+	ck_assert_int_eq(cfg->forwarded_header, PN_FWD_FORWARDED);
+	ck_assert_uint_eq(cfg->ntrusted_proxies, 3);
+	ck_assert(pn_addr_match(cfg->trusted_proxies, 3, "10.255.0.1"));
+	ck_assert(!pn_addr_match(cfg->trusted_proxies, 3, "11.0.0.1"));
+	ck_assert(pn_addr_match(cfg->trusted_proxies, 3, "192.168.1.5"));
+	ck_assert(!pn_addr_match(cfg->trusted_proxies, 3, "192.168.1.6"));
+	ck_assert(pn_addr_match(cfg->trusted_proxies, 3, "2001:db8:1::7"));
+	ck_assert(!pn_addr_match(cfg->trusted_proxies, 3, "2001:db9::7"));
+	/* a list given replaces the default: 127.0.0.1 is no longer allowed */
+	ck_assert_uint_eq(cfg->nstatus_allow, 1);
+	ck_assert(pn_addr_match(cfg->status_allow, 1, "10.1.127.255"));
+	ck_assert(!pn_addr_match(cfg->status_allow, 1, "10.1.128.0"));
+	ck_assert(!pn_addr_match(cfg->status_allow, 1, "127.0.0.1"));
+	pn_cfg_free(cfg);
 }
 END_TEST
 
@@ -191,6 +247,7 @@ suite_cfg(void)
 	tcase_add_loop_test(tc, test_bad_configs, 0, (int)(sizeof(bad) / sizeof(bad[0])));
 	tcase_add_test(tc, test_wechat_key_length);
 	tcase_add_test(tc, test_keys_documented);
+	tcase_add_test(tc, test_address_lists);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -16,6 +16,7 @@ main(void)
 	srunner_add_suite(sr, suite_form());
 	srunner_add_suite(sr, suite_money());
 	srunner_add_suite(sr, suite_cfg());
+	srunner_add_suite(sr, suite_metrics());
 	srunner_add_suite(sr, suite_stripe());
 	srunner_add_suite(sr, suite_alipay());
 	srunner_add_suite(sr, suite_2c2p());

@@ -11,6 +11,7 @@ Suite *suite_alipay(void);
 Suite *suite_cfg(void);
 Suite *suite_crypto(void);
 Suite *suite_form(void);
+Suite *suite_metrics(void);
 Suite *suite_money(void);
 Suite *suite_stripe(void);
 Suite *suite_wechatpay(void);

@@ -1,0 +1,235 @@
+/*
+ * metrics.c: the shared counter region and its Prometheus rendering.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "metrics.h"
+
+/* Site label slots: three fixed ones, then the configured sites. */
+enum { SLOT_NONE = 0, SLOT_UNKNOWN = 1, SLOT_OTHER = 2, SLOT_SITES = 3 };
+#define NSLOTS (SLOT_SITES + PN_METRICS_MAX_SITES)
+#define SITE_NAME_MAX 65	/* cfg.c: site names are at most 64 bytes */
+
+static const char *const outcomes[] = {
+	"applied", "already_applied", "unknown_order", "amount_mismatch", "merchant_mismatch",
+	"ignored", "duplicate", "rejected", "unavailable", "health", "other",
+};
+#define NOUTCOMES (sizeof(outcomes) / sizeof(outcomes[0]))
+
+static const int statuses[] = {200, 204, 400, 401, 403, 404, 405, 413, 415, 431, 500, 503, 0};
+#define NSTATUSES (sizeof(statuses) / sizeof(statuses[0]))
+
+struct shared {
+	char	provider[32];
+	int64_t	start_time;
+	uint32_t nsites;			/* slots used; release/acquire */
+	char	names[PN_METRICS_MAX_SITES][SITE_NAME_MAX];
+	uint64_t requests[NSLOTS][NOUTCOMES][NSTATUSES];
+	int64_t	last_ingest;			/* Unix seconds, 0: never */
+	int32_t	workers, workers_alive;
+	uint64_t worker_restarts;
+	uint64_t generation;			/* 1 + successful reloads */
+	uint64_t reloads_ok, reloads_refused;
+	int64_t	last_reload_refused;		/* Unix seconds, 0: never */
+};
+
+static struct shared *M;
+
+#define ADD(x, n) __atomic_fetch_add(&(x), (n), __ATOMIC_RELAXED)
+#define SET(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+#define GET(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+
+bool
+pn_metrics_init(const char *provider, struct pn_err *err)
+{
+	void   *p;
+
+	if (M != NULL)
+		return true;
+	p = mmap(NULL, sizeof(struct shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+		 -1, 0);
+	if (p == MAP_FAILED) {
+		pn_err_set(err, "could not map %zu bytes of shared memory for the metrics: %s",
+			   sizeof(struct shared), strerror(errno));
+		return false;
+	}
+	M = p;		/* zero-filled by the kernel */
+	snprintf(M->provider, sizeof(M->provider), "%s", provider);
+	M->start_time = (int64_t)time(NULL);
+	M->generation = 1;
+	return true;
+}
+
+bool
+pn_metrics_live(void)
+{
+	return M != NULL;
+}
+
+static int
+find_site(const char *name)
+{
+	uint32_t i, n = __atomic_load_n(&M->nsites, __ATOMIC_ACQUIRE);
+
+	for (i = 0; i < n; i++)
+		if (strcmp(M->names[i], name) == 0)
+			return (int)i;
+	return -1;
+}
+
+void
+pn_metrics_sites(const struct pn_config *cfg)
+{
+	size_t	i;
+
+	if (M == NULL || cfg == NULL)
+		return;
+	for (i = 0; i < cfg->nsites; i++) {
+		uint32_t n = M->nsites;
+
+		if (find_site(cfg->sites[i].name) >= 0 || n == PN_METRICS_MAX_SITES)
+			continue;	/* a full table counts new sites as "(other)" */
+		snprintf(M->names[n], SITE_NAME_MAX, "%s", cfg->sites[i].name);
+		__atomic_store_n(&M->nsites, n + 1, __ATOMIC_RELEASE);
+	}
+}
+
+void
+pn_metrics_workers(int configured, int alive)
+{
+	if (M == NULL)
+		return;
+	SET(M->workers, configured);
+	SET(M->workers_alive, alive);
+}
+
+void
+pn_metrics_worker_died(void)
+{
+	if (M != NULL)
+		ADD(M->worker_restarts, 1);
+}
+
+void
+pn_metrics_reload(bool ok)
+{
+	if (M == NULL)
+		return;
+	if (ok) {
+		ADD(M->reloads_ok, 1);
+		ADD(M->generation, 1);
+	} else {
+		ADD(M->reloads_refused, 1);
+		SET(M->last_reload_refused, (int64_t)time(NULL));
+	}
+}
+
+void
+pn_metrics_request(const char *site, bool named, const char *outcome, int status)
+{
+	size_t	slot, o, s;
+
+	if (M == NULL)
+		return;
+	if (site != NULL) {
+		int i = find_site(site);
+
+		slot = i >= 0 ? SLOT_SITES + (size_t)i : SLOT_OTHER;
+	} else
+		slot = named ? SLOT_UNKNOWN : SLOT_NONE;
+	for (o = 0; o < NOUTCOMES - 1; o++)
+		if (outcome != NULL && strcmp(outcomes[o], outcome) == 0)
+			break;
+	for (s = 0; s < NSTATUSES - 1; s++)
+		if (statuses[s] == status)
+			break;
+	ADD(M->requests[slot][o][s], 1);
+}
+
+void
+pn_metrics_ingested(void)
+{
+	if (M != NULL)
+		SET(M->last_ingest, (int64_t)time(NULL));
+}
+
+static const char *
+slot_label(size_t slot)
+{
+	switch (slot) {
+	case SLOT_NONE: return "(none)";
+	case SLOT_UNKNOWN: return "(unknown)";
+	case SLOT_OTHER: return "(other)";
+	default: return M->names[slot - SLOT_SITES];
+	}
+}
+
+/* "# HELP"/"# TYPE" and one unlabelled-but-for-provider sample. */
+static void
+one(struct pn_buf *b, const char *name, const char *type, const char *help, long long v)
+{
+	pn_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s{provider=\"%s\"} %lld\n", name, help, name,
+		      type, name, M->provider, v);
+}
+
+void
+pn_metrics_render(struct pn_buf *b, bool db_up)
+{
+	size_t	slot, o, s, nslots;
+
+	if (M == NULL)
+		return;
+	one(b, "paynotify_up", "gauge", "The receiver answered this scrape.", 1);
+	one(b, "paynotify_database_up", "gauge",
+	    "The database answered a ping during this scrape (1) or not (0).", db_up ? 1 : 0);
+	one(b, "paynotify_start_time_seconds", "gauge", "When the receiver started (Unix time).",
+	    (long long)M->start_time);
+	one(b, "paynotify_last_ingest_timestamp_seconds", "gauge",
+	    "When a notification was last stored (Unix time; 0: not since start).",
+	    (long long)GET(M->last_ingest));
+	one(b, "paynotify_workers", "gauge", "Workers configured (--workers).",
+	    (long long)GET(M->workers));
+	one(b, "paynotify_workers_alive", "gauge", "Workers running now.",
+	    (long long)GET(M->workers_alive));
+	one(b, "paynotify_worker_restarts_total", "counter",
+	    "Workers that exited unexpectedly and were restarted.",
+	    (long long)GET(M->worker_restarts));
+	one(b, "paynotify_config_generation", "gauge",
+	    "Configuration in use: 1 at start, +1 per successful reload.",
+	    (long long)GET(M->generation));
+	pn_buf_printf(b, "# HELP paynotify_config_reloads_total SIGHUP reloads, done or refused "
+		      "(the old configuration keeps serving).\n"
+		      "# TYPE paynotify_config_reloads_total counter\n"
+		      "paynotify_config_reloads_total{provider=\"%s\",result=\"ok\"} %llu\n"
+		      "paynotify_config_reloads_total{provider=\"%s\",result=\"refused\"} %llu\n",
+		      M->provider, (unsigned long long)GET(M->reloads_ok), M->provider,
+		      (unsigned long long)GET(M->reloads_refused));
+	one(b, "paynotify_config_last_refused_reload_timestamp_seconds", "gauge",
+	    "When a reload was last refused (Unix time; 0: never).",
+	    (long long)GET(M->last_reload_refused));
+	pn_buf_printf(b, "# HELP paynotify_requests_total Requests answered, by site, outcome and "
+		      "HTTP status.\n# TYPE paynotify_requests_total counter\n");
+	nslots = SLOT_SITES + __atomic_load_n(&M->nsites, __ATOMIC_ACQUIRE);
+	for (slot = 0; slot < nslots; slot++)
+		for (o = 0; o < NOUTCOMES; o++)
+			for (s = 0; s < NSTATUSES; s++) {
+				uint64_t v = GET(M->requests[slot][o][s]);
+				char	st[8];
+
+				if (v == 0)
+					continue;
+				if (statuses[s])
+					snprintf(st, sizeof(st), "%d", statuses[s]);
+				else
+					snprintf(st, sizeof(st), "other");
+				pn_buf_printf(b, "paynotify_requests_total{provider=\"%s\",site=\"%s\","
+					      "outcome=\"%s\",status=\"%s\"} %llu\n", M->provider,
+					      slot_label(slot), outcomes[o], st, (unsigned long long)v);
+			}
+}
