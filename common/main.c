@@ -11,7 +11,10 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <getopt.h>
+#include <poll.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,14 +50,36 @@ cgi_each_param(void *ctx, void (*fn)(void *, const char *), void *arg)
 		fn(arg, *e);
 }
 
+/*
+ * The body on fd 0, read with read(2) after poll(2) against the request's
+ * deadline ([limits] read_timeout_ms from the start of the process), so a
+ * client that sends its body slowly cannot hold a CGI process for longer.
+ */
+static int64_t cgi_deadline_us;
+
 static long
 cgi_read(void *ctx, void *buf, size_t n)
 {
-	size_t got = fread(buf, 1, n, stdin);
+	for (;;) {
+		struct pollfd pfd = {STDIN_FILENO, POLLIN, 0};
+		int64_t	left_ms = (cgi_deadline_us - pn_now_us() + 999) / 1000;
+		ssize_t	got;
+		int	rc;
 
-	if (got == 0 && ferror(stdin))
-		return -1;
-	return (long)got;
+		if (left_ms <= 0)
+			return PN_IO_TIMEOUT;
+		rc = poll(&pfd, 1, left_ms > INT32_MAX ? INT32_MAX : (int)left_ms);
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc < 0)
+			return -1;
+		if (rc == 0)
+			return PN_IO_TIMEOUT;
+		got = read(STDIN_FILENO, buf, n);
+		if (got < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		return got < 0 ? -1 : (long)got;
+	}
 }
 
 static bool
@@ -67,9 +92,11 @@ static int
 serve_cgi(const struct pn_provider *provider, struct pn_config *cfg)
 {
 	struct pn_receiver rcv;
-	struct pn_io io = {NULL, cgi_param, cgi_each_param, cgi_read, cgi_write};
+	struct pn_io io = {NULL, cgi_param, cgi_each_param, cgi_read, cgi_write, NULL};
 	int	rc = 0;
 
+	if (cfg)
+		cgi_deadline_us = pn_now_us() + cfg->read_timeout_ms * 1000;
 	pn_receiver_init(&rcv, provider, cfg);
 	pn_pipeline_handle(&rcv, &io);
 	if (fflush(stdout) != 0)
@@ -123,7 +150,7 @@ main(int argc, char **argv)
 	struct pn_config *cfg;
 	struct pn_err err;
 	bool	check_only = false;
-	int	c, listen_fd = 0;
+	int	c, rc, listen_fd = 0;
 
 	while ((c = getopt_long(argc, argv, "c:l:w:m:o:thV", longopts, NULL)) != -1) {
 		char   *end;
@@ -205,11 +232,13 @@ main(int argc, char **argv)
 		if (listen_fd < 0) {
 			pn_log(PN_LOG_ERROR, "%s", err.msg);
 			pn_cfg_free(cfg);
-			return 1;
+			return listen_fd == PN_LISTEN_IN_USE ? PN_EXIT_IN_USE : 1;
 		}
 		if (opts.workers < 0)
 			opts.workers = 2;
 	} else if (opts.workers < 0)
 		opts.workers = 0;
-	return pn_server_run(provider, &opts, listen_fd, cfg);
+	rc = pn_server_run(provider, &opts, listen_fd, cfg);
+	pn_server_unlink_socket();
+	return rc;
 }
