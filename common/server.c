@@ -29,6 +29,7 @@
 
 #include "log.h"
 #include "pipeline.h"
+#include "proctitle.h"
 #include "server.h"
 
 #define LISTEN_BACKLOG 1024
@@ -562,6 +563,7 @@ serve_here(const struct pn_provider *p, const struct pn_server_opts *o, int list
 	struct pn_receiver rcv;
 
 	pn_receiver_init(&rcv, p, cfg);
+	pn_proctitle_set("%s: server", p->program);
 	pn_log(PN_LOG_INFO, "serving FastCGI (%zu sites)", cfg->nsites);
 	worker_loop(&rcv, listen_fd, o->config_path);
 	pn_log(PN_LOG_INFO, "stopped");
@@ -602,8 +604,13 @@ spawn(struct supervisor *sv, struct slot *sl)
 	}
 	if (pid == 0) {
 		struct pn_receiver rcv;
+		size_t	n = (size_t)(sl - sv->slots) + 1;
+		char	name[32];
 
 		signal(SIGCHLD, SIG_DFL);
+		pn_proctitle_set("%s: worker %zu", sv->p->program, n);
+		snprintf(name, sizeof(name), "pn-%s.%zu", sv->p->name, n);
+		pn_proctitle_set_name(strlen(name) < 16 ? name : sv->p->program);
 		pn_receiver_init(&rcv, sv->p, sv->cfg);
 		worker_loop(&rcv, sv->listen_fd, NULL);
 		pn_receiver_destroy(&rcv);
@@ -745,6 +752,7 @@ supervise(const struct pn_provider *p, const struct pn_server_opts *o, int liste
 	sv.cfg = cfg;
 	block_signals(&set);
 
+	pn_proctitle_set("%s: supervisor", p->program);
 	for (i = 0; i < (size_t)o->workers; i++)
 		spawn(&sv, &sv.slots[i]);
 	pn_log(PN_LOG_INFO, "supervising %d workers (%zu sites)", o->workers, cfg->nsites);
@@ -781,6 +789,7 @@ supervise(const struct pn_provider *p, const struct pn_server_opts *o, int liste
 		case SIGQUIT:
 			if (!stopping) {
 				pn_log(PN_LOG_INFO, "stopping: workers finish their requests");
+				pn_proctitle_set("%s: supervisor (stopping)", p->program);
 				stopping = true;
 				stop_deadline = mono_ms() + STOP_GRACE_S * 1000;
 				signal_all(&sv, SIGTERM);

@@ -346,5 +346,97 @@ class ReadDeadline(unittest.TestCase):
         self.assertEqual(PG.order(SITE, oid)["status"], "pending")
 
 
+# ---------------------------------------------------------------------------
+
+def cmdline(pid):
+    with open("/proc/%d/cmdline" % pid, "rb") as f:
+        return f.read().split(b"\0")[0].decode()
+
+
+def comm(pid):
+    with open("/proc/%d/comm" % pid) as f:
+        return f.read().strip()
+
+
+def ps_args(pid):
+    return subprocess.run(["ps", "-o", "args=", "-p", str(pid)], stdout=subprocess.PIPE,
+                          timeout=10).stdout.decode().strip()
+
+
+class TitlesAndPidfile(unittest.TestCase):
+
+    def start(self, *extra, name="receiver", workers=2):
+        self.cfg = getattr(self, "cfg", None) or demo_config()
+        d = pne2e.run_dir("pne2e-sock.")
+        sock = os.path.join(d, "stripe.sock")
+        rcv = Started(receiver_argv(self.cfg, "unix:" + sock, *extra), d, name)
+        self.addCleanup(rcv.stop)
+        rcv.sock = sock
+        return rcv
+
+    def test_process_titles(self):
+        rcv = self.start().start()
+        self.assertEqual(cmdline(rcv.pid), "paynotify-stripe: supervisor")
+        self.assertEqual(ps_args(rcv.pid), "paynotify-stripe: supervisor")
+        workers = pne2e.children(rcv.pid)
+        self.assertEqual(sorted(ps_args(w) for w in workers),
+                         ["paynotify-stripe: worker 1", "paynotify-stripe: worker 2"])
+        self.assertEqual(sorted(comm(w) for w in workers), ["pn-stripe.1", "pn-stripe.2"])
+        # a replaced worker takes its slot's number again
+        w1 = [w for w in workers if ps_args(w).endswith("worker 1")][0]
+        os.kill(w1, signal.SIGKILL)
+        wait_for(lambda: (lambda c: len(c) == 2 and w1 not in c)(pne2e.children(rcv.pid)), 5,
+                 "a replacement worker")
+        self.assertEqual(sorted(ps_args(w) for w in pne2e.children(rcv.pid)),
+                         ["paynotify-stripe: worker 1", "paynotify-stripe: worker 2"])
+        # the configuration path came through getopt intact (argv was moved
+        # before it was overwritten): the workers serve
+        self.assertEqual(health(rcv.sock).status, 200)
+        h = subprocess.run([pntest.binary("stripe"), "--help"], stdout=subprocess.PIPE,
+                           timeout=10).stdout.decode()
+        self.assertIn("--pidfile FILE", h)
+        self.assertIn("paynotify-stripe: worker N", h)
+
+    def test_pidfile(self):
+        d = pne2e.run_dir("pne2e-pid.")
+        pidfile = os.path.join(d, "stripe.pid")
+        first = self.start("--pidfile", pidfile, name="first").start()
+        with open(pidfile) as f:
+            self.assertEqual(f.read(), "%d\n" % first.pid)
+        self.assertEqual(os.listdir(d), ["stripe.pid"], "no temporary file left")
+        # a second receiver (on another socket) with the same pid file
+        second = self.start("--pidfile", pidfile, name="second")
+        self.assertEqual(second.run_to_exit(), EXIT_IN_USE, second.log_text())
+        self.assertIn('pid file "%s" names process %d, which is running' % (pidfile, first.pid),
+                      second.log_text())
+        self.assertFalse(os.path.exists(second.sock), "the refused one made no socket")
+        with open(pidfile) as f:
+            self.assertEqual(f.read(), "%d\n" % first.pid)
+        # SIGHUP through the pid file, as a script would
+        mark = len(first.log_text())
+        with open(pidfile) as f:
+            os.kill(int(f.read()), signal.SIGHUP)
+        first.wait_log(r"configuration reloaded", 10, start=mark)
+        self.assertEqual(first.stop(), 0)
+        self.assertFalse(os.path.exists(pidfile), "pid file left after a clean stop")
+        self.assertFalse(os.path.exists(first.sock))
+
+    def test_stale_pidfile_replaced(self):
+        d = pne2e.run_dir("pne2e-pid.")
+        pidfile = os.path.join(d, "stripe.pid")
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        stale = [str(dead.pid), "not a pid", str(os.getpid())]     # gone, garbage, reused
+        for content in stale:
+            with self.subTest(content):
+                with open(pidfile, "w") as f:
+                    f.write(content + "\n")
+                rcv = self.start("--pidfile", pidfile).start()
+                with open(pidfile) as f:
+                    self.assertEqual(f.read(), "%d\n" % rcv.pid)
+                self.assertEqual(rcv.stop(), 0)
+                self.assertFalse(os.path.exists(pidfile))
+
+
 if __name__ == "__main__":
     unittest.main()
