@@ -376,6 +376,17 @@ def run_dir(prefix):
     return d
 
 
+def public_bindir():
+    """A copy of the receiver binaries in a run_dir, for servers that exec
+    them as another user (Apache CGI runs them as nobody): the checkout may
+    sit in a directory that user cannot traverse (/root is 0700), so they
+    are reached by a real path outside it."""
+    d = run_dir("pne2e-bin.")
+    for p in PROVIDERS:
+        _install(pntest.binary(p), os.path.join(d, "paynotify-" + p), 0o755)
+    return d
+
+
 class Nginx(_Proc):
     """nginx on 127.0.0.1:port, the server block including the shipped
     conf/nginx/paynotify.conf with /run/paynotify/ replaced by sockdir."""
