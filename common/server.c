@@ -422,8 +422,34 @@ reload_in_place(struct pn_receiver *rcv, const char *path)
 }
 
 /*
+ * libfcgi's FCGI_WEB_SERVER_ADDRS, kept now that the worker accepts: when
+ * set, an IPv4 peer must be one of its comma-separated addresses.
+ */
+static bool
+peer_allowed(const struct sockaddr_in *in)
+{
+	const char *list = getenv("FCGI_WEB_SERVER_ADDRS");
+	char	buf[1024], *cur, *next;
+
+	if (list == NULL || *list == '\0')
+		return true;
+	snprintf(buf, sizeof(buf), "%s", list);
+	for (cur = buf; cur != NULL; cur = next) {
+		struct in_addr a;
+
+		next = strchr(cur, ',');
+		if (next != NULL)
+			*next++ = '\0';
+		if (inet_pton(AF_INET, cur, &a) == 1 && a.s_addr == in->sin_addr.s_addr)
+			return true;
+	}
+	return false;
+}
+
+/*
  * Accept one connection on the (non-blocking) listening socket; the peer's
- * address goes to peer for log lines.  -1 when another worker took it.
+ * address goes to peer for log lines.  -1 when another worker took it (or
+ * the peer is refused).
  */
 static int
 accept_conn(int listen_fd, char *peer, size_t peersz)
@@ -445,6 +471,12 @@ accept_conn(int listen_fd, char *peer, size_t peersz)
 
 			inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
 			port = ntohs(in->sin_port);
+			if (!peer_allowed(in)) {
+				pn_log(PN_LOG_ERROR, "refused a FastCGI connection from %s: not in "
+				       "FCGI_WEB_SERVER_ADDRS", host);
+				close(fd);
+				return -1;
+			}
 		} else {
 			struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
 

@@ -5,7 +5,8 @@ common/main.c, docs/DEPLOYMENT.md "Running the receivers by hand"):
     a message naming the path) and removes nothing; the first keeps
     serving; a clean stop removes the socket file; a stale socket file
     (nothing answers) is replaced; a non-socket file is left alone; a TCP
-    address in use is refused the same way
+    address in use is refused the same way; libfcgi's FCGI_WEB_SERVER_ADDRS
+    is still enforced (the worker accepts connections itself)
   - the read deadline ([limits] read_timeout_ms): FastCGI peers holding a
     connection with one byte each, clients dribbling a body at 600 B/s, and
     a CGI body that stalls are each dropped (408 where an answer can still
@@ -57,13 +58,14 @@ class Started(pne2e._Proc):
     """A receiver started with any arguments (the socket is its own
     business: nothing is removed before it starts)."""
 
-    def __init__(self, argv, logdir, name="receiver"):
+    def __init__(self, argv, logdir, name="receiver", env=None):
         super().__init__()
         self.argv = argv
         self.logfile = os.path.join(logdir, name + ".log")
+        self.env = pntest.clean_env(env) if env else None
 
     def start(self, workers=2, timeout=10):
-        self._popen(self.argv, self.logfile)
+        self._popen(self.argv, self.logfile, env=self.env)
         wait_for(lambda: self._ready(workers), timeout, "%d workers" % workers)
         return self
 
@@ -73,7 +75,7 @@ class Started(pne2e._Proc):
         return "supervising" in self.log_text() and len(pne2e.children(self.pid)) == workers
 
     def run_to_exit(self, timeout=10):
-        self._popen(self.argv, self.logfile)
+        self._popen(self.argv, self.logfile, env=self.env)
         return self.proc.wait(timeout)
 
 
@@ -176,6 +178,24 @@ class SocketTakeover(unittest.TestCase):
         self.assertEqual(second.run_to_exit(), EXIT_IN_USE, second.log_text())
         self.assertIn("another process listens there", second.log_text())
         self.assertEqual(health(("127.0.0.1", port)).status, 200)
+
+    def test_fcgi_web_server_addrs_still_enforced(self):
+        # libfcgi's FCGI_WEB_SERVER_ADDRS (the worker accepts by itself now)
+        cfg = demo_config()
+        d = pne2e.run_dir("pne2e-sock.")
+        for allowed, ok in (("127.0.0.2", False), ("127.0.0.2,127.0.0.1", True)):
+            with self.subTest(allowed):
+                port = pne2e.free_port()
+                rcv = Started(receiver_argv(cfg, "127.0.0.1:%d" % port), d, "addrs-" + allowed,
+                              env={"FCGI_WEB_SERVER_ADDRS": allowed}).start()
+                self.addCleanup(rcv.stop)
+                if ok:
+                    self.assertEqual(health(("127.0.0.1", port)).status, 200)
+                else:
+                    self.assertRaises((AssertionError, OSError), health, ("127.0.0.1", port))
+                    rcv.wait_log(r"refused a FastCGI connection from 127\.0\.0\.1: not in "
+                                 r"FCGI_WEB_SERVER_ADDRS", 5)
+                rcv.stop()
 
 
 # ---------------------------------------------------------------------------
