@@ -585,7 +585,11 @@ worker_loop(struct pn_receiver *rcv, int listen_fd, const char *reload_path)
 		FCGX_Finish_r(&req);
 		deadline_disarm();
 	}
+	/* a kept connection, closed: libfcgi drains it, bounded as above */
+	if (req.ipcFd >= 0)
+		deadline_arm(req.ipcFd, rcv->cfg->read_timeout_ms);
 	FCGX_Free(&req, 1);
+	deadline_disarm();
 }
 
 static int

@@ -344,6 +344,53 @@ class ReadDeadline(unittest.TestCase):
         self.assertLess(took, READ_TIMEOUT_MS / 1000 + 1.5)
         self.assertEqual(PG.order(SITE, oid)["status"], "pending")
 
+    def test_kept_connection_idle_is_not_a_slow_client(self):
+        # FCGI_KEEP_CONN (nginx with an upstream keepalive): waiting for the
+        # next request on a kept connection is not a read; longer than the
+        # deadline idle, then reused; SIGTERM while it is idle exits at once
+        # (before, the worker sat in a read with its signals blocked, and
+        # the stop needed the SIGKILL after 30 s)
+        rcv = self.start_tcp()
+        s = socket.create_connection(self.addr, timeout=10)
+        self.addCleanup(s.close)
+
+        def ask(method="GET"):
+            s.sendall(pntest._fcgi_record(pntest.FCGI_BEGIN_REQUEST, 1, struct.pack(
+                "!HB5x", pntest.FCGI_RESPONDER, 1)))        # flags: FCGI_KEEP_CONN
+            s.sendall(b"".join(pntest._fcgi_stream(pntest.FCGI_PARAMS, 1, b"".join(
+                pntest._fcgi_nv(k, v) for k, v in pntest.cgi_params(method, PATH).items()))))
+            s.sendall(pntest._fcgi_record(pntest.FCGI_STDIN, 1, b""))
+            buf, out = b"", []
+            while True:
+                chunk = s.recv(65536)
+                self.assertTrue(chunk, "the kept connection was closed")
+                buf += chunk
+                while len(buf) >= 8:
+                    _v, rtype, _rid, clen, plen = struct.unpack("!BBHHBx", buf[:8])
+                    if len(buf) < 8 + clen + plen:
+                        break
+                    content, buf = buf[8:8 + clen], buf[8 + clen + plen:]
+                    if rtype == pntest.FCGI_STDOUT:
+                        out.append(content)
+                    elif rtype == pntest.FCGI_END_REQUEST:
+                        return pntest.parse_cgi_response(b"".join(out))
+
+        self.assertEqual(ask().status, 200)
+        time.sleep(READ_TIMEOUT_MS / 1000 + 0.5)
+        self.assertEqual(ask().status, 200, "the idle kept connection is served again")
+        self.assertNotIn("dropped a FastCGI connection", rcv.log_text())
+        t0 = time.monotonic()
+        rcv.send_signal(signal.SIGTERM)
+        rcv.proc.wait(10)
+        took = time.monotonic() - t0
+        self.assertEqual(rcv.proc.returncode, 0)
+        # at once, but for libfcgi's close: it waits for the peer to close
+        # too (this one does not read), bounded by the deadline
+        self.assertLess(took, READ_TIMEOUT_MS / 1000 + 1,
+                        "a worker idle on a kept connection must stop at once")
+        s.settimeout(5)
+        self.assertEqual(s.recv(100), b"", "the kept connection is closed on the stop")
+
     def test_cgi_body_that_stalls(self):
         cfg = demo_config()
         oid, h, body = signed("cgi-stall")
