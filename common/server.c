@@ -107,21 +107,23 @@ static dev_t own_socket_dev;
 static ino_t own_socket_ino;
 
 /*
- * Is something accepting connections on the unix socket at path?  A socket
- * file whose server is gone refuses the connect (ECONNREFUSED): stale.
+ * Is something accepting connections on the unix socket at path?  0: yes
+ * (a full backlog too: alive, only busy); ECONNREFUSED: the socket file's
+ * server is gone, it is stale; any other errno: cannot tell (a socket we
+ * may not connect to is not ours to remove).
  */
-static bool
-socket_answers(const struct sockaddr_un *sun)
+static int
+socket_probe(const struct sockaddr_un *sun)
 {
 	int	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	bool	live;
+	int	rc = 0;
 
 	if (fd < 0)
-		return false;
-	live = connect(fd, (const struct sockaddr *)sun, sizeof(*sun)) == 0
-	    || errno == EAGAIN;	/* a full backlog: alive, only busy */
+		return errno;
+	if (connect(fd, (const struct sockaddr *)sun, sizeof(*sun)) != 0 && errno != EAGAIN)
+		rc = errno;
 	close(fd);
-	return live;
+	return rc;
 }
 
 static int
@@ -162,12 +164,19 @@ listen_unix(const char *path, mode_t mode, const char *owner, struct pn_err *err
 			pn_err_set(err, "\"%s\" exists and is not a socket", path);
 			goto failed;
 		}
-		if (socket_answers(&sun)) {
+		int	probe = socket_probe(&sun);
+
+		if (probe == 0) {
 			pn_err_set(err, "socket \"%s\" is in use: another process accepts connections "
 				   "on it; stop it first or choose another --listen path", path);
 			if (dirfd >= 0)
 				close(dirfd);
 			return PN_LISTEN_IN_USE;
+		}
+		if (probe != ECONNREFUSED && probe != ENOENT) {
+			pn_err_set(err, "could not tell whether socket \"%s\" is in use (connect: %s); "
+				   "not replacing it", path, strerror(probe));
+			goto failed;
 		}
 		pn_log(PN_LOG_INFO, "replacing stale socket \"%s\" (nothing answers on it)", path);
 		unlink(path);

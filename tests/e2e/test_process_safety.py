@@ -142,6 +142,27 @@ class SocketTakeover(unittest.TestCase):
         self.assertEqual(first.stop(), 0)
         self.assertFalse(os.path.exists(sock), "socket file left after a clean stop")
 
+    @unittest.skipUnless(pntest.IS_ROOT, "needs a second user")
+    def test_socket_it_may_not_connect_to_is_left_alone(self):
+        # as nobody, with write access to the directory but not to the
+        # socket (0600, root's): connect() says EACCES, which is not "stale"
+        d = pne2e.run_dir("pne2e-sock.")
+        os.chmod(d, 0o777)
+        cfg = pne2e.demo_config(PG, directory=os.path.join(d, "cfg"), owner=pne2e.nobody_ids())
+        sock = os.path.join(d, "stripe.sock")
+        first = Started([pntest.binary("stripe"), "-c", cfg, "--listen", "unix:" + sock,
+                         "--workers", "2", "--socket-mode", "0600"], d, "first").start()
+        self.addCleanup(first.stop)
+        ino = os.stat(sock).st_ino
+        second = Started(["runuser", "-u", "nobody", "--"] + receiver_argv(cfg, "unix:" + sock),
+                         d, "second")
+        self.addCleanup(second.stop)
+        self.assertEqual(second.run_to_exit(), 1, second.log_text())
+        self.assertIn('could not tell whether socket "%s" is in use (connect: Permission denied)'
+                      % sock, second.log_text())
+        self.assertEqual(os.stat(sock).st_ino, ino)
+        self.assertEqual(health(sock).status, 200)
+
     def test_stale_socket_replaced(self):
         cfg = demo_config()
         d = pne2e.run_dir("pne2e-sock.")
