@@ -135,7 +135,7 @@ usage(FILE *f, const char *prog)
 		"ps shows \"%s: supervisor\" and \"%s: worker N\" (task names pn-%s.N).\n"
 		"\n"
 		"Exit status: 0 stopped cleanly; 1 could not listen or write the pid file;\n"
-		"2 usage; 69 another receiver serves the --listen address or the pid file;\n"
+		"2 usage; 73 another receiver serves the --listen address or the pid file;\n"
 		"78 the configuration does not load (-t: 1).\n",
 		prog, PN_PROVIDER.name, prog, prog, PN_PROVIDER.name);
 }

@@ -1,7 +1,7 @@
 """Safe process handling of a receiver started with --listen (common/server.c,
 common/main.c, docs/DEPLOYMENT.md "Running the receivers by hand"):
 
-  - a second receiver on a unix socket that answers is refused (exit 69,
+  - a second receiver on a unix socket that answers is refused (exit 73,
     a message naming the path) and removes nothing; the first keeps
     serving; a clean stop removes the socket file; a stale socket file
     (nothing answers) is replaced; a non-socket file is left alone; a TCP
@@ -38,7 +38,7 @@ SITE = "demo"
 PATH = "/notify/stripe/demo"
 SECRET = "whsec_demo_secret"
 READ_TIMEOUT_MS = 1000
-EXIT_IN_USE = 69
+EXIT_IN_USE = 73
 
 
 def setUpModule():
