@@ -103,8 +103,9 @@ check_config_exec(int argc, char **argv, const char *config_path)
 		return PN_EXIT_FAILURE;
 	printf("configuration %s: loaded, %zu site%s\n", cfg->path, cfg->nsites,
 	       cfg->nsites == 1 ? "" : "s");
-	printf("  statement_timeout_ms %lld, max_body_bytes %lld\n",
-	       (long long)cfg->statement_timeout_ms, (long long)cfg->max_body_bytes);
+	printf("  statement_timeout_ms %lld, max_body_bytes %lld, read_timeout_ms %lld\n",
+	       (long long)cfg->statement_timeout_ms, (long long)cfg->max_body_bytes,
+	       (long long)cfg->read_timeout_ms);
 	for (i = 0; i < cfg->nsites; i++) {
 		const struct pn_site *s = &cfg->sites[i];
 

@@ -78,6 +78,11 @@ static const struct keydef keydefs[] = {
 	 "libpq connect_timeout"},
 	{"limits", "max_body_bytes", K_INT, C(max_body_bytes), 0, 1024, 16 * 1024 * 1024, NULL,
 	 "1048576", "largest request body accepted; larger bodies get 413"},
+	{"limits", "read_timeout_ms", K_INT, C(read_timeout_ms), 0, 100, 20000, NULL, "2000",
+	 "a request's FastCGI records (parameters and body) or CGI body must arrive whole within "
+	 "this; a slower one is dropped (408 when an answer can still be written), so slow "
+	 "clients cannot hold the workers; stays well under the providers' 5 s and the 30 s "
+	 "stop grace"},
 	{"log", "level", K_INT, C(log_level), 0, 0, 2, NULL, "1",
 	 "0: errors and rejected requests only, 1: one line per request, 2: debug"},
 	{"log", "trusted_proxies", K_ADDRS, C(trusted_proxies), C(ntrusted_proxies), 0, 0, NULL,

@@ -111,6 +111,7 @@ struct pn_config {
 	int64_t	connect_timeout_s;
 	/* [limits] */
 	int64_t	max_body_bytes;
+	int64_t	read_timeout_ms;	/* a request's headers and body, whole */
 	/* [log] */
 	int64_t	log_level;		/* 0 quiet .. 2 debug */
 	struct pn_addr *trusted_proxies;	/* whose forwarded-for header is logged */

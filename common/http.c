@@ -70,9 +70,9 @@ collect_header(void *arg, const char *kv)
 	req->nheaders++;
 }
 
-enum pn_read_rc
-pn_request_read(struct pn_io *io, size_t max_body, struct pn_arena *a,
-		struct pn_request *req, struct pn_err *err)
+static enum pn_read_rc
+read_request(struct pn_io *io, size_t max_body, struct pn_arena *a, struct pn_request *req,
+	     struct pn_err *err)
 {
 	const char *v;
 	struct collect c = {req, a, 0, false};
@@ -118,6 +118,15 @@ pn_request_read(struct pn_io *io, size_t max_body, struct pn_arena *a,
 	while (got < cap) {
 		long n = io->read(io->ctx, body + got, cap - got);
 
+		if (n == PN_IO_TIMEOUT) {
+			if (clen >= 0)
+				pn_err_set(err, "request body not received within [limits] "
+					   "read_timeout_ms: %zu of %lld bytes", got, (long long)clen);
+			else
+				pn_err_set(err, "request body not received within [limits] "
+					   "read_timeout_ms: %zu bytes, no end", got);
+			return PN_READ_TIMEOUT;
+		}
 		if (n < 0) {
 			pn_err_set(err, "could not read request body");
 			return PN_READ_BAD;
@@ -138,6 +147,17 @@ pn_request_read(struct pn_io *io, size_t max_body, struct pn_arena *a,
 	req->body = body;
 	req->body_len = got;
 	return PN_READ_OK;
+}
+
+enum pn_read_rc
+pn_request_read(struct pn_io *io, size_t max_body, struct pn_arena *a,
+		struct pn_request *req, struct pn_err *err)
+{
+	enum pn_read_rc rc = read_request(io, max_body, a, req, err);
+
+	if (io->read_end)
+		io->read_end(io->ctx);
+	return rc;
 }
 
 const struct pn_header *
@@ -182,6 +202,7 @@ pn_http_reason(int status)
 	case 403: return "Forbidden";
 	case 404: return "Not Found";
 	case 405: return "Method Not Allowed";
+	case 408: return "Request Timeout";
 	case 413: return "Content Too Large";
 	case 415: return "Unsupported Media Type";
 	case 431: return "Request Header Fields Too Large";

@@ -43,17 +43,24 @@ struct pn_io {
 	const char *(*param)(void *ctx, const char *name);
 	/* Calls fn for every parameter "NAME=value". */
 	void	(*each_param)(void *ctx, void (*fn)(void *arg, const char *kv), void *arg);
-	/* Reads up to n bytes of the body; returns bytes read, 0 at end, -1 on error. */
+	/* Reads up to n bytes of the body; returns bytes read, 0 at end, -1 on
+	 * error, PN_IO_TIMEOUT when the request's read deadline has passed. */
 	long	(*read)(void *ctx, void *buf, size_t n);
 	/* Writes the whole buffer; false on error. */
 	bool	(*write)(void *ctx, const void *buf, size_t n);
+	/* Called once the request has been read (or reading it failed): the
+	 * read deadline no longer applies.  May be NULL. */
+	void	(*read_end)(void *ctx);
 };
+
+#define PN_IO_TIMEOUT (-2L)
 
 enum pn_read_rc {
 	PN_READ_OK = 0,
 	PN_READ_TOO_LARGE,	/* 413: body longer than the limit */
 	PN_READ_HEADERS_TOO_LARGE,	/* 431 */
 	PN_READ_BAD,		/* 400: CONTENT_LENGTH unreadable, short body */
+	PN_READ_TIMEOUT,	/* 408: the body did not arrive within [limits] read_timeout_ms */
 };
 
 /* Read method, path, headers and the body (at most max_body bytes). */

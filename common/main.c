@@ -11,7 +11,10 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <getopt.h>
+#include <poll.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +24,9 @@
 #include <fcgiapp.h>
 
 #include "log.h"
+#include "pidfile.h"
 #include "pipeline.h"
+#include "proctitle.h"
 #include "server.h"
 
 #ifndef PN_PROVIDER
@@ -47,14 +52,36 @@ cgi_each_param(void *ctx, void (*fn)(void *, const char *), void *arg)
 		fn(arg, *e);
 }
 
+/*
+ * The body on fd 0, read with read(2) after poll(2) against the request's
+ * deadline ([limits] read_timeout_ms from the start of the process), so a
+ * client that sends its body slowly cannot hold a CGI process for longer.
+ */
+static int64_t cgi_deadline_us;
+
 static long
 cgi_read(void *ctx, void *buf, size_t n)
 {
-	size_t got = fread(buf, 1, n, stdin);
+	for (;;) {
+		struct pollfd pfd = {STDIN_FILENO, POLLIN, 0};
+		int64_t	left_ms = (cgi_deadline_us - pn_now_us() + 999) / 1000;
+		ssize_t	got;
+		int	rc;
 
-	if (got == 0 && ferror(stdin))
-		return -1;
-	return (long)got;
+		if (left_ms <= 0)
+			return PN_IO_TIMEOUT;
+		rc = poll(&pfd, 1, left_ms > INT32_MAX ? INT32_MAX : (int)left_ms);
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc < 0)
+			return -1;
+		if (rc == 0)
+			return PN_IO_TIMEOUT;
+		got = read(STDIN_FILENO, buf, n);
+		if (got < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		return got < 0 ? -1 : (long)got;
+	}
 }
 
 static bool
@@ -67,9 +94,11 @@ static int
 serve_cgi(const struct pn_provider *provider, struct pn_config *cfg)
 {
 	struct pn_receiver rcv;
-	struct pn_io io = {NULL, cgi_param, cgi_each_param, cgi_read, cgi_write};
+	struct pn_io io = {NULL, cgi_param, cgi_each_param, cgi_read, cgi_write, NULL};
 	int	rc = 0;
 
+	if (cfg)
+		cgi_deadline_us = pn_now_us() + cfg->read_timeout_ms * 1000;
 	pn_receiver_init(&rcv, provider, cfg);
 	pn_pipeline_handle(&rcv, &io);
 	if (fflush(stdout) != 0)
@@ -83,7 +112,7 @@ static void
 usage(FILE *f, const char *prog)
 {
 	fprintf(f,
-		"usage: %s [-c FILE] [--listen unix:PATH|HOST:PORT] [--workers N]\n"
+		"usage: %s [-c FILE] [--listen unix:PATH|HOST:PORT] [--workers N] [--pidfile FILE]\n"
 		"\n"
 		"Receives %s payment notifications.  Without --listen it is a CGI program,\n"
 		"or a FastCGI responder when fd 0 is a listening socket.\n"
@@ -95,13 +124,20 @@ usage(FILE *f, const char *prog)
 		"                           --listen: 2; on fd 0: 0 = serve in this process)\n"
 		"  -m, --socket-mode MODE   octal mode of a unix socket (default 0660)\n"
 		"  -o, --socket-owner U[:G] owner of a unix socket\n"
+		"  -p, --pidfile FILE       write the supervisor's pid to FILE (removed on a\n"
+		"                           clean stop; refused if it names a live receiver)\n"
 		"  -t, --check-config       load the configuration, report, and exit\n"
 		"  -h, --help               show this help\n"
 		"  -V, --version            show the version\n"
 		"\n"
 		"Signals: SIGTERM stops after in-flight requests; SIGHUP reloads the\n"
-		"configuration and keys (a broken one is refused, the old one keeps serving).\n",
-		prog, PN_PROVIDER.name);
+		"configuration and keys (a broken one is refused, the old one keeps serving).\n"
+		"ps shows \"%s: supervisor\" and \"%s: worker N\" (task names pn-%s.N).\n"
+		"\n"
+		"Exit status: 0 stopped cleanly; 1 could not listen or write the pid file;\n"
+		"2 usage; 73 another receiver serves the --listen address or the pid file;\n"
+		"78 the configuration does not load (-t: 1).\n",
+		prog, PN_PROVIDER.name, prog, prog, PN_PROVIDER.name);
 }
 
 int
@@ -113,6 +149,7 @@ main(int argc, char **argv)
 		{"workers", required_argument, NULL, 'w'},
 		{"socket-mode", required_argument, NULL, 'm'},
 		{"socket-owner", required_argument, NULL, 'o'},
+		{"pidfile", required_argument, NULL, 'p'},
 		{"check-config", no_argument, NULL, 't'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
@@ -120,12 +157,15 @@ main(int argc, char **argv)
 	};
 	const struct pn_provider *provider = &PN_PROVIDER;
 	struct pn_server_opts opts = {NULL, NULL, -1, 0660, NULL};
+	const char *pidfile = NULL;
 	struct pn_config *cfg;
 	struct pn_err err;
 	bool	check_only = false;
-	int	c, listen_fd = 0;
+	int	c, rc, listen_fd = 0;
 
-	while ((c = getopt_long(argc, argv, "c:l:w:m:o:thV", longopts, NULL)) != -1) {
+	/* first: getopt and the configuration keep pointers into argv */
+	argv = pn_proctitle_init(argc, argv);
+	while ((c = getopt_long(argc, argv, "c:l:w:m:o:p:thV", longopts, NULL)) != -1) {
 		char   *end;
 
 		switch (c) {
@@ -152,6 +192,13 @@ main(int argc, char **argv)
 			break;
 		case 'o':
 			opts.socket_owner = optarg;
+			break;
+		case 'p':
+			if (*optarg == '\0') {
+				fprintf(stderr, "%s: invalid --pidfile \"\"\n", provider->program);
+				return 2;
+			}
+			pidfile = optarg;
 			break;
 		case 't':
 			check_only = true;
@@ -200,16 +247,30 @@ main(int argc, char **argv)
 		return 78;	/* EX_CONFIG: a supervisor should not spin on it */
 	}
 	pn_log_set_level((int)cfg->log_level);
+	if (pidfile != NULL && !pn_pidfile_check(pidfile, provider->program, &err)) {
+		pn_log(PN_LOG_ERROR, "%s", err.msg);
+		pn_cfg_free(cfg);
+		return PN_EXIT_IN_USE;
+	}
 	if (opts.listen != NULL) {
 		listen_fd = pn_server_listen(opts.listen, opts.socket_mode, opts.socket_owner, &err);
 		if (listen_fd < 0) {
 			pn_log(PN_LOG_ERROR, "%s", err.msg);
 			pn_cfg_free(cfg);
-			return 1;
+			return listen_fd == PN_LISTEN_IN_USE ? PN_EXIT_IN_USE : 1;
 		}
 		if (opts.workers < 0)
 			opts.workers = 2;
 	} else if (opts.workers < 0)
 		opts.workers = 0;
-	return pn_server_run(provider, &opts, listen_fd, cfg);
+	if (pidfile != NULL && !pn_pidfile_write(pidfile, &err)) {
+		pn_log(PN_LOG_ERROR, "%s", err.msg);
+		pn_server_unlink_socket();
+		pn_cfg_free(cfg);
+		return 1;
+	}
+	rc = pn_server_run(provider, &opts, listen_fd, cfg);
+	pn_server_unlink_socket();
+	pn_pidfile_remove(pidfile);
+	return rc;
 }

@@ -148,12 +148,14 @@ pn_pipeline_handle(struct pn_receiver *r, struct pn_io *io)
 
 	rc = pn_request_read(io, (size_t)r->cfg->max_body_bytes, r->arena, &req, &err);
 	if (rc != PN_READ_OK) {
-		status = rc == PN_READ_TOO_LARGE ? 413 : rc == PN_READ_HEADERS_TOO_LARGE ? 431 : 400;
+		status = rc == PN_READ_TOO_LARGE ? 413 : rc == PN_READ_HEADERS_TOO_LARGE ? 431
+		    : rc == PN_READ_TIMEOUT ? 408 : 400;
 		rl.outcome = "rejected";
 		rl.reason = err.msg;
 		if (req.path_info != NULL)	/* read before the headers and the body */
 			rl.site = pn_request_site(&req, r->arena);
-		p->answer(&req, &r->res, status, status == 413 ? "body too large" : "bad request");
+		p->answer(&req, &r->res, status, status == 413 ? "body too large"
+			  : status == 408 ? "request timeout" : "bad request");
 		goto respond;
 	}
 	rl.site = pn_request_site(&req, r->arena);

@@ -13,8 +13,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -25,6 +30,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "pipeline.h"
+#include "proctitle.h"
 #include "server.h"
 
 #define LISTEN_BACKLOG 1024
@@ -95,32 +101,96 @@ apply_owner(const char *path, const char *owner, struct pn_err *err)
 	return true;
 }
 
+/* The unix socket this process created (--listen unix:PATH), removed on a
+ * clean stop if the path still names it. */
+static char own_socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+static dev_t own_socket_dev;
+static ino_t own_socket_ino;
+
+/*
+ * Is something accepting connections on the unix socket at path?  0: yes
+ * (a full backlog too: alive, only busy); ECONNREFUSED: the socket file's
+ * server is gone, it is stale; any other errno: cannot tell (a socket we
+ * may not connect to is not ours to remove).
+ */
+static int
+socket_probe(const struct sockaddr_un *sun)
+{
+	int	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	int	rc = 0;
+
+	if (fd < 0)
+		return errno;
+	if (connect(fd, (const struct sockaddr *)sun, sizeof(*sun)) != 0 && errno != EAGAIN)
+		rc = errno;
+	close(fd);
+	return rc;
+}
+
 static int
 listen_unix(const char *path, mode_t mode, const char *owner, struct pn_err *err)
 {
 	struct sockaddr_un sun;
 	struct stat st;
-	int	fd;
+	int	fd = -1, dirfd = -1;
+	char	dir[sizeof(sun.sun_path)], *slash;
 
 	if (strlen(path) >= sizeof(sun.sun_path)) {
 		pn_err_set(err, "socket path \"%s\" is too long", path);
-		return -1;
-	}
-	/* A socket left by a previous run is replaced; anything else is not. */
-	if (lstat(path, &st) == 0) {
-		if (!S_ISSOCK(st.st_mode)) {
-			pn_err_set(err, "\"%s\" exists and is not a socket", path);
-			return -1;
-		}
-		unlink(path);
+		return PN_LISTEN_FAILED;
 	}
 	memset(&sun, 0, sizeof(sun));
 	sun.sun_family = AF_UNIX;
 	memcpy(sun.sun_path, path, strlen(path) + 1);
+
+	/* Two receivers started at once on one stale path take turns here,
+	 * so that neither removes the socket the other has just bound. */
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash == dir)
+		dir[1] = '\0';
+	else if (slash)
+		*slash = '\0';
+	else
+		snprintf(dir, sizeof(dir), ".");
+	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd >= 0)
+		(void)flock(dirfd, LOCK_EX);
+
+	/* A socket left by a previous run is replaced; a socket that answers
+	 * is another receiver's (as php-fpm, never take it over); anything
+	 * else is not ours to remove. */
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			pn_err_set(err, "\"%s\" exists and is not a socket", path);
+			goto failed;
+		}
+		int	probe = socket_probe(&sun);
+
+		if (probe == 0) {
+			pn_err_set(err, "socket \"%s\" is in use: another process accepts connections "
+				   "on it; stop it first or choose another --listen path", path);
+			if (dirfd >= 0)
+				close(dirfd);
+			return PN_LISTEN_IN_USE;
+		}
+		if (probe != ECONNREFUSED && probe != ENOENT) {
+			pn_err_set(err, "could not tell whether socket \"%s\" is in use (connect: %s); "
+				   "not replacing it", path, strerror(probe));
+			goto failed;
+		}
+		pn_log(PN_LOG_INFO, "replacing stale socket \"%s\" (nothing answers on it)", path);
+		unlink(path);
+	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || bind(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0) {
 		pn_err_set(err, "could not bind unix socket \"%s\": %s", path, strerror(errno));
 		goto failed;
+	}
+	if (stat(path, &st) == 0) {
+		snprintf(own_socket_path, sizeof(own_socket_path), "%s", path);
+		own_socket_dev = st.st_dev;
+		own_socket_ino = st.st_ino;
 	}
 	if (chmod(path, mode) != 0) {
 		pn_err_set(err, "could not chmod socket \"%s\": %s", path, strerror(errno));
@@ -132,11 +202,30 @@ listen_unix(const char *path, mode_t mode, const char *owner, struct pn_err *err
 		pn_err_set(err, "could not listen on \"%s\": %s", path, strerror(errno));
 		goto failed;
 	}
+	if (dirfd >= 0)
+		close(dirfd);	/* releases the lock */
 	return fd;
 failed:
+	pn_server_unlink_socket();
 	if (fd >= 0)
 		close(fd);
-	return -1;
+	if (dirfd >= 0)
+		close(dirfd);
+	return PN_LISTEN_FAILED;
+}
+
+void
+pn_server_unlink_socket(void)
+{
+	struct stat st;
+
+	if (own_socket_path[0] == '\0')
+		return;
+	/* Only if the path is still our socket: never another's. */
+	if (lstat(own_socket_path, &st) == 0 && S_ISSOCK(st.st_mode)
+	    && st.st_dev == own_socket_dev && st.st_ino == own_socket_ino)
+		unlink(own_socket_path);
+	own_socket_path[0] = '\0';
 }
 
 static int
@@ -150,7 +239,7 @@ listen_tcp(const char *spec, struct pn_err *err)
 	port = strrchr(host, ':');
 	if (port == NULL || port[1] == '\0') {
 		pn_err_set(err, "invalid listen address \"%s\" (expected unix:PATH or HOST:PORT)", spec);
-		return -1;
+		return PN_LISTEN_FAILED;
 	}
 	*port++ = '\0';
 	memset(&hints, 0, sizeof(hints));
@@ -160,7 +249,7 @@ listen_tcp(const char *spec, struct pn_err *err)
 	rc = getaddrinfo(*host ? host : NULL, port, &hints, &res);
 	if (rc != 0) {
 		pn_err_set(err, "could not resolve \"%s\": %s", spec, gai_strerror(rc));
-		return -1;
+		return PN_LISTEN_FAILED;
 	}
 	for (ai = res; ai; ai = ai->ai_next) {
 		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
@@ -172,8 +261,13 @@ listen_tcp(const char *spec, struct pn_err *err)
 		close(fd);
 		fd = -1;
 	}
-	if (fd < 0)
-		pn_err_set(err, "could not listen on \"%s\": %s", spec, strerror(errno));
+	if (fd < 0) {
+		bool in_use = errno == EADDRINUSE;
+
+		pn_err_set(err, "could not listen on \"%s\": %s%s", spec, strerror(errno),
+			   in_use ? " (another process listens there)" : "");
+		fd = in_use ? PN_LISTEN_IN_USE : PN_LISTEN_FAILED;
+	}
 	freeaddrinfo(res);
 	return fd;
 }
@@ -206,13 +300,75 @@ fcgi_each_param(void *ctx, void (*fn)(void *, const char *), void *arg)
 		fn(arg, *e);
 }
 
+/* ---- the read deadline ---------------------------------------------------
+ *
+ * A request must arrive whole (its FastCGI records: parameters and body)
+ * within [limits] read_timeout_ms of its connection being accepted, or of
+ * its first byte on a kept connection; otherwise one slow or stalled peer
+ * per worker stops every answer, and a stopping worker waits on it.
+ * libfcgi reads with blocking read(2) calls deep inside FCGX_Accept_r() and
+ * FCGX_GetStr(), so the deadline is an interval timer (ITIMER_REAL): its
+ * SIGALRM handler shuts the connection down for reading.  The read in
+ * progress returns (EINTR, the handler has no SA_RESTART) and every later
+ * one returns end-of-file at once, whatever libfcgi was waiting for, so it
+ * gives the request up as broken; deadline_passed says why.  The timer runs
+ * only while a request is being read, never while it is processed
+ * (libpq), and is re-armed for the close, where libfcgi reads what the
+ * peer still sends.
+ */
+static volatile sig_atomic_t deadline_fd = -1;
+static volatile sig_atomic_t deadline_passed;
+
+static void
+on_deadline(int sig)
+{
+	int	saved = errno;
+
+	deadline_passed = 1;
+	if (deadline_fd >= 0)
+		(void)shutdown(deadline_fd, SHUT_RD);
+	errno = saved;
+}
+
+static void
+deadline_arm(int fd, int64_t ms)
+{
+	struct itimerval it;
+
+	memset(&it, 0, sizeof(it));
+	it.it_value.tv_sec = (time_t)(ms / 1000);
+	it.it_value.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+	deadline_passed = 0;
+	deadline_fd = fd;
+	setitimer(ITIMER_REAL, &it, NULL);
+}
+
+static void
+deadline_disarm(void)
+{
+	struct itimerval it;
+
+	memset(&it, 0, sizeof(it));
+	setitimer(ITIMER_REAL, &it, NULL);
+	deadline_fd = -1;
+}
+
 static long
 fcgi_read(void *ctx, void *buf, size_t n)
 {
 	FCGX_Request *r = ctx;
 	int	want = n > 65536 ? 65536 : (int)n;
+	int	got = FCGX_GetStr(buf, want, r->in);
 
-	return FCGX_GetStr(buf, want, r->in);
+	if (got <= 0 && deadline_passed)
+		return PN_IO_TIMEOUT;
+	return got;
+}
+
+static void
+fcgi_read_end(void *ctx)
+{
+	deadline_disarm();
 }
 
 static bool
@@ -279,21 +435,98 @@ reload_in_place(struct pn_receiver *rcv, const char *path)
 }
 
 /*
+ * libfcgi's FCGI_WEB_SERVER_ADDRS, kept now that the worker accepts: when
+ * set, an IPv4 peer must be one of its comma-separated addresses.
+ */
+static bool
+peer_allowed(const struct sockaddr_in *in)
+{
+	const char *list = getenv("FCGI_WEB_SERVER_ADDRS");
+	char	buf[1024], *cur, *next;
+
+	if (list == NULL || *list == '\0')
+		return true;
+	snprintf(buf, sizeof(buf), "%s", list);
+	for (cur = buf; cur != NULL; cur = next) {
+		struct in_addr a;
+
+		next = strchr(cur, ',');
+		if (next != NULL)
+			*next++ = '\0';
+		if (inet_pton(AF_INET, cur, &a) == 1 && a.s_addr == in->sin_addr.s_addr)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Accept one connection on the (non-blocking) listening socket; the peer's
+ * address goes to peer for log lines.  -1 when another worker took it (or
+ * the peer is refused).
+ */
+static int
+accept_conn(int listen_fd, char *peer, size_t peersz)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int	fd, one = 1;
+
+	fd = accept4(listen_fd, (struct sockaddr *)&ss, &len, SOCK_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	snprintf(peer, peersz, "unix socket peer");
+	if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6) {
+		char	host[INET6_ADDRSTRLEN] = "?";
+		unsigned port;
+
+		if (ss.ss_family == AF_INET) {
+			struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+
+			inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+			port = ntohs(in->sin_port);
+			if (!peer_allowed(in)) {
+				pn_log(PN_LOG_ERROR, "refused a FastCGI connection from %s: not in "
+				       "FCGI_WEB_SERVER_ADDRS", host);
+				close(fd);
+				return -1;
+			}
+		} else {
+			struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+
+			inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+			port = ntohs(in6->sin6_port);
+		}
+		snprintf(peer, peersz, "%s port %u", host, port);
+		/* answers are small and whole: no Nagle delay (as libfcgi) */
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	}
+	return fd;
+}
+
+/*
  * Serve requests until SIGTERM/SIGINT/SIGQUIT.  Handled signals are blocked
  * all along and let through only inside ppoll(), while no request is being
- * served.  reload_path: reload on SIGHUP (single-process mode); NULL in a
- * pre-forked worker, which the supervisor replaces instead.
+ * served (waiting for a connection, or for the next request on a kept one).
+ * reload_path: reload on SIGHUP (single-process mode); NULL in a pre-forked
+ * worker, which the supervisor replaces instead.
+ *
+ * The worker accepts connections itself and hands each to libfcgi as if it
+ * were a kept connection (libfcgi's own listening socket is -1, so it never
+ * accepts): that gives the read deadline the connection's fd from its first
+ * byte, and the peer's address to the log.
  */
 static void
 worker_loop(struct pn_receiver *rcv, int listen_fd, const char *reload_path)
 {
 	FCGX_Request req;
 	sigset_t waitmask;
+	char	peer[96] = "";
 
 	install(SIGTERM, on_term);
 	install(SIGINT, on_term);
 	install(SIGQUIT, on_term);
 	install(SIGHUP, reload_path ? on_hup : SIG_IGN);
+	install(SIGALRM, on_deadline);
 	block_signals(NULL);
 	sigprocmask(SIG_SETMASK, NULL, &waitmask);
 	sigdelset(&waitmask, SIGTERM);
@@ -303,24 +536,29 @@ worker_loop(struct pn_receiver *rcv, int listen_fd, const char *reload_path)
 
 	/* Non-blocking accept: several workers wait on one socket. */
 	fcntl(listen_fd, F_SETFL, fcntl(listen_fd, F_GETFL) | O_NONBLOCK);
-	FCGX_InitRequest(&req, listen_fd, FCGI_FAIL_ACCEPT_ON_INTR);
+	FCGX_InitRequest(&req, -1, 0);
 	while (!got_term) {
+		int64_t	timeout_ms = rcv->cfg->read_timeout_ms;
+		bool	fresh = false;
+
 		if (got_hup) {
 			got_hup = 0;
 			reload_in_place(rcv, reload_path);
+			timeout_ms = rcv->cfg->read_timeout_ms;
 		}
-		/* With FCGI_KEEP_CONN the next request arrives on the web
-		 * server's open connection; otherwise wait for a new one. */
-		if (req.ipcFd < 0) {
-			struct pollfd pfd = {listen_fd, POLLIN, 0};
+		/* Wait for a new connection or, with FCGI_KEEP_CONN, for the
+		 * next request on the web server's open connection; either way
+		 * with the signals let in. */
+		{
+			struct pollfd pfd = {req.ipcFd >= 0 ? req.ipcFd : listen_fd, POLLIN, 0};
 
 			if (ppoll(&pfd, 1, NULL, &waitmask) <= 0)
 				continue;	/* a signal: look at the flags */
 		}
 		/* A ppoll() that finds a connection ready returns without
-		 * delivering a pending signal (and a kept connection skips
-		 * it): under a steady stream a stopping or retiring worker
-		 * would accept for ever.  Let pending signals in, look. */
+		 * delivering a pending signal: under a steady stream a stopping
+		 * or retiring worker would accept for ever.  Let pending
+		 * signals in, look. */
 		{
 			sigset_t blocked;
 
@@ -329,16 +567,42 @@ worker_loop(struct pn_receiver *rcv, int listen_fd, const char *reload_path)
 		}
 		if (got_term || got_hup)
 			continue;
-		if (FCGX_Accept_r(&req) < 0)
-			continue;	/* another worker took the connection */
+		if (req.ipcFd < 0) {
+			req.ipcFd = accept_conn(listen_fd, peer, sizeof(peer));
+			if (req.ipcFd < 0)
+				continue;	/* another worker took the connection */
+			req.keepConnection = 1;	/* read it, do not close it first */
+			fresh = true;
+		}
+		deadline_arm(req.ipcFd, timeout_ms);
+		if (FCGX_Accept_r(&req) < 0) {
+			/* libfcgi closed the connection: the peer went away, broke
+			 * the protocol, or missed the deadline */
+			deadline_disarm();
+			if (deadline_passed)
+				pn_log(PN_LOG_ERROR, "dropped a FastCGI connection (%s): request "
+				       "parameters not received within [limits] read_timeout_ms "
+				       "(%lld ms)%s", peer, (long long)timeout_ms,
+				       fresh ? "" : " on a kept connection");
+			continue;
+		}
 		{
-			struct pn_io io = {&req, fcgi_param, fcgi_each_param, fcgi_read, fcgi_write};
+			struct pn_io io = {&req, fcgi_param, fcgi_each_param, fcgi_read, fcgi_write,
+					   fcgi_read_end};
 
 			pn_pipeline_handle(rcv, &io);
 		}
+		deadline_disarm();
+		/* Closing, libfcgi reads what the peer still sends: bounded too. */
+		deadline_arm(req.ipcFd, timeout_ms);
 		FCGX_Finish_r(&req);
+		deadline_disarm();
 	}
+	/* a kept connection, closed: libfcgi drains it, bounded as above */
+	if (req.ipcFd >= 0)
+		deadline_arm(req.ipcFd, rcv->cfg->read_timeout_ms);
 	FCGX_Free(&req, 1);
+	deadline_disarm();
 }
 
 static int
@@ -349,6 +613,7 @@ serve_here(const struct pn_provider *p, const struct pn_server_opts *o, int list
 
 	pn_receiver_init(&rcv, p, cfg);
 	pn_metrics_workers(1, 1);	/* this process */
+	pn_proctitle_set("%s: server", p->program);
 	pn_log(PN_LOG_INFO, "serving FastCGI (%zu sites)", cfg->nsites);
 	worker_loop(&rcv, listen_fd, o->config_path);
 	pn_log(PN_LOG_INFO, "stopped");
@@ -389,8 +654,13 @@ spawn(struct supervisor *sv, struct slot *sl)
 	}
 	if (pid == 0) {
 		struct pn_receiver rcv;
+		size_t	n = (size_t)(sl - sv->slots) + 1;
+		char	name[32];
 
 		signal(SIGCHLD, SIG_DFL);
+		pn_proctitle_set("%s: worker %zu", sv->p->program, n);
+		snprintf(name, sizeof(name), "pn-%s.%zu", sv->p->name, n);
+		pn_proctitle_set_name(strlen(name) < 16 ? name : sv->p->program);
 		pn_receiver_init(&rcv, sv->p, sv->cfg);
 		worker_loop(&rcv, sv->listen_fd, NULL);
 		pn_receiver_destroy(&rcv);
@@ -536,6 +806,7 @@ supervise(const struct pn_provider *p, const struct pn_server_opts *o, int liste
 	sv.cfg = cfg;
 	block_signals(&set);
 
+	pn_proctitle_set("%s: supervisor", p->program);
 	for (i = 0; i < (size_t)o->workers; i++)
 		spawn(&sv, &sv.slots[i]);
 	pn_log(PN_LOG_INFO, "supervising %d workers (%zu sites)", o->workers, cfg->nsites);
@@ -575,6 +846,7 @@ supervise(const struct pn_provider *p, const struct pn_server_opts *o, int liste
 		case SIGQUIT:
 			if (!stopping) {
 				pn_log(PN_LOG_INFO, "stopping: workers finish their requests");
+				pn_proctitle_set("%s: supervisor (stopping)", p->program);
 				stopping = true;
 				stop_deadline = mono_ms() + STOP_GRACE_S * 1000;
 				signal_all(&sv, SIGTERM);

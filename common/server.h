@@ -32,8 +32,25 @@ struct pn_server_opts {
 	const char *socket_owner;	/* "user[:group]" for unix sockets, or NULL */
 };
 
-/* Open the listening socket described by spec ("unix:/path", "host:port", ":port"). */
+/* Exit status of a receiver refused because another one already serves its
+ * socket (or its --pidfile names a live process): EX_CANTCREAT, the socket
+ * or pid file it was told to create is another's. */
+#define PN_EXIT_IN_USE 73
+
+#define PN_LISTEN_FAILED (-1)
+#define PN_LISTEN_IN_USE (-2)	/* another process serves that address */
+
+/*
+ * Open the listening socket described by spec ("unix:/path", "host:port",
+ * ":port"); returns the fd, or PN_LISTEN_FAILED / PN_LISTEN_IN_USE with err
+ * set.  A unix socket path that answers a connect is another receiver's and
+ * is never taken over; a stale one (nothing answers) is replaced.
+ */
 int pn_server_listen(const char *spec, mode_t mode, const char *owner, struct pn_err *err) PN_WUR;
+
+/* Remove the unix socket pn_server_listen() created, if the path still
+ * names it (a clean stop); nothing for TCP or an inherited fd 0. */
+void pn_server_unlink_socket(void);
 
 /* Serve FastCGI on listen_fd until told to stop.  Takes ownership of cfg.
  * Returns the process exit status. */

@@ -21,7 +21,9 @@ delivered, one byte more is 413.
 
 import json
 import os
+import socket
 import sys
+import threading
 import time
 import unittest
 
@@ -48,7 +50,9 @@ def setUpModule():
     for p in pne2e.PROVIDERS:
         RECEIVERS[p] = pne2e.Receiver(p, CFG, sockdir, workers=2).start()
     NGINX = pne2e.Nginx(sockdir).start()
-    APACHE = pne2e.Apache(sockdir, pntest.REPO, CFG).start()
+    # Apache execs the CGI binaries as nobody: a copy outside the checkout
+    # (which may be in a 0700 directory such as /root)
+    APACHE = pne2e.Apache(sockdir, pne2e.public_bindir(), CFG).start()
 
 
 def tearDownModule():
@@ -230,6 +234,65 @@ class TestApacheCgi(FrontEnd, unittest.TestCase):
 
     def port(self):
         return APACHE.cgi_port
+
+
+def dribble_http(port, rate, nbytes, stop, out):
+    """POST a body of nbytes to Apache at `rate` bytes a second (a slow
+    client); out gets what happened."""
+    head = ("POST /notify/stripe/%s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            "Content-Type: application/json\r\nStripe-Signature: t=1,v1=00\r\n"
+            "Content-Length: %d\r\n\r\n" % (SITE, nbytes)).encode()
+    t0 = time.monotonic()
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    except OSError as e:
+        out.append(("connect", repr(e)))
+        return
+    try:
+        s.sendall(head)
+        sent, step = 0, max(1, rate // 10)
+        while sent < nbytes and not stop.is_set():
+            s.sendall(b" " * min(step, nbytes - sent))
+            sent += step
+            time.sleep(0.1)
+        out.append(("sent", sent, time.monotonic() - t0))
+    except OSError as e:
+        out.append(("closed", repr(e), time.monotonic() - t0))
+    finally:
+        s.close()
+
+
+class TestApacheSlowClients(unittest.TestCase):
+    """Through the shipped Apache mod_proxy_fcgi snippet (which streams a
+    request body to the receiver as it arrives), two clients sending a body
+    at 600 B/s must not hold the stripe receiver's two workers: health
+    answers within the read deadline ([limits] read_timeout_ms, default
+    2000 ms) and a bit."""
+
+    def test_slow_bodies_do_not_hold_the_workers(self):
+        stop = threading.Event()
+        outs = [[], []]
+        threads = [threading.Thread(target=dribble_http, daemon=True,
+                                    args=(APACHE.fcgi_port, 600, 6000, stop, o))
+                   for o in outs]
+        mark = len(RECEIVERS["stripe"].log_text())
+        for t in threads:
+            t.start()
+        try:
+            time.sleep(0.5)     # both bodies are on their way to the workers
+            t0 = time.monotonic()
+            r = pne2e.http(APACHE.fcgi_port, "GET", "/notify/stripe/" + SITE, timeout=20)
+            took = time.monotonic() - t0
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(20)
+        self.assertEqual(r.status, 200, r)
+        self.assertLess(took, 2.0 + 2.0, "health waited %.1f s behind two slow clients" % took)
+        RECEIVERS["stripe"].wait_log(r"request body not received within \[limits\] "
+                                     r"read_timeout_ms", 10, start=mark)
+        sys.stdout.write("    (health through Apache answered in %.2f s behind 2 clients "
+                         "at 600 B/s)\n" % took)
 
 
 if __name__ == "__main__":

@@ -81,7 +81,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static const size_t max_bodies[] = {16, 1024, 4096, 1048576};
 	static struct pn_arena *a;
 	struct fake f;
-	struct pn_io io = {&f, fake_param, fake_each_param, fake_read, fake_write};
+	struct pn_io io = {&f, fake_param, fake_each_param, fake_read, fake_write, NULL};
 	struct pn_request req;
 	struct pn_response res = {0};
 	struct pn_err err = {{0}};

@@ -330,8 +330,8 @@ class Receiver(_Proc):
         self.logdir = sockdir
 
     def start(self, timeout=10):
-        if os.path.exists(self.sock):
-            os.unlink(self.sock)
+        # a socket left behind is the receiver's business: it replaces a
+        # stale one and refuses one that answers (tests/e2e/test_process_safety.py)
         argv = [pntest.binary(self.provider), "-c", self.config,
                 "--listen", "unix:" + self.sock, "--workers", str(self.workers),
                 "--socket-mode", "0666"] + self.extra_args
@@ -373,6 +373,17 @@ def run_dir(prefix):
     d = pntest.scratch_dir(prefix)
     os.chmod(d, 0o755)
     pntest.add_cleanup(lambda: shutil.rmtree(d, ignore_errors=True))
+    return d
+
+
+def public_bindir():
+    """A copy of the receiver binaries in a run_dir, for servers that exec
+    them as another user (Apache CGI runs them as nobody): the checkout may
+    sit in a directory that user cannot traverse (/root is 0700), so they
+    are reached by a real path outside it."""
+    d = run_dir("pne2e-bin.")
+    for p in PROVIDERS:
+        _install(pntest.binary(p), os.path.join(d, "paynotify-" + p), 0o755)
     return d
 
 

@@ -662,11 +662,13 @@ def _fcgi_stream(rtype, req_id, data, chunk=32768):
 
 
 def fcgi_request(sock_path, params, body=b"", timeout=30, req_id=1):
-    """One FastCGI responder request over a unix socket (no keep-alive).
-    Returns Response; FCGI_STDERR output is the stderr field."""
+    """One FastCGI responder request over a unix socket, or TCP when
+    sock_path is a (host, port) tuple (no keep-alive).  Returns Response;
+    FCGI_STDERR output is the stderr field."""
     if isinstance(body, str):
         body = body.encode("utf-8")
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s = socket.socket(socket.AF_INET if isinstance(sock_path, tuple) else socket.AF_UNIX,
+                      socket.SOCK_STREAM)
     s.settimeout(timeout)
     s.connect(sock_path)
     records = [_fcgi_record(FCGI_BEGIN_REQUEST, req_id,

@@ -88,6 +88,7 @@ START_TEST(test_good_config)
 	ck_assert_int_eq(cfg->statement_timeout_ms, 2500);
 	ck_assert_int_eq(cfg->connect_timeout_s, 2);
 	ck_assert_int_eq(cfg->max_body_bytes, 65536);
+	ck_assert_int_eq(cfg->read_timeout_ms, 2000);
 	s = pn_cfg_site(cfg, "shop-a");
 	ck_assert(s != NULL);
 	ck_assert(s->stripe.configured && s->alipay.configured);
@@ -119,6 +120,9 @@ static const struct {
 	{"[site a]\nstripe.secret_files = ok\n[site a]\n", "pn.conf:3: site \"a\" is defined twice"},
 	{"[limits]\nmax_body_bytes = 12\n", "pn.conf:2: invalid value \"12\" for \"max_body_bytes\""},
 	{"[database]\nstatement_timeout_ms = soon\n", "expected an integer"},
+	{"[limits]\nread_timeout_ms = 50\n", "pn.conf:2: invalid value \"50\" for \"read_timeout_ms\""},
+	{"[limits]\nread_timeout_ms = 30000\n", "pn.conf:2: invalid value \"30000\" for \"read_timeout_ms\""},
+	{"[limits]\nread_timeout_ms = 2s\n", "expected an integer"},
 	{"[site a]\nalipay.sign_type = MD5\n", "expected one of RSA2, RSA"},
 	{"[site a]\nalipay.app_id = 1\n", "pn.conf:1: site \"a\": alipay.seller_id is required"},
 	{"[site a]\nwechatpay.v2_sign_type = SHA1\n", "expected some of MD5, HMAC-SHA256"},
