@@ -79,7 +79,7 @@ migrate_exec(int argc, char **argv, const char *config_path)
 	PGconn *conn = NULL;
 	char  **files = NULL;
 	size_t	nfiles, i, applied = 0;
-	int	opt, version = 0, rc = PN_EXIT_FAILURE;
+	int	opt, version = 0, rc = PN_EXIT_UNAVAILABLE;
 
 	optind = 0;	/* glibc: 0 re-initialises getopt after main() used it */
 	while ((opt = getopt_long(argc, argv, "d:h", longopts, NULL)) != -1) {
@@ -98,10 +98,12 @@ migrate_exec(int argc, char **argv, const char *config_path)
 	nfiles = list_files(dir, &files);
 	if (nfiles == 0) {
 		fprintf(stderr, "paynotify: no NNN_*.sql files in \"%s\" (use --sql-dir)\n", dir);
-		return PN_EXIT_FAILURE;
+		return PN_EXIT_IOERR;
 	}
-	if ((cfg = pn_admin_config(config_path)) == NULL)
+	if ((cfg = pn_admin_config(config_path)) == NULL) {
+		rc = PN_EXIT_CONFIG;
 		goto done;
+	}
 	if ((conn = pn_db_connect(cfg, &err)) == NULL
 	    || !pn_db_query(conn, MIGRATE_LOCK, 0, NULL, NULL, &err)
 	    || !pn_db_schema_version(conn, &version, &err)) {

@@ -87,7 +87,7 @@ sign_exec(int argc, char **argv, const char *config_path)
 	struct pn_arena *a;
 	char	cur[4];
 	bool	curl = false;
-	int	opt, rc = PN_EXIT_FAILURE;
+	int	opt, rc = PN_EXIT_CONFIG;
 	size_t	i;
 
 	memset(&req, 0, sizeof(req));
@@ -120,12 +120,24 @@ sign_exec(int argc, char **argv, const char *config_path)
 		help(stderr);
 		return PN_EXIT_USAGE;
 	}
-	if ((p = pn_provider_find(argv[optind])) == NULL || p->sign == NULL) {
-		fprintf(stderr, "paynotify: unknown provider \"%s\"\n", argv[optind]);
+	if (!pn_opt_provider("PROVIDER", argv[optind]))
+		return PN_EXIT_USAGE;
+	if ((p = pn_provider_find(argv[optind]))->sign == NULL) {
+		fprintf(stderr, "paynotify: provider \"%s\" cannot sign\n", argv[optind]);
+		return PN_EXIT_USAGE;
+	}
+	if (*order == '\0') {
+		fprintf(stderr, "paynotify: --order: empty order id\n");
+		return PN_EXIT_USAGE;
+	}
+	if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) {
+		fprintf(stderr, "paynotify: --url \"%s\": expected http://HOST[:PORT] or "
+			"https://HOST[:PORT]\n", url);
 		return PN_EXIT_USAGE;
 	}
 	if (!pn_money_currency(currency, cur)) {
-		fprintf(stderr, "paynotify: unknown currency \"%s\"\n", currency);
+		fprintf(stderr, "paynotify: --currency \"%s\": unknown currency (an ISO 4217 "
+			"code, e.g. CNY, USD, SGD, JPY)\n", currency);
 		return PN_EXIT_USAGE;
 	}
 	if (!pn_money_parse(amount, pn_money_exponent(cur), &req.amount_minor, &err)) {
@@ -133,7 +145,11 @@ sign_exec(int argc, char **argv, const char *config_path)
 		return PN_EXIT_USAGE;
 	}
 	if ((cfg = pn_admin_config(config_path)) == NULL)
-		return PN_EXIT_FAILURE;
+		return PN_EXIT_CONFIG;
+	if (!pn_opt_site(cfg, "--site", site_name)) {
+		pn_cfg_free(cfg);
+		return PN_EXIT_USAGE;
+	}
 	a = pn_arena_new();
 	req.site = pn_cfg_site(cfg, site_name);
 	if (req.site == NULL || !p->configured(req.site)) {
@@ -148,6 +164,7 @@ sign_exec(int argc, char **argv, const char *config_path)
 			fprintf(stderr, "paynotify: could not read /dev/urandom\n");
 			if (ur)
 				fclose(ur);
+			rc = PN_EXIT_IOERR;
 			goto done;
 		}
 		fclose(ur);

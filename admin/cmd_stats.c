@@ -15,12 +15,15 @@
 static void
 help(FILE *f)
 {
-	fprintf(f, "usage: paynotify stats [--site S] [--format table|csv|json|prometheus]\n\n"
+	fprintf(f, "usage: paynotify stats [--site S] [--format table|csv|json|prometheus]\n"
+		"                       [--wide]\n\n"
 		"Counts of stored notifications by site, provider, event kind and outcome,\n"
 		"with deliveries, duplicate deliveries and the last notification time.\n"
 		"For node_exporter's textfile collector:\n"
 		"  paynotify stats --format prometheus > /var/lib/node_exporter/paynotify.prom.$$ &&\n"
-		"    mv /var/lib/node_exporter/paynotify.prom.$$ /var/lib/node_exporter/paynotify.prom\n");
+		"    mv /var/lib/node_exporter/paynotify.prom.$$ /var/lib/node_exporter/paynotify.prom\n"
+		"Exit status: 0, or 64 a bad option (a site not in the configuration),\n"
+		"69 database error, 78 configuration error.\n");
 }
 
 static const char stats_sql[] =
@@ -112,11 +115,13 @@ stats_exec(int argc, char **argv, const char *config_path)
 	static const struct option longopts[] = {
 		{"site", required_argument, NULL, 's'},
 		{"format", required_argument, NULL, 'f'},
+		{"wide", no_argument, NULL, 'W'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *params[1] = {NULL};
 	enum pn_format fmt = pn_format_default();
+	struct pn_config *cfg;
 	struct pn_table t;
 	int	opt;
 
@@ -124,6 +129,7 @@ stats_exec(int argc, char **argv, const char *config_path)
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 's': params[0] = optarg; break;
+		case 'W': pn_table_set_wide(true); break;
 		case 'f':
 			if (!pn_format_parse(optarg, true, &fmt))
 				return PN_EXIT_USAGE;
@@ -140,8 +146,17 @@ stats_exec(int argc, char **argv, const char *config_path)
 		help(stderr);
 		return PN_EXIT_USAGE;
 	}
-	if (!pn_admin_query(config_path, stats_sql, 1, params, &t))
-		return PN_EXIT_FAILURE;
+	if ((cfg = pn_admin_config(config_path)) == NULL)
+		return PN_EXIT_CONFIG;
+	if (params[0] != NULL && !pn_opt_site(cfg, "--site", params[0])) {
+		pn_cfg_free(cfg);
+		return PN_EXIT_USAGE;
+	}
+	if (!pn_admin_query_cfg(cfg, stats_sql, 1, params, &t)) {
+		pn_cfg_free(cfg);
+		return PN_EXIT_UNAVAILABLE;
+	}
+	pn_cfg_free(cfg);
 	if (fmt == PN_FMT_PROMETHEUS)
 		print_prometheus(&t, stdout);
 	else

@@ -59,48 +59,257 @@ pn_table_free(struct pn_table *t)
 	memset(t, 0, sizeof(*t));
 }
 
-/* Display width of UTF-8 text: code points, East Asian wide ones count 2. */
+/* Tables fit this many columns unless --wide (pn_table_set_wide). */
+#define TABLE_COLUMNS 100
+#define GAP 2
+
+static bool table_wide = false;
+
+void
+pn_table_set_wide(bool wide)
+{
+	table_wide = wide;
+}
+
+/*
+ * Bytes of the code point at s: its lead byte and the continuation bytes
+ * that follow, never past the terminating NUL (a truncated or invalid
+ * sequence is as long as the bytes that are there).
+ */
+static size_t
+cp_len(const char *s)
+{
+	size_t	n = 1;
+
+	while (n < 4 && s[n] != '\0' && ((unsigned char)s[n] & 0xc0) == 0x80)
+		n++;
+	return n;
+}
+
+/* Display width of the code point at s: East Asian wide ones (3- and 4-byte) count 2. */
+static size_t
+cp_width(const char *s)
+{
+	unsigned char c = (unsigned char)*s;
+
+	return (c & 0xf0) == 0xe0 || (c & 0xf8) == 0xf0 ? 2 : 1;	/* CJK lives there */
+}
+
+/* Display width of the first n bytes of UTF-8 text s. */
+static size_t
+width_n(const char *s, size_t n)
+{
+	size_t	w = 0, i = 0;
+
+	while (i < n && s[i] != '\0') {
+		w += cp_width(s + i);
+		i += cp_len(s + i);
+	}
+	return w;
+}
+
 static size_t
 width(const char *s)
 {
-	size_t	w = 0;
+	return width_n(s, strlen(s));
+}
 
-	while (*s) {
-		unsigned char c = (unsigned char)*s;
+/*
+ * The next line of a cell wrapped at max display columns: its length in
+ * bytes (*skip: bytes to step over after it, the space or newline it broke
+ * at).  Breaks at the last blank that fits when there is one in the second
+ * half, else between code points.
+ */
+static size_t
+wrap_line(const char *s, size_t max, size_t *skip)
+{
+	size_t	i = 0, w = 0, blank = 0;
 
-		if (c < 0x80)
-			w++, s++;
-		else if ((c & 0xe0) == 0xc0)
-			w++, s += 2;
-		else if ((c & 0xf0) == 0xe0)
-			w += 2, s += 3;	/* CJK lives here */
-		else
-			w += 2, s += 4;
-		for (; (*s & 0xc0) == 0x80; s++)
-			;
+	*skip = 0;
+	while (s[i] != '\0' && s[i] != '\n') {
+		size_t	cw = cp_width(s + i);
+
+		if (w + cw > max && i > 0) {
+			if (blank > 0 && width_n(s, blank) * 2 >= max) {
+				*skip = 1;
+				return blank;
+			}
+			return i;
+		}
+		if (s[i] == ' ')
+			blank = i;
+		w += cw;
+		i += cp_len(s + i);
 	}
-	return w;
+	if (s[i] == '\n')
+		*skip = 1;
+	return i;
+}
+
+/* Total width of the columns with those in `which` capped at cap (never below floor[c]). */
+static size_t
+capped_total(const struct pn_table *t, const size_t *w, const size_t *floor, const bool *which,
+	     size_t cap)
+{
+	size_t	c, sum = 0;
+
+	for (c = 0; c < t->ncols; c++) {
+		size_t	v = w[c];
+
+		if (which[c] && v > cap)
+			v = cap > floor[c] ? cap : floor[c];
+		sum += v + (c ? GAP : 0);
+	}
+	return sum;
+}
+
+static size_t
+natural_total(const struct pn_table *t, const size_t *w)
+{
+	size_t	c, sum = 0;
+
+	for (c = 0; c < t->ncols; c++)
+		sum += w[c] + (c ? GAP : 0);
+	return sum;
+}
+
+/* Cap the columns in `which` at the largest cap that fits (water-filling: widest first). */
+static void
+cap_columns(const struct pn_table *t, size_t *w, const size_t *floor, const bool *which)
+{
+	size_t	c, lo = 1, hi = 0;
+
+	for (c = 0; c < t->ncols; c++)
+		if (which[c] && w[c] > hi)
+			hi = w[c];
+	if (hi == 0)
+		return;
+	while (lo < hi) {	/* the total grows with the cap */
+		size_t	mid = (lo + hi + 1) / 2;
+
+		if (capped_total(t, w, floor, which, mid) <= TABLE_COLUMNS)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	for (c = 0; c < t->ncols; c++)
+		if (which[c] && w[c] > lo)
+			w[c] = lo > floor[c] ? lo : floor[c];
+}
+
+/*
+ * Column widths that fit TABLE_COLUMNS, their cells wrapping onto more
+ * lines: first the columns of prose (cells with blanks: notes, details,
+ * times), down to 12 or their name; then, if that is not enough, every
+ * column, down to its name.  With --wide, or when it fits anyway, the
+ * natural widths.
+ */
+static void
+fit_columns(const struct pn_table *t, size_t *w)
+{
+	bool   *prose = pn_xcalloc(t->ncols, sizeof(bool)), *all = pn_xcalloc(t->ncols, sizeof(bool));
+	size_t *floor = pn_xcalloc(t->ncols, sizeof(size_t)), r, c;
+
+	if (table_wide || natural_total(t, w) <= TABLE_COLUMNS)
+		goto done;
+	for (c = 0; c < t->ncols; c++) {
+		all[c] = true;
+		for (r = 0; r < t->nrows && !prose[c]; r++) {
+			const char *v = t->cells[r * t->ncols + c];
+
+			prose[c] = v && strchr(v, ' ') != NULL;
+		}
+		floor[c] = width(t->cols[c]);
+		if (prose[c] && floor[c] < 12)
+			floor[c] = 12;
+	}
+	cap_columns(t, w, floor, prose);
+	if (natural_total(t, w) > TABLE_COLUMNS) {
+		for (c = 0; c < t->ncols; c++)
+			floor[c] = width(t->cols[c]);
+		cap_columns(t, w, floor, all);
+	}
+done:
+	free(prose);
+	free(all);
+	free(floor);
+}
+
+/* Table cells only: a PostgreSQL timestamp without its fraction of a second. */
+static const char *
+display_cell(const char *v, char *buf, size_t sz)
+{
+	const char *dot;
+	size_t	n;
+
+	/* "2026-12-01 07:51:48.161069+00" -> "2026-12-01 07:51:48+00" */
+	if (v == NULL || strlen(v) < 20 || v[4] != '-' || v[7] != '-' || v[10] != ' '
+	    || v[13] != ':' || v[16] != ':' || v[19] != '.')
+		return v;
+	dot = v + 19;
+	for (n = 1; dot[n] >= '0' && dot[n] <= '9'; n++)
+		;
+	snprintf(buf, sz, "%.19s%s", v, dot + n);
+	return buf;
+}
+
+/* One row (cells; NULL is empty), wrapped to the widths: as many lines as its tallest cell. */
+static void
+print_row(const struct pn_table *t, const char *const *cells, const size_t *w, FILE *f)
+{
+	const char **rest = pn_xcalloc(t->ncols, sizeof(char *));
+	size_t	c;
+	bool	more = true;
+
+	for (c = 0; c < t->ncols; c++)
+		rest[c] = cells[c] ? cells[c] : "";
+	while (more) {
+		more = false;
+		for (c = 0; c < t->ncols; c++) {
+			size_t	skip, n = wrap_line(rest[c], w[c], &skip);
+			size_t	cw = width_n(rest[c], n);
+
+			fprintf(f, "%s%.*s", c ? "  " : "", (int)n, rest[c]);
+			if (c + 1 < t->ncols)
+				fprintf(f, "%*s", (int)(w[c] > cw ? w[c] - cw : 0), "");
+			rest[c] += n + skip;
+			if (*rest[c] != '\0')
+				more = true;
+		}
+		fputc('\n', f);
+	}
+	free(rest);
 }
 
 static void
 print_table(const struct pn_table *t, FILE *f)
 {
 	size_t *w = pn_xcalloc(t->ncols, sizeof(size_t)), r, c;
+	struct pn_table d;	/* the cells as shown */
 
+	memset(&d, 0, sizeof(d));
+	d.ncols = t->ncols;
+	d.nrows = t->nrows;
+	d.cols = t->cols;
+	d.cells = pn_xcalloc(t->nrows * t->ncols + 1, sizeof(char *));
+	for (r = 0; r < t->nrows * t->ncols; r++) {
+		char	buf[64];
+		const char *v = display_cell(t->cells[r], buf, sizeof(buf));
+
+		d.cells[r] = pn_xstrdup(v ? v : "");
+	}
 	for (c = 0; c < t->ncols; c++)
 		w[c] = width(t->cols[c]);
 	for (r = 0; r < t->nrows; r++)
 		for (c = 0; c < t->ncols; c++) {
-			const char *v = t->cells[r * t->ncols + c];
-			size_t	n = width(v ? v : "");
+			size_t	n = width(d.cells[r * t->ncols + c]);
 
 			if (n > w[c])
 				w[c] = n;
 		}
-	for (c = 0; c < t->ncols; c++)
-		fprintf(f, "%s%s%*s", c ? "  " : "", t->cols[c],
-			c + 1 < t->ncols ? (int)(w[c] - width(t->cols[c])) : 0, "");
-	fputc('\n', f);
+	fit_columns(&d, w);
+	t = &d;
+	print_row(t, (const char *const *)t->cols, w, f);
 	for (c = 0; c < t->ncols; c++) {
 		size_t i;
 
@@ -109,17 +318,11 @@ print_table(const struct pn_table *t, FILE *f)
 			fputc('-', f);
 	}
 	fputc('\n', f);
-	for (r = 0; r < t->nrows; r++) {
-		for (c = 0; c < t->ncols; c++) {
-			const char *v = t->cells[r * t->ncols + c];
-
-			if (v == NULL)
-				v = "";
-			fprintf(f, "%s%s%*s", c ? "  " : "", v,
-				c + 1 < t->ncols ? (int)(w[c] - width(v)) : 0, "");
-		}
-		fputc('\n', f);
-	}
+	for (r = 0; r < t->nrows; r++)
+		print_row(t, (const char *const *)&t->cells[r * t->ncols], w, f);
+	for (r = 0; r < d.nrows * d.ncols; r++)
+		free(d.cells[r]);
+	free(d.cells);
 	free(w);
 }
 

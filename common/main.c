@@ -20,6 +20,7 @@
 
 #include <fcgiapp.h>
 
+#include "exit.h"
 #include "log.h"
 #include "pipeline.h"
 #include "server.h"
@@ -68,12 +69,12 @@ serve_cgi(const struct pn_provider *provider, struct pn_config *cfg)
 {
 	struct pn_receiver rcv;
 	struct pn_io io = {NULL, cgi_param, cgi_each_param, cgi_read, cgi_write};
-	int	rc = 0;
+	int	rc = PN_EXIT_OK;
 
 	pn_receiver_init(&rcv, provider, cfg);
 	pn_pipeline_handle(&rcv, &io);
 	if (fflush(stdout) != 0)
-		rc = 1;
+		rc = PN_EXIT_IOERR;
 	pn_receiver_destroy(&rcv);
 	pn_cfg_free(cfg);
 	return rc;
@@ -95,12 +96,15 @@ usage(FILE *f, const char *prog)
 		"                           --listen: 2; on fd 0: 0 = serve in this process)\n"
 		"  -m, --socket-mode MODE   octal mode of a unix socket (default 0660)\n"
 		"  -o, --socket-owner U[:G] owner of a unix socket\n"
-		"  -t, --check-config       load the configuration, report, and exit\n"
+		"  -t, --check-config       load the configuration, report, and exit (0 when\n"
+		"                           it loads, 78 when not: the reload command's check)\n"
 		"  -h, --help               show this help\n"
 		"  -V, --version            show the version\n"
 		"\n"
 		"Signals: SIGTERM stops after in-flight requests; SIGHUP reloads the\n"
-		"configuration and keys (a broken one is refused, the old one keeps serving).\n",
+		"configuration and keys (a broken one is refused, the old one keeps serving).\n"
+		"Exit status: 0, 64 usage, 71 could not listen, 74 could not answer (CGI),\n"
+		"78 configuration error (docs/OPERATIONS.md, \"Exit statuses\").\n",
 		prog, PN_PROVIDER.name);
 }
 
@@ -138,16 +142,17 @@ main(int argc, char **argv)
 		case 'w':
 			opts.workers = (int)strtol(optarg, &end, 10);
 			if (*end != '\0' || opts.workers < 0) {
-				fprintf(stderr, "%s: invalid --workers \"%s\"\n", provider->program, optarg);
-				return 2;
+				fprintf(stderr, "%s: invalid --workers \"%s\": expected a number of "
+					"workers (0 or more)\n", provider->program, optarg);
+				return PN_EXIT_USAGE;
 			}
 			break;
 		case 'm':
 			opts.socket_mode = (mode_t)strtol(optarg, &end, 8);
 			if (*end != '\0' || opts.socket_mode > 0777) {
-				fprintf(stderr, "%s: invalid --socket-mode \"%s\"\n", provider->program,
-					optarg);
-				return 2;
+				fprintf(stderr, "%s: invalid --socket-mode \"%s\": expected an octal "
+					"mode such as 0660\n", provider->program, optarg);
+				return PN_EXIT_USAGE;
 			}
 			break;
 		case 'o':
@@ -164,12 +169,12 @@ main(int argc, char **argv)
 			return 0;
 		default:
 			usage(stderr, provider->program);
-			return 2;
+			return PN_EXIT_USAGE;
 		}
 	}
 	if (optind != argc) {
 		usage(stderr, provider->program);
-		return 2;
+		return PN_EXIT_USAGE;
 	}
 	if (opts.config_path == NULL)
 		opts.config_path = pn_cfg_default_path();
@@ -180,7 +185,7 @@ main(int argc, char **argv)
 	if (check_only) {
 		if (cfg == NULL) {
 			fprintf(stderr, "%s\n", err.msg);
-			return 1;
+			return PN_EXIT_CONFIG;
 		}
 		printf("%s: configuration OK (%zu sites)\n", opts.config_path, cfg->nsites);
 		pn_cfg_free(cfg);
@@ -197,7 +202,7 @@ main(int argc, char **argv)
 	}
 	if (cfg == NULL) {
 		pn_log(PN_LOG_ERROR, "could not load configuration: %s", err.msg);
-		return 78;	/* EX_CONFIG: a supervisor should not spin on it */
+		return PN_EXIT_CONFIG;	/* a supervisor should not spin on it */
 	}
 	pn_log_set_level((int)cfg->log_level);
 	if (opts.listen != NULL) {
@@ -205,7 +210,7 @@ main(int argc, char **argv)
 		if (listen_fd < 0) {
 			pn_log(PN_LOG_ERROR, "%s", err.msg);
 			pn_cfg_free(cfg);
-			return 1;
+			return PN_EXIT_OSERR;
 		}
 		if (opts.workers < 0)
 			opts.workers = 2;
