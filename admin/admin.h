@@ -46,6 +46,7 @@ struct pn_table {
 	size_t	nrows;
 	char  **cols;		/* column names */
 	char  **cells;		/* nrows * ncols strings; NULL is SQL NULL */
+	uint64_t optional;	/* columns a table may leave out (pn_table_optional) */
 };
 
 void pn_table_init(struct pn_table *t, size_t ncols, const char *const *cols);
@@ -55,6 +56,9 @@ const char *pn_table_get(const struct pn_table *t, size_t row, const char *col);
  * pn_table_set_wide(true) (--wide); CSV and JSON are never cut. */
 void pn_table_print(const struct pn_table *t, enum pn_format fmt, FILE *f);
 void pn_table_set_wide(bool wide);
+/* Column col is of low value in a terminal: a table that does not fit 100
+ * columns leaves it out (and says so); --wide, CSV and JSON keep it. */
+void pn_table_optional(struct pn_table *t, const char *col);
 void pn_table_free(struct pn_table *t);
 /* "table", "csv", "json" (and "prometheus" when allowed); says why not on stderr */
 bool pn_format_parse(const char *s, bool allow_prometheus, enum pn_format *out);

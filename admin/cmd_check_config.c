@@ -314,9 +314,18 @@ check_access(struct check *c, const char *user_opt)
 	if (u.name) {
 		size_t	before = pn_cfg_findings_count(&c->fd, PN_CFG_ERROR);
 
-		for (i = 0; i < c->cfg->nfiles; i++)
+		size_t	n = 0, j;
+
+		for (i = 0; i < c->cfg->nfiles; i++) {
+			for (j = 0; j < i; j++)	/* a file several sites share: once */
+				if (strcmp(c->cfg->files[j].path, c->cfg->files[i].path) == 0)
+					break;
+			if (j < i)
+				continue;
 			check_file_access(c, &u, &c->cfg->files[i]);
-		printf("files: %zu checked as user %s (%s)%s\n", c->cfg->nfiles, u.name, u.source,
+			n++;
+		}
+		printf("files: %zu checked as user %s (%s)%s\n", n, u.name, u.source,
 		       pn_cfg_findings_count(&c->fd, PN_CFG_ERROR) > before ? ": NOT all readable"
 		       : ", all readable");
 		free(u.name);

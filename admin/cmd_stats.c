@@ -159,8 +159,10 @@ stats_exec(int argc, char **argv, const char *config_path)
 	pn_cfg_free(cfg);
 	if (fmt == PN_FMT_PROMETHEUS)
 		print_prometheus(&t, stdout);
-	else
+	else {
+		pn_table_optional(&t, "last_delivery_epoch");	/* for machines; last_delivery says it */
 		pn_table_print(&t, fmt, stdout);
+	}
 	pn_table_free(&t);
 	return PN_EXIT_OK;
 }

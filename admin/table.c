@@ -34,6 +34,19 @@ pn_table_add(struct pn_table *t, const char *const *cells)
 	t->nrows++;
 }
 
+void
+pn_table_optional(struct pn_table *t, const char *col)
+{
+	size_t i;
+
+	for (i = 0; i < t->ncols && i < 64; i++)
+		if (strcmp(t->cols[i], col) == 0) {
+			t->optional |= UINT64_C(1) << i;
+			return;
+		}
+	pn_fatal("no column \"%s\"", col);
+}
+
 const char *
 pn_table_get(const struct pn_table *t, size_t row, const char *col)
 {
@@ -199,40 +212,56 @@ cap_columns(const struct pn_table *t, size_t *w, const size_t *floor, const bool
 
 /*
  * Column widths that fit TABLE_COLUMNS, their cells wrapping onto more
- * lines: first the columns of prose (cells with blanks: notes, details,
- * times), down to 12 or their name; then, if that is not enough, every
- * column, down to its name.  With --wide, or when it fits anyway, the
+ * lines.  Columns of prose (cells with blanks: notes, details, times) wrap
+ * best, so they give way first, down to PROSE_MIN each; then the other
+ * columns are cut, widest first, no narrower than their names; the prose
+ * columns share what is left.  With --wide, or when it fits anyway, the
  * natural widths.
  */
+#define PROSE_MIN 12
+
 static void
 fit_columns(const struct pn_table *t, size_t *w)
 {
-	bool   *prose = pn_xcalloc(t->ncols, sizeof(bool)), *all = pn_xcalloc(t->ncols, sizeof(bool));
-	size_t *floor = pn_xcalloc(t->ncols, sizeof(size_t)), r, c;
+	bool   *prose = pn_xcalloc(t->ncols, sizeof(bool)), *other = pn_xcalloc(t->ncols, sizeof(bool));
+	size_t *floor = pn_xcalloc(t->ncols, sizeof(size_t)), *nat = pn_xcalloc(t->ncols, sizeof(size_t));
+	size_t	r, c;
 
 	if (table_wide || natural_total(t, w) <= TABLE_COLUMNS)
 		goto done;
 	for (c = 0; c < t->ncols; c++) {
-		all[c] = true;
 		for (r = 0; r < t->nrows && !prose[c]; r++) {
 			const char *v = t->cells[r * t->ncols + c];
 
 			prose[c] = v && strchr(v, ' ') != NULL;
 		}
+		other[c] = !prose[c];
+		nat[c] = w[c];
 		floor[c] = width(t->cols[c]);
-		if (prose[c] && floor[c] < 12)
-			floor[c] = 12;
+		if (prose[c]) {	/* hold the prose columns at PROSE_MIN while the others are cut */
+			size_t	hold = floor[c] > PROSE_MIN ? floor[c] : PROSE_MIN;
+
+			if (w[c] > hold)
+				w[c] = hold;
+		}
 	}
+	cap_columns(t, w, floor, other);
+	for (c = 0; c < t->ncols; c++)
+		if (prose[c])
+			w[c] = nat[c];
 	cap_columns(t, w, floor, prose);
-	if (natural_total(t, w) > TABLE_COLUMNS) {
-		for (c = 0; c < t->ncols; c++)
-			floor[c] = width(t->cols[c]);
-		cap_columns(t, w, floor, all);
+	if (natural_total(t, w) > TABLE_COLUMNS) {	/* the names themselves are too wide: wrap them */
+		for (c = 0; c < t->ncols; c++) {
+			floor[c] = floor[c] < 6 ? floor[c] : 6;
+			other[c] = true;
+		}
+		cap_columns(t, w, floor, other);
 	}
 done:
 	free(prose);
-	free(all);
+	free(other);
 	free(floor);
+	free(nat);
 }
 
 /* Table cells only: a PostgreSQL timestamp without its fraction of a second. */
@@ -284,35 +313,65 @@ print_row(const struct pn_table *t, const char *const *cells, const size_t *w, F
 static void
 print_table(const struct pn_table *t, FILE *f)
 {
+	const struct pn_table *orig = t;
 	size_t *w = pn_xcalloc(t->ncols, sizeof(size_t)), r, c;
 	struct pn_table d;	/* the cells as shown */
 
-	memset(&d, 0, sizeof(d));
-	d.ncols = t->ncols;
-	d.nrows = t->nrows;
-	d.cols = t->cols;
-	d.cells = pn_xcalloc(t->nrows * t->ncols + 1, sizeof(char *));
-	for (r = 0; r < t->nrows * t->ncols; r++) {
-		char	buf[64];
-		const char *v = display_cell(t->cells[r], buf, sizeof(buf));
+	bool   *shown = pn_xcalloc(t->ncols, sizeof(bool));
+	size_t	i, dropped = 0;
 
-		d.cells[r] = pn_xstrdup(v ? v : "");
+	/* the columns shown: all of them, unless they do not fit and some are optional */
+	for (c = 0; c < t->ncols; c++)
+		shown[c] = true;
+	if (!table_wide && t->optional != 0) {
+		for (c = 0; c < t->ncols; c++)
+			w[c] = width(t->cols[c]);
+		for (r = 0; r < t->nrows; r++)
+			for (c = 0; c < t->ncols; c++) {
+				const char *v = t->cells[r * t->ncols + c];
+				size_t	n = width(v ? v : "");
+
+				if (n > w[c])
+					w[c] = n;
+			}
+		if (natural_total(t, w) > TABLE_COLUMNS)
+			for (c = 0; c < t->ncols; c++)
+				if (c < 64 && (t->optional & (UINT64_C(1) << c))) {
+					shown[c] = false;
+					dropped++;
+				}
 	}
+	memset(&d, 0, sizeof(d));
+	d.ncols = t->ncols - dropped;
+	d.nrows = t->nrows;
+	d.cols = pn_xcalloc(d.ncols + 1, sizeof(char *));
+	for (c = 0, i = 0; c < t->ncols; c++)
+		if (shown[c])
+			d.cols[i++] = t->cols[c];
+	d.cells = pn_xcalloc(t->nrows * d.ncols + 1, sizeof(char *));
+	for (r = 0, i = 0; r < t->nrows; r++)
+		for (c = 0; c < t->ncols; c++) {
+			char	buf[64];
+			const char *v;
+
+			if (!shown[c])
+				continue;
+			v = display_cell(t->cells[r * t->ncols + c], buf, sizeof(buf));
+			d.cells[i++] = pn_xstrdup(v ? v : "");
+		}
+	t = &d;
 	for (c = 0; c < t->ncols; c++)
 		w[c] = width(t->cols[c]);
 	for (r = 0; r < t->nrows; r++)
 		for (c = 0; c < t->ncols; c++) {
-			size_t	n = width(d.cells[r * t->ncols + c]);
+			size_t	n = width(t->cells[r * t->ncols + c]);
 
 			if (n > w[c])
 				w[c] = n;
 		}
-	fit_columns(&d, w);
-	t = &d;
+	fit_columns(t, w);
 	print_row(t, (const char *const *)t->cols, w, f);
 	for (c = 0; c < t->ncols; c++) {
-		size_t i;
-
 		fputs(c ? "  " : "", f);
 		for (i = 0; i < w[c]; i++)
 			fputc('-', f);
@@ -320,9 +379,20 @@ print_table(const struct pn_table *t, FILE *f)
 	fputc('\n', f);
 	for (r = 0; r < t->nrows; r++)
 		print_row(t, (const char *const *)&t->cells[r * t->ncols], w, f);
+	if (dropped > 0) {
+		const struct pn_table *o = orig;
+
+		fputs("(not shown:", f);
+		for (c = 0, i = 0; c < o->ncols; c++)
+			if (!shown[c])
+				fprintf(f, "%s %s", i++ ? "," : "", o->cols[c]);
+		fputs("; --wide shows every column)\n", f);
+	}
 	for (r = 0; r < d.nrows * d.ncols; r++)
 		free(d.cells[r]);
 	free(d.cells);
+	free(d.cols);
+	free(shown);
 	free(w);
 }
 
