@@ -105,6 +105,8 @@ bool pn_opt_duration(const char *opt, const char *value, int64_t *seconds) PN_WU
  * duration meaning that long ago ("2h").  *out: text PostgreSQL reads as
  * timestamptz (owned by the caller). */
 bool pn_opt_time(const char *opt, const char *value, char **out) PN_WUR;
+/* An http:// or https:// URL with a host. */
+bool pn_opt_url(const char *opt, const char *value) PN_WUR;
 /* Every outcome the schema records (for help texts and tests). */
 extern const char *const pn_outcomes[];
 

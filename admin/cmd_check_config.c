@@ -180,29 +180,47 @@ user_lookup(const char *name, struct user *u)
 	return true;
 }
 
-/* User= of the first installed paynotify@.service, or NULL (malloc'd). */
+/*
+ * User= of the first installed paynotify@.service, when the configuration
+ * it runs with (its Environment=PAYNOTIFY_CONFIG=, else the built-in
+ * default) is the one being checked; else NULL.  (malloc'd)
+ */
 static char *
-unit_user(const char **unit)
+unit_user(const char *config_path, const char **unit)
 {
 	size_t	i;
 
 	for (i = 0; unit_paths[i]; i++) {
 		FILE   *f = fopen(unit_paths[i], "r");
-		char	line[512];
-		char   *found = NULL;
+		char	line[1024];
+		char   *user = NULL, *conf = NULL, *a = NULL, *b = NULL;
+		bool	same;
 
 		if (f == NULL)
 			continue;
-		while (fgets(line, sizeof(line), f))
-			if (strncmp(line, "User=", 5) == 0) {
-				free(found);
-				found = pn_xstrdup(pn_trim(line + 5));
+		while (fgets(line, sizeof(line), f)) {
+			char   *v = pn_trim(line);
+
+			if (strncmp(v, "User=", 5) == 0) {
+				free(user);
+				user = pn_xstrdup(pn_trim(v + 5));
+			} else if (strncmp(v, "Environment=PAYNOTIFY_CONFIG=", 29) == 0) {
+				free(conf);
+				conf = pn_xstrdup(pn_trim(v + 29));
 			}
-		fclose(f);
-		if (found) {
-			*unit = unit_paths[i];
-			return found;
 		}
+		fclose(f);
+		a = realpath(config_path, NULL);
+		b = realpath(conf ? conf : PN_DEFAULT_CONFIG, NULL);
+		same = a && b && strcmp(a, b) == 0;
+		free(a);
+		free(b);
+		free(conf);
+		if (user && same) {
+			*unit = unit_paths[i];
+			return user;
+		}
+		free(user);
 	}
 	return NULL;
 }
@@ -294,7 +312,8 @@ check_access(struct check *c, const char *user_opt)
 			return false;
 		}
 		u.source = pn_xstrdup("--user");
-	} else if (geteuid() == 0 && (name = unit_user(&unit)) != NULL && user_lookup(name, &u)) {
+	} else if (geteuid() == 0 && (name = unit_user(c->cfg->path, &unit)) != NULL
+		   && user_lookup(name, &u)) {
 		u.source = pn_xasprintf("User= of %s", unit);
 	} else if (geteuid() == 0) {
 		pn_cfg_finding_add(&c->fd, PN_CFG_WARNING, NULL, 0,
@@ -302,7 +321,7 @@ check_access(struct check *c, const char *user_opt)
 				   "user can read them was not checked (%s); give --user NAME, the "
 				   "User= of the receivers' unit",
 				   name ? "the unit's User= is not a user here"
-				   : "no installed paynotify@.service names a User=");
+				   : "no installed paynotify@.service runs with this configuration");
 	} else {
 		struct passwd *pw = getpwuid(geteuid());
 

@@ -377,11 +377,8 @@ replay_exec(int argc, char **argv, const char *config_path)
 		fprintf(stderr, "paynotify: --order: empty order id\n");
 		goto usage;
 	}
-	if (r.to && strncmp(r.to, "http://", 7) != 0 && strncmp(r.to, "https://", 8) != 0) {
-		fprintf(stderr, "paynotify: --to \"%s\": expected http://HOST[:PORT] or "
-			"https://HOST[:PORT] (replay posts to URL/notify/<provider>/<site>)\n", r.to);
+	if (r.to && !pn_opt_url("--to", r.to))
 		goto usage;
-	}
 	if ((r.cfg = pn_admin_config(config_path)) == NULL) {
 		rc = PN_EXIT_CONFIG;
 		goto done;

@@ -130,11 +130,8 @@ sign_exec(int argc, char **argv, const char *config_path)
 		fprintf(stderr, "paynotify: --order: empty order id\n");
 		return PN_EXIT_USAGE;
 	}
-	if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) {
-		fprintf(stderr, "paynotify: --url \"%s\": expected http://HOST[:PORT] or "
-			"https://HOST[:PORT]\n", url);
+	if (!pn_opt_url("--url", url))
 		return PN_EXIT_USAGE;
-	}
 	if (!pn_money_currency(currency, cur)) {
 		fprintf(stderr, "paynotify: --currency \"%s\": unknown currency (an ISO 4217 "
 			"code, e.g. CNY, USD, SGD, JPY)\n", currency);

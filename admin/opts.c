@@ -238,3 +238,21 @@ pn_opt_time(const char *opt, const char *value, char **out)
 	fprintf(stderr, "paynotify: %s \"%s\": expected a time: " TIME_FORMS "\n", opt, value);
 	return false;
 }
+
+bool
+pn_opt_url(const char *opt, const char *value)
+{
+	const char *p = value;
+
+	if (strncmp(p, "https:", 6) == 0)
+		p += 6;
+	else if (strncmp(p, "http:", 5) == 0)
+		p += 5;
+	else
+		p = NULL;
+	if (p != NULL && p[0] == '/' && p[1] == '/' && p[2] != '\0' && p[2] != '/')
+		return true;
+	fprintf(stderr, "paynotify: %s \"%s\": expected http://HOST[:PORT] or "
+		"https://HOST[:PORT]\n", opt, value);
+	return false;
+}

@@ -853,8 +853,9 @@ check_secret_forms(const struct pn_site *s, struct pn_cfg_findings *fd)
 
 		for (j = 0; j < s->wechatpay.napiv2_keys; j++)
 			if (s->wechatpay.apiv3_keys[i].len == s->wechatpay.apiv2_keys[j].len
-			    && memcmp(s->wechatpay.apiv3_keys[i].data, s->wechatpay.apiv2_keys[j].data,
-				      s->wechatpay.apiv2_keys[j].len) == 0)
+			    && pn_ct_equal(s->wechatpay.apiv3_keys[i].data,
+					   s->wechatpay.apiv2_keys[j].data,
+					   s->wechatpay.apiv2_keys[j].len))
 				pn_cfg_finding_add(fd, PN_CFG_WARNING, s->file, s->line,
 						   "site \"%s\": APIv3 key %s and APIv2 key %s are the "
 						   "same key: they are two different keys on the merchant "
