@@ -101,8 +101,9 @@ bool pn_opt_id(const char *opt, const char *value) PN_WUR;
 /* A duration ("30m", "2h", "1 day", "90 seconds"): *seconds. */
 bool pn_opt_duration(const char *opt, const char *value, int64_t *seconds) PN_WUR;
 /* A point in time: an ISO 8601 date or date and time, with an optional zone
- * ("2026-11-30", "2026-11-30 08:00+08", "2026-11-30T00:00:00Z"), or a
- * duration meaning that long ago ("2h").  *out: text PostgreSQL reads as
+ * ("2026-11-30", "2026-11-30 08:00+08", "2026-11-30T00:00:00Z"), one of
+ * PostgreSQL's words now, today, yesterday, tomorrow, or a duration meaning
+ * that long ago ("2h").  *out: text PostgreSQL reads as
  * timestamptz (owned by the caller). */
 bool pn_opt_time(const char *opt, const char *value, char **out) PN_WUR;
 /* An http:// or https:// URL with a host. */

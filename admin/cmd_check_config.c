@@ -357,14 +357,16 @@ static void
 print_findings(const struct pn_cfg_findings *fd)
 {
 	static const char *const label[] = {"ERROR", "ERROR", "WARNING"};
+	bool	one_terminal = isatty(STDOUT_FILENO) && isatty(STDERR_FILENO);
 	size_t	i;
 
 	for (i = 0; i < fd->n; i++) {
 		char   *t = pn_cfg_finding_text(&fd->v[i]);
 
-		/* errors on stderr too: they are what a script shows its operator */
+		/* errors on stderr too (what a script shows its operator), unless
+		 * both go to the same terminal */
 		printf("%s: %s\n", label[fd->v[i].severity], t);
-		if (fd->v[i].severity != PN_CFG_WARNING)
+		if (fd->v[i].severity != PN_CFG_WARNING && !one_terminal)
 			fprintf(stderr, "paynotify: %s\n", t);
 		free(t);
 	}

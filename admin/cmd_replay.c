@@ -53,7 +53,8 @@ help(FILE *f)
 		"              URL/notify/<provider>/<site>, e.g. a staging receiver\n\n"
 		"Filters: --site S --provider P --since TIME --until TIME --order ID\n"
 		"         --outcome OUTCOME --id N   (TIME: 2026-11-30, '2026-11-30 08:00+08',\n"
-		"         2026-11-30T00:00:00Z, or a duration meaning that long ago: 2h, 1d;\n"
+		"         2026-11-30T00:00:00Z, today, yesterday, or a duration meaning that\n"
+		"         long ago: 2h, 1d;\n"
 		"         a site must be in the configuration, an outcome one the schema\n"
 		"         records: a typo exits 64 with the valid values)\n"
 		"  --wide      every column in a table, however wide (default: fit 100)\n\n"
@@ -441,6 +442,7 @@ replay_exec(int argc, char **argv, const char *config_path)
 	}
 	if (shown)
 		fprintf(stderr, "\r\033[K");
+	pn_table_optional(&r.out, "order_status");	/* a terminal too narrow: the key matters more */
 	pn_table_print(&r.out, fmt, stdout);
 	fprintf(fmt == PN_FMT_TABLE ? stdout : stderr,
 		"%zu notification%s: %zu verified, %zu not verified, %s%zu need a human%s\n", r.n,

@@ -26,7 +26,7 @@ const char *const pn_outcomes[] = {
 
 #define DURATION_FORMS "30s, 30m, 2h, 1d, 1w, 1h30m, \"90 seconds\", \"2 hours\", \"1 day\""
 #define TIME_FORMS "2026-11-30, \"2026-11-30 08:00\", \"2026-11-30 08:00+08\", " \
-	"2026-11-30T08:00:00Z, or a duration meaning that long ago (2h, 1d)"
+	"2026-11-30T08:00:00Z, today, yesterday, now, or a duration meaning that long ago (2h, 1d)"
 
 bool
 pn_opt_site(const struct pn_config *cfg, const char *opt, const char *value)
@@ -221,6 +221,15 @@ pn_opt_time(const char *opt, const char *value, char **out)
 {
 	int64_t	ago;
 
+	/* PostgreSQL's own words, read in the session's time zone */
+	static const char *const words[] = {"now", "today", "yesterday", "tomorrow", NULL};
+	const char *const *w;
+
+	for (w = words; *w; w++)
+		if (strcmp(value, *w) == 0) {
+			*out = pn_xstrdup(value);
+			return true;
+		}
 	if (iso_time(value)) {
 		*out = pn_xstrdup(value);
 		return true;

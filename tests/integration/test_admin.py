@@ -937,6 +937,7 @@ class TestTypos(AdminTest):
         # the valid forms still work
         for args in (["replay", "--since", "2026-11-30"], ["replay", "--since", "2026-11-30 08:00+08"],
                      ["replay", "--until", "2026-11-30T08:00:00Z"], ["replay", "--since", "90 minutes"],
+                     ["replay", "--since", "yesterday", "--until", "today"],
                      ["replay", "--outcome", "txn_mismatch"], ["stats", "--site", "legacy"]):
             p = admin(*args)
             self.assertEqual(p.returncode, 0, (args, p.stderr))
