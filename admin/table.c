@@ -129,14 +129,15 @@ width(const char *s)
 
 /*
  * The next line of a cell wrapped at max display columns: its length in
- * bytes (*skip: bytes to step over after it, the space or newline it broke
- * at).  Breaks at the last blank that fits when there is one in the second
- * half, else between code points.
+ * bytes (*skip: bytes to step over after it, the blank or newline it broke
+ * at).  Breaks at the last blank that fits, else after the last '_', '-',
+ * '/', ':' or ',' (identifiers: pending_without_ / notification), when that
+ * is in the second half of the line; else between code points.
  */
 static size_t
 wrap_line(const char *s, size_t max, size_t *skip)
 {
-	size_t	i = 0, w = 0, blank = 0;
+	size_t	i = 0, w = 0, blank = 0, punct = 0;
 
 	*skip = 0;
 	while (s[i] != '\0' && s[i] != '\n') {
@@ -144,19 +145,38 @@ wrap_line(const char *s, size_t max, size_t *skip)
 
 		if (w + cw > max && i > 0) {
 			if (blank > 0 && width_n(s, blank) * 2 >= max) {
-				*skip = 1;
+				*skip = 1;	/* the blank */
 				return blank;
 			}
+			if (punct > 0 && width_n(s, punct) * 2 >= max)
+				return punct;
 			return i;
 		}
 		if (s[i] == ' ')
 			blank = i;
+		else if (strchr("_-/:,", s[i]) != NULL)
+			punct = i + 1;
 		w += cw;
 		i += cp_len(s + i);
 	}
 	if (s[i] == '\n')
 		*skip = 1;
 	return i;
+}
+
+/* The narrowest a column's name may wrap to: its longest '_'-separated word. */
+static size_t
+name_floor(const char *name)
+{
+	size_t	best = 0, n;
+
+	while (*name) {
+		n = strcspn(name, "_");
+		if (width_n(name, n) + (name[n] == '_') > best)
+			best = width_n(name, n) + (name[n] == '_');
+		name += n + (name[n] == '_');
+	}
+	return best;
 }
 
 /* Total width of the columns with those in `which` capped at cap (never below floor[c]). */
@@ -214,8 +234,8 @@ cap_columns(const struct pn_table *t, size_t *w, const size_t *floor, const bool
  * Column widths that fit TABLE_COLUMNS, their cells wrapping onto more
  * lines.  Columns of prose (cells with blanks: notes, details, times) wrap
  * best, so they give way first, down to PROSE_MIN each; then the other
- * columns are cut, widest first, no narrower than their names; the prose
- * columns share what is left.  With --wide, or when it fits anyway, the
+ * columns are cut, widest first, no narrower than the longest word of their
+ * names (notification_ / id); the prose columns share what is left.  With --wide, or when it fits anyway, the
  * natural widths.
  */
 #define PROSE_MIN 12
@@ -237,7 +257,7 @@ fit_columns(const struct pn_table *t, size_t *w)
 		}
 		other[c] = !prose[c];
 		nat[c] = w[c];
-		floor[c] = width(t->cols[c]);
+		floor[c] = name_floor(t->cols[c]);
 		if (prose[c]) {	/* hold the prose columns at PROSE_MIN while the others are cut */
 			size_t	hold = floor[c] > PROSE_MIN ? floor[c] : PROSE_MIN;
 
@@ -252,7 +272,7 @@ fit_columns(const struct pn_table *t, size_t *w)
 	cap_columns(t, w, floor, prose);
 	if (natural_total(t, w) > TABLE_COLUMNS) {	/* the names themselves are too wide: wrap them */
 		for (c = 0; c < t->ncols; c++) {
-			floor[c] = floor[c] < 6 ? floor[c] : 6;
+			floor[c] = floor[c] < 4 ? floor[c] : 4;
 			other[c] = true;
 		}
 		cap_columns(t, w, floor, other);
