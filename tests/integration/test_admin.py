@@ -886,7 +886,8 @@ class TestExitStatuses(AdminTest):
     def test_usage_is_64_everywhere(self):
         for args in (["--no-such-option"], ["check-config", "extra"], ["replay", "--bogus"],
                      ["report", "--format", "xml"], ["stats", "--format", "yaml"],
-                     ["sign", "stripe"], ["migrate", "--nope"], ["no-such-command"]):
+                     ["sign", "stripe"], ["migrate", "--nope"], ["no-such-command"],
+                     ["migrate", "--sql-dir", "/nonexistent/sql"]):
             self.assertEqual(admin(*args).returncode, 64, args)
         for argv in (["--workers", "many"], ["--socket-mode", "999"], ["--bogus"], ["extra"]):
             r = subprocess.run([pntest.binary("stripe")] + argv, capture_output=True, text=True,
