@@ -27,7 +27,10 @@ help(FILE *f)
 		"site that has test signing keys, or with --curl a ready curl command.\n"
 		"PROVIDER is alipay, wechatpay, stripe or 2c2p; --v2 makes a WeChat Pay\n"
 		"API v2 (XML) notification.  --amount is in major units, exact.\n\n"
-		"  --url BASE   where --curl sends it (default http://127.0.0.1:8080)\n");
+		"  --url BASE   where --curl sends it (default http://127.0.0.1:8080)\n\n"
+		"Exit status: 0, 64 usage (an unknown provider, site or currency, a bad\n"
+		"amount or URL), 78 the site has no test keys or the configuration is\n"
+		"broken.\n");
 }
 
 /* 'text' for a POSIX shell: single quotes, ' as '\'' */
