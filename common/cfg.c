@@ -719,6 +719,23 @@ strip_comment(char *s)
 		}
 }
 
+/* A finding about site s, at its [site] line: "site \"NAME\": ...". */
+static void site_finding(struct pn_cfg_findings *fd, enum pn_cfg_severity sev,
+			 const struct pn_site *s, const char *fmt, ...) PN_PRINTF(4, 5);
+
+static void
+site_finding(struct pn_cfg_findings *fd, enum pn_cfg_severity sev, const struct pn_site *s,
+	     const char *fmt, ...)
+{
+	va_list ap;
+	char	buf[1024];
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	pn_cfg_finding_add(fd, sev, s->file, s->line, "site \"%s\": %s", s->name, buf);
+}
+
 /* Per-provider completeness of one site: every problem into fd. */
 static void
 validate_site(const struct pn_site *s, uint64_t failed, struct pn_cfg_findings *fd)
@@ -726,16 +743,14 @@ validate_site(const struct pn_site *s, uint64_t failed, struct pn_cfg_findings *
 #define REQUIRE(cond, key, what) \
 	do { \
 		if (!(cond) && !key_failed(failed, key)) \
-			pn_cfg_finding_add(fd, PN_CFG_ERROR, s->file, s->line, "site \"%s\": %s", \
-					   s->name, what); \
+			site_finding(fd, PN_CFG_ERROR, s, "%s", what); \
 	} while (0)
 	size_t i;
 
 	if (!s->alipay.configured && !s->stripe.configured && !s->wechatpay.configured
 	    && !s->twoc2p.configured && failed == 0)
-		pn_cfg_finding_add(fd, PN_CFG_ERROR, s->file, s->line, "site \"%s\": no provider is "
-				   "configured (set alipay.*, stripe.*, wechatpay.* or 2c2p.* keys)",
-				   s->name);
+		site_finding(fd, PN_CFG_ERROR, s, "no provider is configured (set alipay.*, "
+			     "stripe.*, wechatpay.* or 2c2p.* keys)");
 	if (s->alipay.configured) {
 		REQUIRE(s->alipay.app_id, "alipay.app_id", "alipay.app_id is required for Alipay");
 		REQUIRE(s->alipay.seller_id, "alipay.seller_id",
@@ -763,22 +778,21 @@ validate_site(const struct pn_site *s, uint64_t failed, struct pn_cfg_findings *
 			|| key_failed(failed, "wechatpay.public_key_file"),
 			"wechatpay.platform_cert_files",
 			"API v3 needs wechatpay.platform_cert_files or wechatpay.public_key_file");
-		for (i = 0; i < s->wechatpay.napiv3_keys; i++)
-			if (s->wechatpay.apiv3_keys[i].len != 32)
-				pn_cfg_finding_add(fd, PN_CFG_ERROR, s->file, s->line,
-						   "site \"%s\": APIv3 key %s (line %d) is %zu bytes long; "
-						   "it must be exactly 32: copy the APIv3 key (32 characters) "
-						   "from the merchant platform (API安全); it is not the APIv2 key",
-						   s->name, s->wechatpay.apiv3_keys[i].id,
-						   s->wechatpay.apiv3_keys[i].line,
-						   s->wechatpay.apiv3_keys[i].len);
+		for (i = 0; i < s->wechatpay.napiv3_keys; i++) {
+			const struct pn_secret *k = &s->wechatpay.apiv3_keys[i];
+
+			if (k->len != 32)
+				site_finding(fd, PN_CFG_ERROR, s, "APIv3 key %s (line %d) is %zu bytes "
+					     "long; it must be exactly 32: copy the APIv3 key (32 "
+					     "characters) from the merchant platform (API安全); it is "
+					     "not the APIv2 key", k->id, k->line, k->len);
+		}
 		for (i = 0; i < s->wechatpay.ncerts; i++)
 			if (s->wechatpay.certs[i].serial == NULL)
-				pn_cfg_finding_add(fd, PN_CFG_ERROR, s->file, s->line,
-						   "site \"%s\": wechatpay.platform_cert_files must name X.509 "
-						   "certificates (%s is a bare key: give it as "
-						   "wechatpay.public_key_file with its wechatpay.public_key_id)",
-						   s->name, s->wechatpay.certs[i].path);
+				site_finding(fd, PN_CFG_ERROR, s, "wechatpay.platform_cert_files must "
+					     "name X.509 certificates (%s is a bare key: give it as "
+					     "wechatpay.public_key_file with its "
+					     "wechatpay.public_key_id)", s->wechatpay.certs[i].path);
 	}
 	if (s->twoc2p.configured) {
 		REQUIRE(s->twoc2p.merchant_id, "2c2p.merchant_id",
@@ -825,56 +839,51 @@ check_secret_forms(const struct pn_site *s, struct pn_cfg_findings *fd)
 		else if (k->len >= 3 && memcmp(d, "pk_", 3) == 0)
 			what = "a Stripe publishable API key (pk_...)";
 		if (what)
-			pn_cfg_finding_add(fd, PN_CFG_SITE_ERROR, s->file, s->line,
-					   "site \"%s\": stripe.secret_files %s (line %d) is %s, not a "
-					   "webhook signing secret: every event would fail to verify; "
-					   "copy the endpoint's signing secret (whsec_...) from the "
-					   "dashboard (Developers, Webhooks, the endpoint, Signing secret)",
-					   s->name, k->id, k->line, what);
+			site_finding(fd, PN_CFG_SITE_ERROR, s, "stripe.secret_files %s (line %d) is "
+				     "%s, not a webhook signing secret: every event would fail to "
+				     "verify; copy the endpoint's signing secret (whsec_...) from the "
+				     "dashboard (Developers, Webhooks, the endpoint, Signing secret)",
+				     k->id, k->line, what);
 		else
-			pn_cfg_finding_add(fd, PN_CFG_SITE_ERROR, s->file, s->line,
-					   "site \"%s\": stripe.secret_files %s (line %d) does not start "
-					   "with \"whsec_\": Stripe's endpoint signing secrets do, and the "
-					   "prefix is part of the key; copy the whole signing secret "
-					   "(whsec_...) from the dashboard", s->name, k->id, k->line);
+			site_finding(fd, PN_CFG_SITE_ERROR, s, "stripe.secret_files %s (line %d) does "
+				     "not start with \"whsec_\": Stripe's endpoint signing secrets "
+				     "do, and the prefix is part of the key; copy the whole signing "
+				     "secret (whsec_...) from the dashboard", k->id, k->line);
 	}
 	for (i = 0; i < s->wechatpay.napiv2_keys; i++) {
 		const struct pn_secret *k = &s->wechatpay.apiv2_keys[i];
 
 		if (k->len != 32)
-			pn_cfg_finding_add(fd, PN_CFG_SITE_ERROR, s->file, s->line,
-					   "site \"%s\": APIv2 key %s (line %d) is %zu characters long; "
-					   "WeChat Pay's APIv2 keys are exactly 32: copy the whole key "
-					   "from the merchant platform (API安全, API密钥)", s->name, k->id,
-					   k->line, k->len);
+			site_finding(fd, PN_CFG_SITE_ERROR, s, "APIv2 key %s (line %d) is %zu "
+				     "characters long; WeChat Pay's APIv2 keys are exactly 32: copy "
+				     "the whole key from the merchant platform (API安全, API密钥)",
+				     k->id, k->line, k->len);
 	}
 	for (i = 0; i < s->wechatpay.napiv3_keys; i++) {
+		const struct pn_secret *v3 = &s->wechatpay.apiv3_keys[i];
 		size_t j;
 
-		for (j = 0; j < s->wechatpay.napiv2_keys; j++)
-			if (s->wechatpay.apiv3_keys[i].len == s->wechatpay.apiv2_keys[j].len
-			    && pn_ct_equal(s->wechatpay.apiv3_keys[i].data,
-					   s->wechatpay.apiv2_keys[j].data,
-					   s->wechatpay.apiv2_keys[j].len))
-				pn_cfg_finding_add(fd, PN_CFG_WARNING, s->file, s->line,
-						   "site \"%s\": APIv3 key %s and APIv2 key %s are the "
-						   "same key: they are two different keys on the merchant "
-						   "platform; check that each file holds its own",
-						   s->name, s->wechatpay.apiv3_keys[i].id,
-						   s->wechatpay.apiv2_keys[j].id);
+		for (j = 0; j < s->wechatpay.napiv2_keys; j++) {
+			const struct pn_secret *v2 = &s->wechatpay.apiv2_keys[j];
+
+			if (v3->len == v2->len && pn_ct_equal(v3->data, v2->data, v2->len))
+				site_finding(fd, PN_CFG_WARNING, s, "APIv3 key %s and APIv2 key %s "
+					     "are the same key: they are two different keys on the "
+					     "merchant platform; check that each file holds its own",
+					     v3->id, v2->id);
+		}
 	}
 	if (s->twoc2p.api == PN_2C2P_JWT)
 		for (i = 0; i < s->twoc2p.nsecrets; i++) {
 			const struct pn_secret *k = &s->twoc2p.secrets[i];
 
 			if (k->len != 64 || !all_hex(k->data, k->len))
-				pn_cfg_finding_add(fd, PN_CFG_WARNING, s->file, s->line,
-						   "site \"%s\": 2c2p.secret_key_file %s (line %d) %s: "
-						   "2C2P's PGW v4 merchant secret keys are 64 hex digits; "
-						   "check that the whole key was copied (it is used as "
-						   "text, not hex-decoded)", s->name, k->id, k->line,
-						   k->len != 64 ? "is not 64 characters long"
-						   : "has characters that are not hex digits");
+				site_finding(fd, PN_CFG_WARNING, s, "2c2p.secret_key_file %s (line "
+					     "%d) %s: 2C2P's PGW v4 merchant secret keys are 64 hex "
+					     "digits; check that the whole key was copied (it is used "
+					     "as text, not hex-decoded)", k->id, k->line,
+					     k->len != 64 ? "is not 64 characters long"
+					     : "has characters that are not hex digits");
 		}
 }
 
