@@ -14,17 +14,13 @@
 #include <libpq-fe.h>
 
 #include "cfg.h"
+#include "exit.h"
 #include "util.h"
 
 /* The schema version this build expects (the highest sql/NNN_*.sql). */
 #define PN_SCHEMA_VERSION 4
 
-/* Exit codes shared by the subcommands. */
-#define PN_EXIT_OK 0
-#define PN_EXIT_ATTENTION 1	/* something needs a human (report, replay flags) */
-#define PN_EXIT_UNVERIFIED 2	/* replay: a stored notification no longer verifies */
-#define PN_EXIT_FAILURE 3	/* could not do the job: config, database, I/O */
-#define PN_EXIT_USAGE 64
+/* Exit statuses: common/exit.h, one table for every program. */
 
 struct pn_cmd {
 	const char *name;
@@ -50,12 +46,19 @@ struct pn_table {
 	size_t	nrows;
 	char  **cols;		/* column names */
 	char  **cells;		/* nrows * ncols strings; NULL is SQL NULL */
+	uint64_t optional;	/* columns a table may leave out (pn_table_optional) */
 };
 
 void pn_table_init(struct pn_table *t, size_t ncols, const char *const *cols);
 void pn_table_add(struct pn_table *t, const char *const *cells);	/* copies ncols cells */
 const char *pn_table_get(const struct pn_table *t, size_t row, const char *col);
+/* A table fits 100 columns (wide cells wrap onto more lines) unless
+ * pn_table_set_wide(true) (--wide); CSV and JSON are never cut. */
 void pn_table_print(const struct pn_table *t, enum pn_format fmt, FILE *f);
+void pn_table_set_wide(bool wide);
+/* Column col is of low value in a terminal: a table that does not fit 100
+ * columns leaves it out (and says so); --wide, CSV and JSON keep it. */
+void pn_table_optional(struct pn_table *t, const char *col);
 void pn_table_free(struct pn_table *t);
 /* "table", "csv", "json" (and "prometheus" when allowed); says why not on stderr */
 bool pn_format_parse(const char *s, bool allow_prometheus, enum pn_format *out);
@@ -73,11 +76,39 @@ bool pn_db_script(PGconn *conn, const char *sql, struct pn_err *err) PN_WUR;
 /* The schema version recorded in the database, 0 if none. */
 bool pn_db_schema_version(PGconn *conn, int *version, struct pn_err *err) PN_WUR;
 
-/* Load the configuration or print why not. */
+/* Load the configuration or print why not (every error, file:line). */
 struct pn_config *pn_admin_config(const char *path);
+/* Connect and run one query into out with a loaded configuration; false
+ * after printing why not on stderr. */
+bool pn_admin_query_cfg(const struct pn_config *cfg, const char *sql, int nparams,
+			const char *const *params, struct pn_table *out) PN_WUR;
 /* Load the configuration, connect and run one query into out; false after
  * printing why not on stderr. */
 bool pn_admin_query(const char *config_path, const char *sql, int nparams,
 		    const char *const *params, struct pn_table *out) PN_WUR;
+
+/* ---- option values (opts.c) ---------------------------------------------
+ * Each checks one option's value before anything runs and, when it is not
+ * valid, says so on stderr with the valid values; the caller exits
+ * PN_EXIT_USAGE.  A filter that matches nothing because of a typo is a
+ * silent wrong answer: these make it a loud one.
+ */
+bool pn_opt_site(const struct pn_config *cfg, const char *opt, const char *value) PN_WUR;
+bool pn_opt_provider(const char *opt, const char *value) PN_WUR;
+bool pn_opt_outcome(const char *opt, const char *value) PN_WUR;
+/* A positive integer (row ids). */
+bool pn_opt_id(const char *opt, const char *value) PN_WUR;
+/* A duration ("30m", "2h", "1 day", "90 seconds"): *seconds. */
+bool pn_opt_duration(const char *opt, const char *value, int64_t *seconds) PN_WUR;
+/* A point in time: an ISO 8601 date or date and time, with an optional zone
+ * ("2026-11-30", "2026-11-30 08:00+08", "2026-11-30T00:00:00Z"), one of
+ * PostgreSQL's words now, today, yesterday, tomorrow, or a duration meaning
+ * that long ago ("2h").  *out: text PostgreSQL reads as
+ * timestamptz (owned by the caller). */
+bool pn_opt_time(const char *opt, const char *value, char **out) PN_WUR;
+/* An http:// or https:// URL with a host. */
+bool pn_opt_url(const char *opt, const char *value) PN_WUR;
+/* Every outcome the schema records (for help texts and tests). */
+extern const char *const pn_outcomes[];
 
 #endif

@@ -1,31 +1,70 @@
 /*
  * cmd_check_config.c: paynotify check-config — load the configuration as
- * the receivers would and say what is configured, what expires, and whether
- * the database and its schema are there.
+ * the receivers would and say what is configured, what expires, whether
+ * the receivers' user can read every file, and whether the database and
+ * its schema are there.
+ *
+ * Everything found goes into one list of findings with a severity (see
+ * enum pn_cfg_severity in cfg.h): what loading found (cfg.c), then what is
+ * checked here (certificate dates, file access as the receivers' user).
+ * A new check adds findings to that list; the list is printed once, at the
+ * end, and decides the exit status.
  */
 #include "config.h"
 
+#include <errno.h>
 #include <getopt.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "admin.h"
 
 #define EXPIRY_WARN_DAYS 30
+#define MAX_GROUPS 256
+
+/* Where the shipped unit (conf/systemd/paynotify@.service) may be installed. */
+static const char *const unit_paths[] = {
+	"/etc/systemd/system/paynotify@.service",
+	"/usr/local/lib/systemd/system/paynotify@.service",
+	"/lib/systemd/system/paynotify@.service",
+	"/usr/lib/systemd/system/paynotify@.service",
+	NULL,
+};
 
 static void
 help(FILE *f)
 {
-	fprintf(f, "usage: paynotify check-config [-c FILE]\n\n"
+	fprintf(f, "usage: paynotify check-config [-c FILE] [--user NAME]\n\n"
 		"Load the configuration as the receivers do (every key and certificate,\n"
-		"secret-file permissions), print each site's providers, key ids, certificate\n"
-		"serials and expiry dates (warning within %d days), connect to the database\n"
-		"and check the schema version.  Exit 0 when all is well, 3 on any problem\n"
-		"(errors name the file and line).\n\n"
+		"secret-file permissions) and report every problem, not just the first:\n"
+		"each site's providers and key ids, certificate serials and expiry dates\n"
+		"(a warning within %d days, and once expired: the receivers still accept\n"
+		"an expired certificate's key, as the providers' SDKs do), secrets in the\n"
+		"wrong form (a Stripe API key where the webhook signing secret belongs, an\n"
+		"APIv2 key of the wrong length, a private key where a public one belongs),\n"
+		"whether the receivers' user can read every file, and the database and its\n"
+		"schema version.\n\n"
 		"  -c, --config FILE  the configuration to check (default: the one given\n"
-		"                     before the command, $PAYNOTIFY_CONFIG, else the default)\n",
+		"                     before the command, $PAYNOTIFY_CONFIG, else the default)\n"
+		"  -u, --user NAME    check that user NAME (the receivers' user) can read\n"
+		"                     every file; default: the User= of an installed\n"
+		"                     paynotify@.service when run as root, else yourself\n\n"
+		"Exit status: 0 no error (warnings allowed), 78 a configuration error (the\n"
+		"file, a site that can never verify, a file the receivers cannot read),\n"
+		"3 the database is unreachable or its schema is not this build's, 64 usage.\n",
 		EXPIRY_WARN_DAYS);
 }
+
+struct check {
+	struct pn_config *cfg;
+	struct pn_cfg_findings fd;
+	time_t	now;
+};
 
 static void
 print_secrets(const char *what, const struct pn_secret *s, size_t n)
@@ -38,11 +77,10 @@ print_secrets(const char *what, const struct pn_secret *s, size_t n)
 	printf("\n");
 }
 
-/* Print keys; returns the number of problems (expired certificates). */
-static int
-print_keys(const char *what, const struct pn_pubkey *k, size_t n, time_t now, int *warnings)
+static void
+print_keys(struct check *c, const struct pn_site *s, const char *key, const char *what,
+	   const struct pn_pubkey *k, size_t n)
 {
-	int	problems = 0;
 	size_t	i;
 
 	for (i = 0; i < n; i++) {
@@ -50,71 +88,42 @@ print_keys(const char *what, const struct pn_pubkey *k, size_t n, time_t now, in
 		if (k[i].serial) {
 			char	date[32];
 			struct tm tm;
-			double	days = difftime(k[i].not_after, now) / 86400.0;
+			double	days = difftime(k[i].not_after, c->now) / 86400.0;
 
 			gmtime_r(&k[i].not_after, &tm);
 			strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%SZ", &tm);
 			printf(" certificate serial %s, expires %s", k[i].serial, date);
-			if (days < 0) {
-				printf("  ERROR: expired");
-				problems++;
-			} else if (days < EXPIRY_WARN_DAYS) {
-				printf("  WARNING: expires in %.0f days", days);
-				(*warnings)++;
-			}
+			if (days < 0)
+				pn_cfg_finding_add(&c->fd, PN_CFG_WARNING, s->file, s->line,
+						   "site \"%s\": %s %s: certificate serial %s expired on "
+						   "%s; the receivers still accept its key (as the "
+						   "providers' SDKs do): install the provider's current "
+						   "certificate", s->name, key, k[i].id, k[i].serial, date);
+			else if (days < EXPIRY_WARN_DAYS)
+				pn_cfg_finding_add(&c->fd, PN_CFG_WARNING, s->file, s->line,
+						   "site \"%s\": %s %s: certificate serial %s expires in "
+						   "%.0f days (%s)", s->name, key, k[i].id, k[i].serial,
+						   days, date);
 		}
 		printf("\n");
 	}
-	return problems;
 }
 
-static int
-check_config_exec(int argc, char **argv, const char *config_path)
+static void
+print_sites(struct check *c)
 {
-	static const struct option longopts[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
-	struct pn_config *cfg;
-	struct pn_err err;
-	PGconn *conn;
-	time_t	now = time(NULL);
-	int	opt, problems = 0, warnings = 0, version = 0;
 	size_t	i;
 
-	optind = 0;	/* glibc: 0 re-initialises getopt after main() used it */
-	while ((opt = getopt_long(argc, argv, "c:h", longopts, NULL)) != -1) {
-		if (opt == 'c')
-			config_path = optarg;
-		else if (opt == 'h') {
-			help(stdout);
-			return 0;
-		} else {
-			help(stderr);
-			return PN_EXIT_USAGE;
-		}
-	}
-	if (optind != argc) {
-		help(stderr);
-		return PN_EXIT_USAGE;
-	}
-	if ((cfg = pn_admin_config(config_path)) == NULL)
-		return PN_EXIT_FAILURE;
-	printf("configuration %s: loaded, %zu site%s\n", cfg->path, cfg->nsites,
-	       cfg->nsites == 1 ? "" : "s");
-	printf("  statement_timeout_ms %lld, max_body_bytes %lld, read_timeout_ms %lld\n",
-	       (long long)cfg->statement_timeout_ms, (long long)cfg->max_body_bytes,
-	       (long long)cfg->read_timeout_ms);
-	for (i = 0; i < cfg->nsites; i++) {
-		const struct pn_site *s = &cfg->sites[i];
+	for (i = 0; i < c->cfg->nsites; i++) {
+		const struct pn_site *s = &c->cfg->sites[i];
 
 		printf("site %s (line %d)\n", s->name, s->line);
 		if (s->alipay.configured) {
 			printf("  alipay: app_id %s, seller_id %s, %s%s\n", s->alipay.app_id,
 			       s->alipay.seller_id, s->alipay.sign_type == PN_ALIPAY_RSA ? "RSA" : "RSA2",
 			       s->alipay.test_key ? ", test signing key" : "");
-			problems += print_keys("key", s->alipay.keys, s->alipay.nkeys, now, &warnings);
+			print_keys(c, s, "alipay.public_key_file", "key", s->alipay.keys,
+				   s->alipay.nkeys);
 		}
 		if (s->stripe.configured) {
 			printf("  stripe: tolerance %lld s%s\n", (long long)s->stripe.tolerance_s,
@@ -128,12 +137,12 @@ check_config_exec(int argc, char **argv, const char *config_path)
 				print_secrets("APIv3 keys", s->wechatpay.apiv3_keys, s->wechatpay.napiv3_keys);
 			if (s->wechatpay.napiv2_keys)
 				print_secrets("APIv2 keys", s->wechatpay.apiv2_keys, s->wechatpay.napiv2_keys);
-			problems += print_keys("platform certificate", s->wechatpay.certs,
-					       s->wechatpay.ncerts, now, &warnings);
+			print_keys(c, s, "wechatpay.platform_cert_files", "platform certificate",
+				   s->wechatpay.certs, s->wechatpay.ncerts);
 			if (s->wechatpay.public_key_id)
 				printf("    public key id %s\n", s->wechatpay.public_key_id);
-			problems += print_keys("public key", s->wechatpay.public_keys,
-					       s->wechatpay.npublic_keys, now, &warnings);
+			print_keys(c, s, "wechatpay.public_key_file", "public key",
+				   s->wechatpay.public_keys, s->wechatpay.npublic_keys);
 		}
 		if (s->twoc2p.configured) {
 			printf("  2c2p: merchant_id %s, api %s%s\n", s->twoc2p.merchant_id,
@@ -142,24 +151,308 @@ check_config_exec(int argc, char **argv, const char *config_path)
 			print_secrets("secret keys", s->twoc2p.secrets, s->twoc2p.nsecrets);
 		}
 	}
-	conn = pn_db_connect(cfg, &err);
-	if (conn == NULL || !pn_db_schema_version(conn, &version, &err)) {
-		printf("database: ERROR: %s\n", err.msg);
-		problems++;
-	} else if (version != PN_SCHEMA_VERSION) {
-		printf("database: ERROR: schema version %d, this build needs %d: run `paynotify "
-		       "migrate`\n", version, PN_SCHEMA_VERSION);
-		problems++;
+}
+
+/* ---- file access as the receivers' user ----------------------------------- */
+
+struct user {
+	char   *name;
+	uid_t	uid;
+	gid_t	groups[MAX_GROUPS];
+	int	ngroups;
+	char   *source;		/* how it was chosen, for the report */
+};
+
+static bool
+user_lookup(const char *name, struct user *u)
+{
+	struct passwd *pw = getpwnam(name);
+
+	if (pw == NULL)
+		return false;
+	u->name = pn_xstrdup(pw->pw_name);
+	u->uid = pw->pw_uid;
+	u->ngroups = MAX_GROUPS;
+	if (getgrouplist(pw->pw_name, pw->pw_gid, u->groups, &u->ngroups) < 0) {
+		u->groups[0] = pw->pw_gid;
+		u->ngroups = 1;
+	}
+	return true;
+}
+
+/*
+ * User= of the first installed paynotify@.service, when the configuration
+ * it runs with (its Environment=PAYNOTIFY_CONFIG=, else the built-in
+ * default) is the one being checked; else NULL.  (malloc'd)
+ */
+static char *
+unit_user(const char *config_path, const char **unit)
+{
+	size_t	i;
+
+	for (i = 0; unit_paths[i]; i++) {
+		FILE   *f = fopen(unit_paths[i], "r");
+		char	line[1024];
+		char   *user = NULL, *conf = NULL, *a = NULL, *b = NULL;
+		bool	same;
+
+		if (f == NULL)
+			continue;
+		while (fgets(line, sizeof(line), f)) {
+			char   *v = pn_trim(line);
+
+			if (strncmp(v, "User=", 5) == 0) {
+				free(user);
+				user = pn_xstrdup(pn_trim(v + 5));
+			} else if (strncmp(v, "Environment=PAYNOTIFY_CONFIG=", 29) == 0) {
+				free(conf);
+				conf = pn_xstrdup(pn_trim(v + 29));
+			}
+		}
+		fclose(f);
+		a = realpath(config_path, NULL);
+		b = realpath(conf ? conf : PN_DEFAULT_CONFIG, NULL);
+		same = a && b && strcmp(a, b) == 0;
+		free(a);
+		free(b);
+		free(conf);
+		if (user && same) {
+			*unit = unit_paths[i];
+			return user;
+		}
+		free(user);
+	}
+	return NULL;
+}
+
+/* May u do `want` (4 read, 1 search) on what st describes?  Mode bits only (no ACLs). */
+static bool
+may(const struct user *u, const struct stat *st, unsigned want)
+{
+	int	i;
+
+	if (u->uid == 0)
+		return true;
+	if (st->st_uid == u->uid)
+		return ((st->st_mode >> 6) & want) == want;
+	for (i = 0; i < u->ngroups; i++)
+		if (st->st_gid == u->groups[i])
+			return ((st->st_mode >> 3) & want) == want;
+	return (st->st_mode & want) == want;
+}
+
+static const char *
+owner_name(uid_t uid, char *buf, size_t sz)
+{
+	struct passwd *pw = getpwuid(uid);
+
+	if (pw)
+		snprintf(buf, sz, "%s", pw->pw_name);
+	else
+		snprintf(buf, sz, "uid %ld", (long)uid);
+	return buf;
+}
+
+static void
+check_file_access(struct check *c, const struct user *u, const struct pn_cfg_file *f)
+{
+	char   *path = realpath(f->path, NULL), *slash;
+	struct stat st;
+	char	owner[64];
+	const char *cfgfile = c->cfg->path;
+
+	if (path == NULL)
+		return;	/* loading read it a moment ago; nothing more to say */
+	/* every directory on the way must be searchable */
+	for (slash = strchr(path + 1, '/'); slash; slash = strchr(slash + 1, '/')) {
+		*slash = '\0';
+		if (stat(path, &st) == 0 && !may(u, &st, 1)) {
+			pn_cfg_finding_add(&c->fd, PN_CFG_ERROR, cfgfile, f->line,
+					   "user %s cannot reach \"%s\": directory \"%s\" (owner %s, "
+					   "mode %04o) is not searchable by it: chmod o+x, or give "
+					   "the directory to the receivers' group", u->name, f->path, path,
+					   owner_name(st.st_uid, owner, sizeof(owner)),
+					   (unsigned)(st.st_mode & 07777));
+			free(path);
+			return;
+		}
+		*slash = '/';
+	}
+	if (stat(path, &st) == 0 && !may(u, &st, 4)) {
+		char	fix[600];
+
+		if (f->secret)	/* it must stay 0600: give it to the user */
+			snprintf(fix, sizeof(fix), "chown %s \"%s\" (secrets stay mode 0600)",
+				 u->name, f->path);
+		else
+			snprintf(fix, sizeof(fix), "make it readable by that user");
+		pn_cfg_finding_add(&c->fd, PN_CFG_ERROR, cfgfile, f->line,
+				   "user %s cannot read \"%s\" (owner %s, mode %04o): the receivers "
+				   "would refuse the configuration, and a reload would keep the old "
+				   "one: %s", u->name, f->path,
+				   owner_name(st.st_uid, owner, sizeof(owner)),
+				   (unsigned)(st.st_mode & 07777), fix);
+	}
+	free(path);
+}
+
+/* Choose the user (--user, the unit's User= when root, else ourselves) and check. */
+static bool
+check_access(struct check *c, const char *user_opt)
+{
+	struct user u;
+	const char *unit = NULL;
+	char   *name = NULL;
+	size_t	i;
+
+	memset(&u, 0, sizeof(u));
+	if (user_opt != NULL) {
+		if (!user_lookup(user_opt, &u)) {
+			fprintf(stderr, "paynotify: --user \"%s\": no such user\n", user_opt);
+			return false;
+		}
+		u.source = pn_xstrdup("--user");
+	} else if (geteuid() == 0 && (name = unit_user(c->cfg->path, &unit)) != NULL
+		   && user_lookup(name, &u)) {
+		u.source = pn_xasprintf("User= of %s", unit);
+	} else if (geteuid() == 0) {
+		pn_cfg_finding_add(&c->fd, PN_CFG_WARNING, NULL, 0,
+				   "run as root, which can read every file: whether the receivers' "
+				   "user can read them was not checked (%s); give --user NAME, the "
+				   "User= of the receivers' unit",
+				   name ? "the unit's User= is not a user here"
+				   : "no installed paynotify@.service runs with this configuration");
+	} else {
+		struct passwd *pw = getpwuid(geteuid());
+
+		/* loading as ourselves already proved it */
+		printf("files: readable by %s (yourself; --user NAME checks another user)\n",
+		       pw ? pw->pw_name : "this user");
+	}
+	free(name);
+	if (u.name) {
+		size_t	before = pn_cfg_findings_count(&c->fd, PN_CFG_ERROR);
+
+		size_t	n = 0, j;
+
+		for (i = 0; i < c->cfg->nfiles; i++) {
+			for (j = 0; j < i; j++)	/* a file several sites share: once */
+				if (strcmp(c->cfg->files[j].path, c->cfg->files[i].path) == 0)
+					break;
+			if (j < i)
+				continue;
+			check_file_access(c, &u, &c->cfg->files[i]);
+			n++;
+		}
+		printf("files: %zu checked as user %s (%s)%s\n", n, u.name, u.source,
+		       pn_cfg_findings_count(&c->fd, PN_CFG_ERROR) > before ? ": NOT all readable"
+		       : ", all readable");
+		free(u.name);
+		free(u.source);
+	}
+	return true;
+}
+
+static void
+print_findings(const struct pn_cfg_findings *fd)
+{
+	static const char *const label[] = {"ERROR", "ERROR", "WARNING"};
+	bool	one_terminal = isatty(STDOUT_FILENO) && isatty(STDERR_FILENO);
+	size_t	i;
+
+	for (i = 0; i < fd->n; i++) {
+		char   *t = pn_cfg_finding_text(&fd->v[i]);
+
+		/* errors on stderr too (what a script shows its operator), unless
+		 * both go to the same terminal */
+		printf("%s: %s\n", label[fd->v[i].severity], t);
+		if (fd->v[i].severity != PN_CFG_WARNING && !one_terminal)
+			fprintf(stderr, "paynotify: %s\n", t);
+		free(t);
+	}
+}
+
+static int
+check_config_exec(int argc, char **argv, const char *config_path)
+{
+	static const struct option longopts[] = {
+		{"config", required_argument, NULL, 'c'},
+		{"user", required_argument, NULL, 'u'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct check c;
+	struct pn_err err;
+	PGconn *conn;
+	const char *user = NULL;
+	int	opt, version = 0, rc;
+	size_t	errors, warnings;
+	bool	db_ok = false;
+
+	optind = 0;	/* glibc: 0 re-initialises getopt after main() used it */
+	while ((opt = getopt_long(argc, argv, "c:u:h", longopts, NULL)) != -1) {
+		if (opt == 'c')
+			config_path = optarg;
+		else if (opt == 'u')
+			user = optarg;
+		else if (opt == 'h') {
+			help(stdout);
+			return 0;
+		} else {
+			help(stderr);
+			return PN_EXIT_USAGE;
+		}
+	}
+	if (optind != argc) {
+		help(stderr);
+		return PN_EXIT_USAGE;
+	}
+	if (user != NULL && getpwnam(user) == NULL) {
+		fprintf(stderr, "paynotify: --user \"%s\": no such user\n", user);
+		return PN_EXIT_USAGE;
+	}
+	memset(&c, 0, sizeof(c));
+	c.now = time(NULL);
+	c.cfg = pn_cfg_load_all(config_path, &c.fd);
+	if (c.cfg != NULL) {
+		printf("configuration %s: loaded, %zu site%s\n", c.cfg->path, c.cfg->nsites,
+		       c.cfg->nsites == 1 ? "" : "s");
+		printf("  statement_timeout_ms %lld, max_body_bytes %lld, read_timeout_ms %lld\n",
+		       (long long)c.cfg->statement_timeout_ms, (long long)c.cfg->max_body_bytes,
+		       (long long)c.cfg->read_timeout_ms);
+		print_sites(&c);
+		if (!check_access(&c, user)) {
+			pn_cfg_findings_free(&c.fd);
+			pn_cfg_free(c.cfg);
+			return PN_EXIT_USAGE;
+		}
+		conn = pn_db_connect(c.cfg, &err);
+		if (conn == NULL || !pn_db_schema_version(conn, &version, &err))
+			printf("database: ERROR: %s\n", err.msg);
+		else if (version != PN_SCHEMA_VERSION)
+			printf("database: ERROR: schema version %d, this build needs %d: run "
+			       "`paynotify migrate`\n", version, PN_SCHEMA_VERSION);
+		else {
+			printf("database: reachable, schema version %d\n", version);
+			db_ok = true;
+		}
+		PQfinish(conn);
 	} else
-		printf("database: reachable, schema version %d\n", version);
-	PQfinish(conn);
-	pn_cfg_free(cfg);
-	printf("%d problem%s, %d warning%s\n", problems, problems == 1 ? "" : "s", warnings,
+		printf("configuration %s: NOT loaded\n", config_path);
+	print_findings(&c.fd);
+	errors = c.fd.n - pn_cfg_findings_count(&c.fd, PN_CFG_WARNING);
+	warnings = pn_cfg_findings_count(&c.fd, PN_CFG_WARNING);
+	printf("%zu problem%s, %zu warning%s\n", errors + !(db_ok || c.cfg == NULL),
+	       errors + !(db_ok || c.cfg == NULL) == 1 ? "" : "s", warnings,
 	       warnings == 1 ? "" : "s");
-	return problems ? PN_EXIT_FAILURE : PN_EXIT_OK;
+	rc = errors ? PN_EXIT_CONFIG : !db_ok ? PN_EXIT_UNAVAILABLE : PN_EXIT_OK;
+	pn_cfg_findings_free(&c.fd);
+	pn_cfg_free(c.cfg);
+	return rc;
 }
 
 const struct pn_cmd pn_cmd_check_config = {
-	"check-config", "[-c FILE]", "load and check the configuration, keys and database",
+	"check-config", "[-c FILE] [--user NAME]",
+	"load and check the configuration, keys, file access and database",
 	check_config_exec, help,
 };

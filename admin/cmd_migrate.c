@@ -30,7 +30,10 @@ help(FILE *f)
 		"paynotify.schema_version, in order, each in its own transaction.  Safe to\n"
 		"run twice and on an existing database.\n\n"
 		"  --sql-dir DIR  where the files are (default: $PAYNOTIFY_SQL_DIR, else\n"
-		"                 " PN_SQLDIR ")\n");
+		"                 " PN_SQLDIR ")\n\n"
+		"Exit status: 0 (also when there is nothing to do), 64 usage (a --sql-dir\n"
+		"without NNN_*.sql files), 3 database error or the installed files are\n"
+		"missing, 78 configuration error.\n");
 }
 
 static int
@@ -79,7 +82,8 @@ migrate_exec(int argc, char **argv, const char *config_path)
 	PGconn *conn = NULL;
 	char  **files = NULL;
 	size_t	nfiles, i, applied = 0;
-	int	opt, version = 0, rc = PN_EXIT_FAILURE;
+	int	opt, version = 0, rc = PN_EXIT_UNAVAILABLE;
+	bool	given = true;	/* --sql-dir or $PAYNOTIFY_SQL_DIR */
 
 	optind = 0;	/* glibc: 0 re-initialises getopt after main() used it */
 	while ((opt = getopt_long(argc, argv, "d:h", longopts, NULL)) != -1) {
@@ -93,15 +97,22 @@ migrate_exec(int argc, char **argv, const char *config_path)
 			return PN_EXIT_USAGE;
 		}
 	}
-	if (dir == NULL || *dir == '\0')
+	if (dir == NULL || *dir == '\0') {
 		dir = PN_SQLDIR;
+		given = false;
+	}
 	nfiles = list_files(dir, &files);
 	if (nfiles == 0) {
-		fprintf(stderr, "paynotify: no NNN_*.sql files in \"%s\" (use --sql-dir)\n", dir);
-		return PN_EXIT_FAILURE;
+		/* a directory the operator named is a mistyped option; the
+		 * built-in one missing is a broken installation */
+		fprintf(stderr, "paynotify: no NNN_*.sql files in \"%s\"%s\n", dir,
+			given ? "" : " (the installed schema files; use --sql-dir)");
+		return given ? PN_EXIT_USAGE : PN_EXIT_IOERR;
 	}
-	if ((cfg = pn_admin_config(config_path)) == NULL)
+	if ((cfg = pn_admin_config(config_path)) == NULL) {
+		rc = PN_EXIT_CONFIG;
 		goto done;
+	}
 	if ((conn = pn_db_connect(cfg, &err)) == NULL
 	    || !pn_db_query(conn, MIGRATE_LOCK, 0, NULL, NULL, &err)
 	    || !pn_db_schema_version(conn, &version, &err)) {

@@ -52,11 +52,17 @@ help(FILE *f)
 		"  --to URL    re-deliver the original request (headers and body) to\n"
 		"              URL/notify/<provider>/<site>, e.g. a staging receiver\n\n"
 		"Filters: --site S --provider P --since TIME --until TIME --order ID\n"
-		"         --outcome OUTCOME --id N   (TIME: anything PostgreSQL reads as\n"
-		"         timestamptz, e.g. '2026-11-30 08:00+08')\n\n"
+		"         --outcome OUTCOME --id N   (TIME: 2026-11-30, '2026-11-30 08:00+08',\n"
+		"         2026-11-30T00:00:00Z, today, yesterday, or a duration meaning that\n"
+		"         long ago: 2h, 1d;\n"
+		"         a site must be in the configuration, an outcome one the schema\n"
+		"         records: a typo exits 64 with the valid values)\n"
+		"  --wide      every column in a table, however wide (default: fit 100)\n\n"
 		"Exit status: 0 all verified and settled; 1 something still needs a human\n"
 		"(unknown order, amount or merchant mismatch, failed re-delivery); 2 some\n"
-		"stored notification no longer verifies (altered or keys removed); 3 error.\n");
+		"stored notification does not verify with the key that verified it (its\n"
+		"bytes were altered); 4 the key that verified one is no longer configured\n"
+		"(rotated out), nothing else wrong; 3 database; 64 usage; 78 configuration.\n");
 }
 
 struct replay {
@@ -68,7 +74,7 @@ struct replay {
 	bool	curl_global;		/* curl_global_init() done */
 	struct pn_arena *a;
 	struct pn_table out;
-	size_t	n, verified, unverified, attention, applied;
+	size_t	n, verified, unverified, key_gone, attention, applied;
 };
 
 /* Rebuild the request from the stored headers and body. */
@@ -194,6 +200,7 @@ replay_row(struct replay *r, const struct pn_table *rows, size_t i, struct pn_er
 	const char *prov_name = pn_table_get(rows, i, "provider");
 	const char *recorded = pn_table_get(rows, i, "outcome");
 	const char *stored_key = pn_table_get(rows, i, "dedup_key");
+	const char *stored_key_id = pn_table_get(rows, i, "key_id");
 	const char *hex = pn_table_get(rows, i, "raw_body");
 	const struct pn_provider *p = pn_provider_find(prov_name);
 	const struct pn_site *site = pn_cfg_site(r->cfg, site_name);
@@ -212,7 +219,8 @@ replay_row(struct replay *r, const struct pn_table *rows, size_t i, struct pn_er
 			body_len, &req);
 	pn_event_init(&ev);
 	if (p == NULL || site == NULL || !p->configured(site)) {
-		note = "site or provider no longer configured";
+		note = "the site or its provider is no longer configured";
+		verified = "key_gone";
 	} else {
 		struct pn_verify_ctx vc = {&req, site, r->a, (int64_t)time(NULL), false};
 
@@ -222,15 +230,38 @@ replay_row(struct replay *r, const struct pn_table *rows, size_t i, struct pn_er
 			event = pn_kind_name(ev.kind);
 			if (ev.order_id)
 				order = ev.order_id;
-		} else
-			note = pn_arena_strdup(r->a, verr.msg);
+		} else {
+			/* Not verified: altered bytes, or the key that verified it then has
+			 * been rotated out since?  The stored key id tells. */
+			switch (pn_cfg_site_key_state(site, stored_key_id)) {
+			case PN_KEY_GONE:
+				verified = "key_gone";
+				note = pn_arena_printf(r->a, "the key that verified this notification "
+						       "(%s) is no longer configured", stored_key_id);
+				break;
+			case PN_KEY_UNKNOWN:
+				note = pn_arena_printf(r->a, "%s; it was verified by %s, a key id from "
+						       "an earlier build (a line number or a file "
+						       "name): whether that key was rotated out "
+						       "cannot be told", verr.msg,
+						       stored_key_id ? stored_key_id : "(none)");
+				break;
+			case PN_KEY_CONFIGURED:
+				note = pn_arena_printf(r->a, "%s; the key that verified it (%s) is "
+						       "still configured: the stored bytes were "
+						       "altered", verr.msg, stored_key_id);
+				break;
+			}
+		}
 	}
 	if (strcmp(verified, "yes") == 0 && strcmp(ev.dedup_key, stored_key) != 0) {
 		note = pn_arena_printf(r->a, "re-derived event key \"%s\" differs from the stored one",
 				       ev.dedup_key);
 		verified = "no";
 	}
-	if (strcmp(verified, "yes") != 0) {
+	if (strcmp(verified, "key_gone") == 0) {
+		r->key_gone++;
+	} else if (strcmp(verified, "yes") != 0) {
 		r->unverified++;
 	} else {
 		r->verified++;
@@ -283,8 +314,8 @@ replay_exec(int argc, char **argv, const char *config_path)
 		{"order", required_argument, NULL, 'o'}, {"outcome", required_argument, NULL, 'O'},
 		{"id", required_argument, NULL, 'i'}, {"dry-run", no_argument, NULL, 'n'},
 		{"apply", no_argument, NULL, 'a'}, {"to", required_argument, NULL, 't'},
-		{"format", required_argument, NULL, 'f'}, {"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+		{"format", required_argument, NULL, 'f'}, {"wide", no_argument, NULL, 'W'},
+		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
 	};
 	static const char *cols[] = {"id", "site", "provider", "order", "event", "verified", "key",
 				     "recorded", "now", "order_status", "note"};
@@ -295,7 +326,8 @@ replay_exec(int argc, char **argv, const char *config_path)
 	char	last[24] = "0";
 	bool	tty = isatty(STDERR_FILENO), shown = false;
 	size_t	total = 0;
-	int	opt, nmodes = 0, rc = PN_EXIT_FAILURE;
+	char   *since = NULL, *until = NULL;
+	int	opt, nmodes = 0, rc = PN_EXIT_UNAVAILABLE;
 	int64_t	t0 = pn_now_us();
 
 	memset(&r, 0, sizeof(r));
@@ -312,28 +344,48 @@ replay_exec(int argc, char **argv, const char *config_path)
 		case 'n': r.mode = MODE_DRY_RUN; nmodes++; break;
 		case 'a': r.mode = MODE_APPLY; nmodes++; break;
 		case 't': r.mode = MODE_TO; r.to = optarg; nmodes++; break;
+		case 'W': pn_table_set_wide(true); break;
 		case 'f':
 			if (!pn_format_parse(optarg, false, &fmt))
-				return PN_EXIT_USAGE;
+				goto usage;
 			break;
 		case 'h':
 			help(stdout);
 			return 0;
 		default:
 			help(stderr);
-			return PN_EXIT_USAGE;
+			goto usage;
 		}
 	}
 	if (optind != argc) {
 		help(stderr);
-		return PN_EXIT_USAGE;
+		goto usage;
 	}
 	if (nmodes > 1) {
 		fprintf(stderr, "paynotify: --dry-run, --apply and --to exclude each other\n");
-		return PN_EXIT_USAGE;
+		goto usage;
 	}
-	if ((r.cfg = pn_admin_config(config_path)) == NULL)
-		return PN_EXIT_FAILURE;
+	/* every value, before anything runs: a typo is not an empty answer */
+	if ((filter[1] && !pn_opt_provider("--provider", filter[1]))
+	    || (filter[2] && !pn_opt_time("--since", filter[2], &since))
+	    || (filter[3] && !pn_opt_time("--until", filter[3], &until))
+	    || (filter[5] && !pn_opt_outcome("--outcome", filter[5]))
+	    || (filter[6] && !pn_opt_id("--id", filter[6])))
+		goto usage;
+	filter[2] = since;
+	filter[3] = until;
+	if (filter[4] && *filter[4] == '\0') {
+		fprintf(stderr, "paynotify: --order: empty order id\n");
+		goto usage;
+	}
+	if (r.to && !pn_opt_url("--to", r.to))
+		goto usage;
+	if ((r.cfg = pn_admin_config(config_path)) == NULL) {
+		rc = PN_EXIT_CONFIG;
+		goto done;
+	}
+	if (filter[0] && !pn_opt_site(r.cfg, "--site", filter[0]))
+		goto usage;
 	r.a = pn_arena_new();
 	pn_table_init(&r.out, PN_ARRAY_LEN(cols), cols);
 	if ((r.conn = pn_db_connect(r.cfg, &err)) == NULL)
@@ -342,6 +394,7 @@ replay_exec(int argc, char **argv, const char *config_path)
 		r.curl_global = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
 		if (!r.curl_global || (r.curl = curl_easy_init()) == NULL) {
 			pn_err_set(&err, "could not initialise libcurl");
+			rc = PN_EXIT_SOFTWARE;
 			goto failed;
 		}
 	}
@@ -362,7 +415,7 @@ replay_exec(int argc, char **argv, const char *config_path)
 		size_t	i, got;
 
 		if (!pn_db_query(r.conn,
-				 "SELECT id, site, provider, dedup_key, order_id, outcome, "
+				 "SELECT id, site, provider, dedup_key, order_id, outcome, key_id, "
 				 "raw_headers::text AS raw_headers, encode(raw_body, 'hex') AS raw_body"
 				 FILTERS " ORDER BY id LIMIT " BATCH,
 				 8, params, &rows, &err))
@@ -389,17 +442,26 @@ replay_exec(int argc, char **argv, const char *config_path)
 	}
 	if (shown)
 		fprintf(stderr, "\r\033[K");
+	pn_table_optional(&r.out, "order_status");	/* a terminal too narrow: the key matters more */
 	pn_table_print(&r.out, fmt, stdout);
 	fprintf(fmt == PN_FMT_TABLE ? stdout : stderr,
-		"%zu notification%s: %zu verified, %zu not verified, %zu need a human%s\n", r.n,
-		r.n == 1 ? "" : "s", r.verified, r.unverified, r.attention,
+		"%zu notification%s: %zu verified, %zu not verified, %s%zu need a human%s\n", r.n,
+		r.n == 1 ? "" : "s", r.verified, r.unverified,
+		r.key_gone ? pn_arena_printf(r.a, "%zu verified by a key no longer configured, ",
+					     r.key_gone) : "", r.attention,
 		r.mode == MODE_APPLY ? pn_arena_printf(r.a, ", %zu applied now", r.applied)
 		: r.mode == MODE_DRY_RUN ? " (dry run: nothing changed)" : "");
-	rc = r.unverified ? PN_EXIT_UNVERIFIED : r.attention ? PN_EXIT_ATTENTION : PN_EXIT_OK;
+	rc = r.unverified ? PN_EXIT_UNVERIFIED : r.key_gone ? PN_EXIT_KEY_GONE
+	     : r.attention ? PN_EXIT_ATTENTION : PN_EXIT_OK;
+	goto done;
+usage:
+	rc = PN_EXIT_USAGE;
 	goto done;
 failed:
 	fprintf(stderr, "paynotify: %s\n", err.msg);
 done:
+	free(since);
+	free(until);
 	if (r.curl)
 		curl_easy_cleanup(r.curl);
 	if (r.curl_global)

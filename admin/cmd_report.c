@@ -13,13 +13,15 @@ static void
 help(FILE *f)
 {
 	fprintf(f, "usage: paynotify report [--site S] [--pending-older-than 30m]\n"
-		"                        [--format table|csv|json]\n\n"
+		"                        [--format table|csv|json] [--wide]\n\n"
 		"List what needs a human:\n"
 		"  - notifications stored as unknown_order, amount_mismatch, merchant_mismatch\n"
 		"  - orders still pending after the threshold with no notification at all\n"
 		"  - orders paid or refunded without a stored notification that applied it\n"
-		"Exit status 1 when the list is not empty, 0 when it is, 3 on error.\n"
-		"The threshold is a PostgreSQL interval: 30m, 2h, 1 day.\n");
+		"Exit status 1 when the list is not empty, 0 when it is; 64 a bad option\n"
+		"(a site not in the configuration, a threshold that is not a duration),\n"
+		"3 database error, 78 configuration error.\n"
+		"The threshold is a duration: 30m, 2h, 1d, 1h30m, \"90 minutes\", \"1 day\".\n");
 }
 
 /* One query, one row per finding: kind, site, provider, order, id, detail, since. */
@@ -62,19 +64,29 @@ report_exec(int argc, char **argv, const char *config_path)
 		{"site", required_argument, NULL, 's'},
 		{"pending-older-than", required_argument, NULL, 'p'},
 		{"format", required_argument, NULL, 'f'},
+		{"wide", no_argument, NULL, 'W'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *params[2] = {NULL, "30 minutes"};
 	enum pn_format fmt = pn_format_default();
+	struct pn_config *cfg;
 	struct pn_table t;
+	char	threshold[32];
+	int64_t	secs;
 	int	opt, rc;
 
 	optind = 0;	/* glibc: 0 re-initialises getopt after main() used it */
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 's': params[0] = optarg; break;
-		case 'p': params[1] = optarg; break;
+		case 'p':
+			if (!pn_opt_duration("--pending-older-than", optarg, &secs))
+				return PN_EXIT_USAGE;
+			snprintf(threshold, sizeof(threshold), "%lld seconds", (long long)secs);
+			params[1] = threshold;
+			break;
+		case 'W': pn_table_set_wide(true); break;
 		case 'f':
 			if (!pn_format_parse(optarg, false, &fmt))
 				return PN_EXIT_USAGE;
@@ -91,8 +103,17 @@ report_exec(int argc, char **argv, const char *config_path)
 		help(stderr);
 		return PN_EXIT_USAGE;
 	}
-	if (!pn_admin_query(config_path, report_sql, 2, params, &t))
-		return PN_EXIT_FAILURE;
+	if ((cfg = pn_admin_config(config_path)) == NULL)
+		return PN_EXIT_CONFIG;
+	if (params[0] != NULL && !pn_opt_site(cfg, "--site", params[0])) {
+		pn_cfg_free(cfg);
+		return PN_EXIT_USAGE;
+	}
+	if (!pn_admin_query_cfg(cfg, report_sql, 2, params, &t)) {
+		pn_cfg_free(cfg);
+		return PN_EXIT_UNAVAILABLE;
+	}
+	pn_cfg_free(cfg);
 	pn_table_print(&t, fmt, stdout);
 	fprintf(fmt == PN_FMT_TABLE ? stdout : stderr, "%zu item%s need%s a human\n", t.nrows,
 		t.nrows == 1 ? "" : "s", t.nrows == 1 ? "s" : "");

@@ -27,7 +27,10 @@ help(FILE *f)
 		"site that has test signing keys, or with --curl a ready curl command.\n"
 		"PROVIDER is alipay, wechatpay, stripe or 2c2p; --v2 makes a WeChat Pay\n"
 		"API v2 (XML) notification.  --amount is in major units, exact.\n\n"
-		"  --url BASE   where --curl sends it (default http://127.0.0.1:8080)\n");
+		"  --url BASE   where --curl sends it (default http://127.0.0.1:8080)\n\n"
+		"Exit status: 0, 64 usage (an unknown provider, site or currency, a bad\n"
+		"amount or URL), 78 the site has no test keys or the configuration is\n"
+		"broken.\n");
 }
 
 /* 'text' for a POSIX shell: single quotes, ' as '\'' */
@@ -87,7 +90,7 @@ sign_exec(int argc, char **argv, const char *config_path)
 	struct pn_arena *a;
 	char	cur[4];
 	bool	curl = false;
-	int	opt, rc = PN_EXIT_FAILURE;
+	int	opt, rc = PN_EXIT_CONFIG;
 	size_t	i;
 
 	memset(&req, 0, sizeof(req));
@@ -120,12 +123,21 @@ sign_exec(int argc, char **argv, const char *config_path)
 		help(stderr);
 		return PN_EXIT_USAGE;
 	}
-	if ((p = pn_provider_find(argv[optind])) == NULL || p->sign == NULL) {
-		fprintf(stderr, "paynotify: unknown provider \"%s\"\n", argv[optind]);
+	if (!pn_opt_provider("PROVIDER", argv[optind]))
+		return PN_EXIT_USAGE;
+	if ((p = pn_provider_find(argv[optind]))->sign == NULL) {
+		fprintf(stderr, "paynotify: provider \"%s\" cannot sign\n", argv[optind]);
 		return PN_EXIT_USAGE;
 	}
+	if (*order == '\0') {
+		fprintf(stderr, "paynotify: --order: empty order id\n");
+		return PN_EXIT_USAGE;
+	}
+	if (!pn_opt_url("--url", url))
+		return PN_EXIT_USAGE;
 	if (!pn_money_currency(currency, cur)) {
-		fprintf(stderr, "paynotify: unknown currency \"%s\"\n", currency);
+		fprintf(stderr, "paynotify: --currency \"%s\": unknown currency (an ISO 4217 "
+			"code, e.g. CNY, USD, SGD, JPY)\n", currency);
 		return PN_EXIT_USAGE;
 	}
 	if (!pn_money_parse(amount, pn_money_exponent(cur), &req.amount_minor, &err)) {
@@ -133,7 +145,11 @@ sign_exec(int argc, char **argv, const char *config_path)
 		return PN_EXIT_USAGE;
 	}
 	if ((cfg = pn_admin_config(config_path)) == NULL)
-		return PN_EXIT_FAILURE;
+		return PN_EXIT_CONFIG;
+	if (!pn_opt_site(cfg, "--site", site_name)) {
+		pn_cfg_free(cfg);
+		return PN_EXIT_USAGE;
+	}
 	a = pn_arena_new();
 	req.site = pn_cfg_site(cfg, site_name);
 	if (req.site == NULL || !p->configured(req.site)) {
@@ -148,6 +164,7 @@ sign_exec(int argc, char **argv, const char *config_path)
 			fprintf(stderr, "paynotify: could not read /dev/urandom\n");
 			if (ur)
 				fclose(ur);
+			rc = PN_EXIT_IOERR;
 			goto done;
 		}
 		fclose(ur);

@@ -19,14 +19,16 @@ static void
 help(FILE *f)
 {
 	fprintf(f, "usage: paynotify stats [--site S] [--format table|csv|json|prometheus]\n"
-		"                       [--output FILE]\n\n"
+		"                       [--output FILE] [--wide]\n\n"
 		"Counts of stored notifications by site, provider, event kind and outcome,\n"
 		"with deliveries, duplicate deliveries and the last notification time.\n"
 		"--output FILE (with --format prometheus) replaces FILE atomically, for\n"
 		"node_exporter's textfile collector; when the database cannot be read FILE\n"
 		"holds only paynotify_stats_up 0 (never stale counters) and the exit is 3:\n"
 		"  paynotify stats --format prometheus --output "
-		"/var/lib/node_exporter/textfile/paynotify.prom\n");
+		"/var/lib/node_exporter/textfile/paynotify.prom\n"
+		"Exit status: 0, or 3 database error, 64 a bad option (a site not in the\n"
+		"configuration), 78 configuration error.\n");
 }
 
 static const char stats_sql[] =
@@ -176,11 +178,13 @@ stats_exec(int argc, char **argv, const char *config_path)
 		{"site", required_argument, NULL, 's'},
 		{"format", required_argument, NULL, 'f'},
 		{"output", required_argument, NULL, 'o'},
+		{"wide", no_argument, NULL, 'W'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *params[1] = {NULL}, *output = NULL;
 	enum pn_format fmt = pn_format_default();
+	struct pn_config *cfg;
 	struct pn_table t;
 	int	opt;
 
@@ -188,6 +192,7 @@ stats_exec(int argc, char **argv, const char *config_path)
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 's': params[0] = optarg; break;
+		case 'W': pn_table_set_wide(true); break;
 		case 'f':
 			if (!pn_format_parse(optarg, true, &fmt))
 				return PN_EXIT_USAGE;
@@ -209,21 +214,31 @@ stats_exec(int argc, char **argv, const char *config_path)
 		fprintf(stderr, "paynotify: --output FILE needs --format prometheus\n");
 		return PN_EXIT_USAGE;
 	}
-	if (!pn_admin_query(config_path, stats_sql, 1, params, &t)) {
+	if ((cfg = pn_admin_config(config_path)) == NULL)
+		return PN_EXIT_CONFIG;
+	if (params[0] != NULL && !pn_opt_site(cfg, "--site", params[0])) {
+		pn_cfg_free(cfg);
+		return PN_EXIT_USAGE;
+	}
+	if (!pn_admin_query_cfg(cfg, stats_sql, 1, params, &t)) {
+		pn_cfg_free(cfg);
 		if (output != NULL)
 			(void)write_textfile(output, NULL);
-		return PN_EXIT_FAILURE;
+		return PN_EXIT_UNAVAILABLE;
 	}
+	pn_cfg_free(cfg);
 	if (output != NULL) {
 		bool ok = write_textfile(output, &t);
 
 		pn_table_free(&t);
-		return ok ? PN_EXIT_OK : PN_EXIT_FAILURE;
+		return ok ? PN_EXIT_OK : PN_EXIT_IOERR;
 	}
 	if (fmt == PN_FMT_PROMETHEUS)
 		print_prometheus(&t, stdout);
-	else
+	else {
+		pn_table_optional(&t, "last_delivery_epoch");	/* for machines; last_delivery says it */
 		pn_table_print(&t, fmt, stdout);
+	}
 	pn_table_free(&t);
 	return PN_EXIT_OK;
 }

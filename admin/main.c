@@ -38,19 +38,48 @@ usage(FILE *f)
 		"                     " PN_DEFAULT_CONFIG ")\n"
 		"  -h, --help         this help; `paynotify COMMAND --help` for a command\n"
 		"  -V, --version      the version\n\n"
-		"Exit status: 0 all well, 1 something needs a human, 2 a stored notification\n"
-		"no longer verifies (replay), 3 could not do the job, 64 usage error.\n");
+		"Exit status (docs/OPERATIONS.md, \"Exit statuses\"): 0 all well, 1 something\n"
+		"needs a human, 2 a stored notification does not verify (replay), 3 could\n"
+		"not do the job (database unavailable, a query failed, I/O error), 4 the\n"
+		"key that verified one is no longer configured (replay), 64 usage error (an\n"
+		"option or its value), 78 configuration error.\n");
 }
 
 struct pn_config *
 pn_admin_config(const char *path)
 {
-	struct pn_err err;
-	struct pn_config *cfg = pn_cfg_load(path, &err);
+	struct pn_cfg_findings fd = {NULL, 0};
+	struct pn_config *cfg = pn_cfg_load_all(path, &fd);
+	size_t	i;
 
-	if (cfg == NULL)
-		fprintf(stderr, "paynotify: %s\n", err.msg);
+	/* Every error, each with its file and line; site errors and warnings are
+	 * check-config's (and the receivers' log's) business. */
+	for (i = 0; cfg == NULL && i < fd.n; i++)
+		if (fd.v[i].severity == PN_CFG_ERROR) {
+			char   *t = pn_cfg_finding_text(&fd.v[i]);
+
+			fprintf(stderr, "paynotify: %s\n", t);
+			free(t);
+		}
+	pn_cfg_findings_free(&fd);
 	return cfg;
+}
+
+bool
+pn_admin_query_cfg(const struct pn_config *cfg, const char *sql, int nparams,
+		   const char *const *params, struct pn_table *out)
+{
+	struct pn_err err;
+	PGconn *conn = NULL;
+	bool	ok = false;
+
+	conn = pn_db_connect(cfg, &err);
+	if (conn != NULL && pn_db_query(conn, sql, nparams, params, out, &err))
+		ok = true;
+	else
+		fprintf(stderr, "paynotify: %s\n", err.msg);
+	PQfinish(conn);
+	return ok;
 }
 
 bool
@@ -58,18 +87,11 @@ pn_admin_query(const char *config_path, const char *sql, int nparams, const char
 	       struct pn_table *out)
 {
 	struct pn_config *cfg = pn_admin_config(config_path);
-	struct pn_err err;
-	PGconn *conn = NULL;
-	bool	ok = false;
+	bool	ok;
 
 	if (cfg == NULL)
 		return false;
-	conn = pn_db_connect(cfg, &err);
-	if (conn != NULL && pn_db_query(conn, sql, nparams, params, out, &err))
-		ok = true;
-	else
-		fprintf(stderr, "paynotify: %s\n", err.msg);
-	PQfinish(conn);
+	ok = pn_admin_query_cfg(cfg, sql, nparams, params, out);
 	pn_cfg_free(cfg);
 	return ok;
 }

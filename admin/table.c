@@ -34,6 +34,19 @@ pn_table_add(struct pn_table *t, const char *const *cells)
 	t->nrows++;
 }
 
+void
+pn_table_optional(struct pn_table *t, const char *col)
+{
+	size_t i;
+
+	for (i = 0; i < t->ncols && i < 64; i++)
+		if (strcmp(t->cols[i], col) == 0) {
+			t->optional |= UINT64_C(1) << i;
+			return;
+		}
+	pn_fatal("no column \"%s\"", col);
+}
+
 const char *
 pn_table_get(const struct pn_table *t, size_t row, const char *col)
 {
@@ -59,67 +72,347 @@ pn_table_free(struct pn_table *t)
 	memset(t, 0, sizeof(*t));
 }
 
-/* Display width of UTF-8 text: code points, East Asian wide ones count 2. */
+/* Tables fit this many columns unless --wide (pn_table_set_wide). */
+#define TABLE_COLUMNS 100
+#define GAP 2
+
+static bool table_wide = false;
+
+void
+pn_table_set_wide(bool wide)
+{
+	table_wide = wide;
+}
+
+/*
+ * Bytes of the code point at s: its lead byte and the continuation bytes
+ * that follow, never past the terminating NUL (a truncated or invalid
+ * sequence is as long as the bytes that are there).
+ */
+static size_t
+cp_len(const char *s)
+{
+	size_t	n = 1;
+
+	while (n < 4 && s[n] != '\0' && ((unsigned char)s[n] & 0xc0) == 0x80)
+		n++;
+	return n;
+}
+
+/* Display width of the code point at s: East Asian wide ones (3- and 4-byte) count 2. */
+static size_t
+cp_width(const char *s)
+{
+	unsigned char c = (unsigned char)*s;
+
+	return (c & 0xf0) == 0xe0 || (c & 0xf8) == 0xf0 ? 2 : 1;	/* CJK lives there */
+}
+
+/* Display width of the first n bytes of UTF-8 text s. */
+static size_t
+width_n(const char *s, size_t n)
+{
+	size_t	w = 0, i = 0;
+
+	while (i < n && s[i] != '\0') {
+		w += cp_width(s + i);
+		i += cp_len(s + i);
+	}
+	return w;
+}
+
 static size_t
 width(const char *s)
 {
-	size_t	w = 0;
+	return width_n(s, strlen(s));
+}
 
-	while (*s) {
-		unsigned char c = (unsigned char)*s;
+/*
+ * The next line of a cell wrapped at max display columns: its length in
+ * bytes (*skip: bytes to step over after it, the blank or newline it broke
+ * at).  Breaks at the last blank that fits, else after the last '_', '-',
+ * '/', ':' or ',' (identifiers: pending_without_ / notification), when that
+ * is in the second half of the line; else between code points.
+ */
+static size_t
+wrap_line(const char *s, size_t max, size_t *skip)
+{
+	size_t	i = 0, w = 0, blank = 0, punct = 0;
 
-		if (c < 0x80)
-			w++, s++;
-		else if ((c & 0xe0) == 0xc0)
-			w++, s += 2;
-		else if ((c & 0xf0) == 0xe0)
-			w += 2, s += 3;	/* CJK lives here */
-		else
-			w += 2, s += 4;
-		for (; (*s & 0xc0) == 0x80; s++)
-			;
+	*skip = 0;
+	while (s[i] != '\0' && s[i] != '\n') {
+		size_t	cw = cp_width(s + i);
+
+		if (w + cw > max && i > 0) {
+			if (blank > 0 && width_n(s, blank) * 2 >= max) {
+				*skip = 1;	/* the blank */
+				return blank;
+			}
+			if (punct > 0 && width_n(s, punct) * 2 >= max)
+				return punct;
+			return i;
+		}
+		if (s[i] == ' ')
+			blank = i;
+		else if (strchr("_-/:,", s[i]) != NULL)
+			punct = i + 1;
+		w += cw;
+		i += cp_len(s + i);
 	}
-	return w;
+	if (s[i] == '\n')
+		*skip = 1;
+	return i;
+}
+
+/* The narrowest a column's name may wrap to: its longest '_'-separated word. */
+static size_t
+name_floor(const char *name)
+{
+	size_t	best = 0, n;
+
+	while (*name) {
+		n = strcspn(name, "_");
+		if (width_n(name, n) + (name[n] == '_') > best)
+			best = width_n(name, n) + (name[n] == '_');
+		name += n + (name[n] == '_');
+	}
+	return best;
+}
+
+/* Total width of the columns with those in `which` capped at cap (never below floor[c]). */
+static size_t
+capped_total(const struct pn_table *t, const size_t *w, const size_t *floor, const bool *which,
+	     size_t cap)
+{
+	size_t	c, sum = 0;
+
+	for (c = 0; c < t->ncols; c++) {
+		size_t	v = w[c];
+
+		if (which[c] && v > cap)
+			v = cap > floor[c] ? cap : floor[c];
+		sum += v + (c ? GAP : 0);
+	}
+	return sum;
+}
+
+static size_t
+natural_total(const struct pn_table *t, const size_t *w)
+{
+	size_t	c, sum = 0;
+
+	for (c = 0; c < t->ncols; c++)
+		sum += w[c] + (c ? GAP : 0);
+	return sum;
+}
+
+/* Cap the columns in `which` at the largest cap that fits (water-filling: widest first). */
+static void
+cap_columns(const struct pn_table *t, size_t *w, const size_t *floor, const bool *which)
+{
+	size_t	c, lo = 1, hi = 0;
+
+	for (c = 0; c < t->ncols; c++)
+		if (which[c] && w[c] > hi)
+			hi = w[c];
+	if (hi == 0)
+		return;
+	while (lo < hi) {	/* the total grows with the cap */
+		size_t	mid = (lo + hi + 1) / 2;
+
+		if (capped_total(t, w, floor, which, mid) <= TABLE_COLUMNS)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	for (c = 0; c < t->ncols; c++)
+		if (which[c] && w[c] > lo)
+			w[c] = lo > floor[c] ? lo : floor[c];
+}
+
+/*
+ * Column widths that fit TABLE_COLUMNS, their cells wrapping onto more
+ * lines.  Columns of prose (cells with blanks: notes, details, times) wrap
+ * best, so they give way first, down to PROSE_MIN each; then the other
+ * columns are cut, widest first, no narrower than the longest word of their
+ * names (notification_ / id); the prose columns share what is left.  With --wide, or when it fits anyway, the
+ * natural widths.
+ */
+#define PROSE_MIN 12
+
+static void
+fit_columns(const struct pn_table *t, size_t *w)
+{
+	bool   *prose = pn_xcalloc(t->ncols, sizeof(bool)), *other = pn_xcalloc(t->ncols, sizeof(bool));
+	size_t *floor = pn_xcalloc(t->ncols, sizeof(size_t)), *nat = pn_xcalloc(t->ncols, sizeof(size_t));
+	size_t	r, c;
+
+	if (table_wide || natural_total(t, w) <= TABLE_COLUMNS)
+		goto done;
+	for (c = 0; c < t->ncols; c++) {
+		for (r = 0; r < t->nrows && !prose[c]; r++) {
+			const char *v = t->cells[r * t->ncols + c];
+
+			prose[c] = v && strchr(v, ' ') != NULL;
+		}
+		other[c] = !prose[c];
+		nat[c] = w[c];
+		floor[c] = name_floor(t->cols[c]);
+		if (prose[c]) {	/* hold the prose columns at PROSE_MIN while the others are cut */
+			size_t	hold = floor[c] > PROSE_MIN ? floor[c] : PROSE_MIN;
+
+			if (w[c] > hold)
+				w[c] = hold;
+		}
+	}
+	cap_columns(t, w, floor, other);
+	for (c = 0; c < t->ncols; c++)
+		if (prose[c])
+			w[c] = nat[c];
+	cap_columns(t, w, floor, prose);
+	if (natural_total(t, w) > TABLE_COLUMNS) {	/* the names themselves are too wide: wrap them */
+		for (c = 0; c < t->ncols; c++) {
+			floor[c] = floor[c] < 4 ? floor[c] : 4;
+			other[c] = true;
+		}
+		cap_columns(t, w, floor, other);
+	}
+done:
+	free(prose);
+	free(other);
+	free(floor);
+	free(nat);
+}
+
+/* Table cells only: a PostgreSQL timestamp without its fraction of a second. */
+static const char *
+display_cell(const char *v, char *buf, size_t sz)
+{
+	const char *dot;
+	size_t	n;
+
+	/* "2026-12-01 07:51:48.161069+00" -> "2026-12-01 07:51:48+00" */
+	if (v == NULL || strlen(v) < 20 || v[4] != '-' || v[7] != '-' || v[10] != ' '
+	    || v[13] != ':' || v[16] != ':' || v[19] != '.')
+		return v;
+	dot = v + 19;
+	for (n = 1; dot[n] >= '0' && dot[n] <= '9'; n++)
+		;
+	snprintf(buf, sz, "%.19s%s", v, dot + n);
+	return buf;
+}
+
+/* One row (cells; NULL is empty), wrapped to the widths: as many lines as its tallest cell. */
+static void
+print_row(const struct pn_table *t, const char *const *cells, const size_t *w, FILE *f)
+{
+	const char **rest = pn_xcalloc(t->ncols, sizeof(char *));
+	size_t	c;
+	bool	more = true;
+
+	for (c = 0; c < t->ncols; c++)
+		rest[c] = cells[c] ? cells[c] : "";
+	while (more) {
+		more = false;
+		for (c = 0; c < t->ncols; c++) {
+			size_t	skip, n = wrap_line(rest[c], w[c], &skip);
+			size_t	cw = width_n(rest[c], n);
+
+			fprintf(f, "%s%.*s", c ? "  " : "", (int)n, rest[c]);
+			if (c + 1 < t->ncols)
+				fprintf(f, "%*s", (int)(w[c] > cw ? w[c] - cw : 0), "");
+			rest[c] += n + skip;
+			if (*rest[c] != '\0')
+				more = true;
+		}
+		fputc('\n', f);
+	}
+	free(rest);
 }
 
 static void
 print_table(const struct pn_table *t, FILE *f)
 {
+	const struct pn_table *orig = t;
 	size_t *w = pn_xcalloc(t->ncols, sizeof(size_t)), r, c;
+	struct pn_table d;	/* the cells as shown */
 
+	bool   *shown = pn_xcalloc(t->ncols, sizeof(bool));
+	size_t	i, dropped = 0;
+
+	/* the columns shown: all of them, unless they do not fit and some are optional */
+	for (c = 0; c < t->ncols; c++)
+		shown[c] = true;
+	if (!table_wide && t->optional != 0) {
+		for (c = 0; c < t->ncols; c++)
+			w[c] = width(t->cols[c]);
+		for (r = 0; r < t->nrows; r++)
+			for (c = 0; c < t->ncols; c++) {
+				const char *v = t->cells[r * t->ncols + c];
+				size_t	n = width(v ? v : "");
+
+				if (n > w[c])
+					w[c] = n;
+			}
+		if (natural_total(t, w) > TABLE_COLUMNS)
+			for (c = 0; c < t->ncols; c++)
+				if (c < 64 && (t->optional & (UINT64_C(1) << c))) {
+					shown[c] = false;
+					dropped++;
+				}
+	}
+	memset(&d, 0, sizeof(d));
+	d.ncols = t->ncols - dropped;
+	d.nrows = t->nrows;
+	d.cols = pn_xcalloc(d.ncols + 1, sizeof(char *));
+	for (c = 0, i = 0; c < t->ncols; c++)
+		if (shown[c])
+			d.cols[i++] = t->cols[c];
+	d.cells = pn_xcalloc(t->nrows * d.ncols + 1, sizeof(char *));
+	for (r = 0, i = 0; r < t->nrows; r++)
+		for (c = 0; c < t->ncols; c++) {
+			char	buf[64];
+			const char *v;
+
+			if (!shown[c])
+				continue;
+			v = display_cell(t->cells[r * t->ncols + c], buf, sizeof(buf));
+			d.cells[i++] = pn_xstrdup(v ? v : "");
+		}
+	t = &d;
 	for (c = 0; c < t->ncols; c++)
 		w[c] = width(t->cols[c]);
 	for (r = 0; r < t->nrows; r++)
 		for (c = 0; c < t->ncols; c++) {
-			const char *v = t->cells[r * t->ncols + c];
-			size_t	n = width(v ? v : "");
+			size_t	n = width(t->cells[r * t->ncols + c]);
 
 			if (n > w[c])
 				w[c] = n;
 		}
-	for (c = 0; c < t->ncols; c++)
-		fprintf(f, "%s%s%*s", c ? "  " : "", t->cols[c],
-			c + 1 < t->ncols ? (int)(w[c] - width(t->cols[c])) : 0, "");
-	fputc('\n', f);
+	fit_columns(t, w);
+	print_row(t, (const char *const *)t->cols, w, f);
 	for (c = 0; c < t->ncols; c++) {
-		size_t i;
-
 		fputs(c ? "  " : "", f);
 		for (i = 0; i < w[c]; i++)
 			fputc('-', f);
 	}
 	fputc('\n', f);
-	for (r = 0; r < t->nrows; r++) {
-		for (c = 0; c < t->ncols; c++) {
-			const char *v = t->cells[r * t->ncols + c];
+	for (r = 0; r < t->nrows; r++)
+		print_row(t, (const char *const *)&t->cells[r * t->ncols], w, f);
+	if (dropped > 0) {
+		const struct pn_table *o = orig;
 
-			if (v == NULL)
-				v = "";
-			fprintf(f, "%s%s%*s", c ? "  " : "", v,
-				c + 1 < t->ncols ? (int)(w[c] - width(v)) : 0, "");
-		}
-		fputc('\n', f);
+		fputs("(not shown:", f);
+		for (c = 0, i = 0; c < o->ncols; c++)
+			if (!shown[c])
+				fprintf(f, "%s %s", i++ ? "," : "", o->cols[c]);
+		fputs("; --wide shows every column)\n", f);
 	}
+	for (r = 0; r < d.nrows * d.ncols; r++)
+		free(d.cells[r]);
+	free(d.cells);
+	free(d.cols);
+	free(shown);
 	free(w);
 }
 

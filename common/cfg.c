@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <libgen.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,8 +15,12 @@
 #include <arpa/inet.h>
 #include <sys/socket.h>
 
+#include <openssl/evp.h>
+#include <openssl/x509.h>
+
 #include "cfg.h"
 #include "crypto.h"
+#include "log.h"
 
 #ifndef PN_DEFAULT_CONFIG
 #define PN_DEFAULT_CONFIG "/etc/paynotify/paynotify.conf"
@@ -152,17 +157,81 @@ static const struct keydef keydefs[] = {
 
 /* ---- helpers ------------------------------------------------------------- */
 
+/* One bit per keydef in the per-site mask of keys whose value was refused. */
+_Static_assert(PN_ARRAY_LEN(keydefs) <= 64, "the failed-key mask holds 64 keys");
+
 struct parser {
 	const char *path;
 	char   *dir;		/* directory of the config file, for relative paths */
 	int	line;
 	struct pn_config *cfg;
+	struct pn_cfg_findings *fd;
 	struct pn_site *site;	/* current [site] section, or NULL */
 	const char *section;	/* current section kind */
+	bool	skip;		/* the current section header was refused: ignore its keys */
 	/* keys seen in the current section, to refuse duplicates */
 	const char *seen[PN_ARRAY_LEN(keydefs)];
 	size_t	nseen;
+	uint64_t *failed;	/* per site (same index): keys whose value was refused */
 };
+
+/* ---- findings ------------------------------------------------------------ */
+
+void
+pn_cfg_finding_add(struct pn_cfg_findings *f, enum pn_cfg_severity severity, const char *file,
+		   int line, const char *fmt, ...)
+{
+	struct pn_cfg_finding *fi;
+	va_list ap;
+	char	buf[1024];
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	f->v = pn_xrealloc(f->v, (f->n + 1) * sizeof(*f->v));
+	fi = &f->v[f->n++];
+	fi->severity = severity;
+	fi->file = file ? pn_xstrdup(file) : NULL;
+	fi->line = line;
+	fi->msg = pn_xstrdup(buf);
+}
+
+size_t
+pn_cfg_findings_count(const struct pn_cfg_findings *f, enum pn_cfg_severity severity)
+{
+	size_t	i, n = 0;
+
+	for (i = 0; i < f->n; i++)
+		if (f->v[i].severity == severity)
+			n++;
+	return n;
+}
+
+char *
+pn_cfg_finding_text(const struct pn_cfg_finding *fi)
+{
+	if (fi->file && fi->line > 0)
+		return pn_xasprintf("%s:%d: %s", fi->file, fi->line, fi->msg);
+	if (fi->file)
+		return pn_xasprintf("%s: %s", fi->file, fi->msg);
+	return pn_xstrdup(fi->msg);
+}
+
+void
+pn_cfg_findings_free(struct pn_cfg_findings *f)
+{
+	size_t i;
+
+	if (f == NULL)
+		return;
+	for (i = 0; i < f->n; i++) {
+		free(f->v[i].file);
+		free(f->v[i].msg);
+	}
+	free(f->v);
+	f->v = NULL;
+	f->n = 0;
+}
 
 static char *
 resolve_path(const struct parser *p, const char *file)
@@ -178,6 +247,34 @@ base_name(const char *path)
 	const char *s = strrchr(path, '/');
 
 	return s ? s + 1 : path;
+}
+
+/* "name:3f9a1c2e": base name and the first PN_KEY_FP_HEX hex digits of SHA-256(data). */
+static char *
+make_key_id(const char *path, const void *data, size_t len)
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	char	hex[PN_KEY_FP_HEX + 1];
+	int	i;
+
+	if (EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen < PN_KEY_FP_HEX / 2)
+		pn_fatal("could not compute SHA-256");
+	for (i = 0; i < PN_KEY_FP_HEX / 2; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	return pn_xasprintf("%s:%s", base_name(path), hex);
+}
+
+static void
+add_file(struct parser *p, const char *path, bool secret)
+{
+	struct pn_config *cfg = p->cfg;
+
+	cfg->files = pn_xrealloc(cfg->files, (cfg->nfiles + 1) * sizeof(*cfg->files));
+	cfg->files[cfg->nfiles].path = pn_xstrdup(path);
+	cfg->files[cfg->nfiles].line = p->line;
+	cfg->files[cfg->nfiles].secret = secret;
+	cfg->nfiles++;
 }
 
 static bool
@@ -260,7 +357,8 @@ load_secrets(const char *path, struct pn_secret **list, size_t *n, struct pn_err
 		if (l == 0)
 			continue;
 		*list = pn_xrealloc(*list, (*n + 1) * sizeof(**list));
-		(*list)[*n].id = pn_xasprintf("%s:%d", base_name(path), lineno);
+		(*list)[*n].id = make_key_id(path, line, l);
+		(*list)[*n].line = lineno;
 		(*list)[*n].data = (unsigned char *)pn_xstrndup(line, l);
 		(*list)[*n].len = l;
 		(*n)++;
@@ -274,19 +372,65 @@ failed:
 	return false;
 }
 
+/*
+ * What the file at path holds, when it is the wrong kind of key for key (a
+ * private key where a public one belongs, or the reverse): a sentence saying
+ * so and what belongs there; NULL when it is not that mistake.
+ */
+static const char *
+wrong_kind(const char *path, const char *key, bool want_private)
+{
+	char   *text = NULL;
+	size_t	len = 0;
+	enum pn_key_kind kind;
+	struct pn_err e;
+
+	if (!pn_read_file(path, 65536, &text, &len, &e))
+		return NULL;
+	kind = pn_key_text_kind(text, len);
+	OPENSSL_cleanse(text, len);
+	free(text);
+	if (!want_private && kind == PN_KEY_KIND_PRIVATE) {
+		if (strncmp(key, "alipay.", 7) == 0)
+			return "this is a private key (your application's private key?), not Alipay's "
+			       "public key: copy the Alipay public key (支付宝公钥) or "
+			       "alipayCertPublicKey_RSA2.crt from the Alipay console, and keep the "
+			       "private key off the receiver";
+		return "this is a private key (your merchant API key?), not WeChat Pay's public key "
+		       "or platform certificate: download those from the merchant platform, and keep "
+		       "the private key off the receiver";
+	}
+	if (want_private && (kind == PN_KEY_KIND_PUBLIC || kind == PN_KEY_KIND_CERTIFICATE))
+		return kind == PN_KEY_KIND_PUBLIC
+		       ? "this is a public key: test signing needs the matching private key (PEM)"
+		       : "this is a certificate: test signing needs the matching private key (PEM)";
+	return NULL;
+}
+
 static bool
-load_pubkey(const char *path, struct pn_pubkey **list, size_t *n, struct pn_err *err)
+load_pubkey(const char *path, const char *key, struct pn_pubkey **list, size_t *n,
+	    struct pn_err *err)
 {
 	struct pn_pubkey k;
+	unsigned char *der = NULL;
+	const char *why;
+	int	derlen;
 
 	memset(&k, 0, sizeof(k));
 	k.pkey = pn_pubkey_load(path, &k.serial, &k.not_after, err);
 	if (k.pkey == NULL) {
-		pn_err_prefix(err, "could not load key \"%s\"", path);
+		if ((why = wrong_kind(path, key, false)) != NULL)
+			pn_err_set(err, "could not load key \"%s\" for \"%s\": %s", path, key, why);
+		else
+			pn_err_prefix(err, "could not load key \"%s\"", path);
 		return false;
 	}
+	derlen = i2d_PUBKEY(k.pkey, &der);
+	if (derlen <= 0)
+		pn_fatal("could not encode the public key of \"%s\"", path);
 	k.path = pn_xstrdup(path);
-	k.id = pn_xstrdup(base_name(path));
+	k.id = make_key_id(path, der, (size_t)derlen);
+	OPENSSL_free(der);
 	*list = pn_xrealloc(*list, (*n + 1) * sizeof(**list));
 	(*list)[(*n)++] = k;
 	return true;
@@ -516,8 +660,15 @@ assign(struct parser *p, const struct keydef *kd, void *base, char *value,
 		char   *path = resolve_path(p, value);
 		EVP_PKEY *k = NULL;
 
-		if (check_secret_perms(path, err))
+		const char *why;
+
+		if (check_secret_perms(path, err)) {
+			add_file(p, path, true);
 			k = pn_privkey_load(path, err);
+			if (k == NULL && (why = wrong_kind(path, kd->key, true)) != NULL)
+				pn_err_set(err, "could not load \"%s\" for \"%s\": %s", path, kd->key,
+					   why);
+		}
 		free(path);
 		if (k == NULL)
 			return false;
@@ -538,10 +689,11 @@ assign(struct parser *p, const struct keydef *kd, void *base, char *value,
 			char   *path = resolve_path(p, w);
 			bool	ok;
 
+			add_file(p, path, kd->type == K_SECRETS);
 			if (kd->type == K_SECRETS)
 				ok = load_secrets(path, (struct pn_secret **)field, count, err);
 			else
-				ok = load_pubkey(path, (struct pn_pubkey **)field, count, err);
+				ok = load_pubkey(path, kd->key, (struct pn_pubkey **)field, count, err);
 			free(path);
 			if (!ok)
 				return false;
@@ -595,6 +747,8 @@ begin_section(struct parser *p, char *name, struct pn_err *err)
 
 	p->nseen = 0;
 	p->site = NULL;
+	p->section = NULL;
+	p->skip = true;		/* until the header is accepted */
 	name = pn_trim(name);
 	if (strncmp(name, "site", 4) == 0 && (name[4] == ' ' || name[4] == '\t')) {
 		char   *site = pn_trim(name + 5);
@@ -612,6 +766,8 @@ begin_section(struct parser *p, char *name, struct pn_err *err)
 				return false;
 			}
 		p->cfg->sites = pn_xrealloc(p->cfg->sites, (p->cfg->nsites + 1) * sizeof(*s));
+		p->failed = pn_xrealloc(p->failed, (p->cfg->nsites + 1) * sizeof(*p->failed));
+		p->failed[p->cfg->nsites] = 0;
 		s = &p->cfg->sites[p->cfg->nsites++];
 		memset(s, 0, sizeof(*s));
 		s->name = pn_xstrdup(site);
@@ -620,6 +776,7 @@ begin_section(struct parser *p, char *name, struct pn_err *err)
 		apply_defaults("site", s);
 		p->site = s;
 		p->section = "site";
+		p->skip = false;
 		return true;
 	}
 	sp = name;
@@ -628,6 +785,7 @@ begin_section(struct parser *p, char *name, struct pn_err *err)
 		for (i = 0; i < PN_ARRAY_LEN(keydefs); i++)
 			if (strcmp(keydefs[i].section, sp) == 0) {
 				p->section = keydefs[i].section;
+				p->skip = false;
 				return true;
 			}
 	}
@@ -642,6 +800,8 @@ set_key(struct parser *p, char *key, char *value, struct pn_err *err)
 	const struct keydef *kd = NULL;
 	size_t	i;
 
+	if (p->skip)
+		return true;	/* its section header was refused (and said so) */
 	if (p->section == NULL) {
 		pn_err_set(err, "key \"%s\" outside of any section", key);
 		return false;
@@ -671,7 +831,24 @@ set_key(struct parser *p, char *key, char *value, struct pn_err *err)
 		else if (strncmp(key, "2c2p.", 5) == 0)
 			p->site->twoc2p.configured = true;
 	}
-	return assign(p, kd, p->site ? (void *)p->site : (void *)p->cfg, value, err);
+	if (!assign(p, kd, p->site ? (void *)p->site : (void *)p->cfg, value, err)) {
+		if (p->site != NULL)
+			p->failed[p->cfg->nsites - 1] |= UINT64_C(1) << (kd - keydefs);
+		return false;
+	}
+	return true;
+}
+
+/* Was a value for site key `key` given and refused (so "is required" would mislead)? */
+static bool
+key_failed(uint64_t failed, const char *key)
+{
+	size_t i;
+
+	for (i = 0; i < PN_ARRAY_LEN(keydefs); i++)
+		if (strcmp(keydefs[i].section, "site") == 0 && strcmp(keydefs[i].key, key) == 0)
+			return (failed & (UINT64_C(1) << i)) != 0;
+	pn_fatal("no site key \"%s\"", key);
 }
 
 /* Strip an inline comment: ';' or '#' at the start or after a blank. */
@@ -687,63 +864,176 @@ strip_comment(char *s)
 		}
 }
 
-/* Per-provider completeness of one site. */
-static bool
-validate_site(const struct pn_site *s, struct pn_err *err)
+/* A finding about site s, at its [site] line: "site \"NAME\": ...". */
+static void site_finding(struct pn_cfg_findings *fd, enum pn_cfg_severity sev,
+			 const struct pn_site *s, const char *fmt, ...) PN_PRINTF(4, 5);
+
+static void
+site_finding(struct pn_cfg_findings *fd, enum pn_cfg_severity sev, const struct pn_site *s,
+	     const char *fmt, ...)
 {
-#define REQUIRE(cond, what) \
+	va_list ap;
+	char	buf[1024];
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	pn_cfg_finding_add(fd, sev, s->file, s->line, "site \"%s\": %s", s->name, buf);
+}
+
+/* Per-provider completeness of one site: every problem into fd. */
+static void
+validate_site(const struct pn_site *s, uint64_t failed, struct pn_cfg_findings *fd)
+{
+#define REQUIRE(cond, key, what) \
 	do { \
-		if (!(cond)) { \
-			pn_err_set(err, "site \"%s\": %s", s->name, what); \
-			return false; \
-		} \
+		if (!(cond) && !key_failed(failed, key)) \
+			site_finding(fd, PN_CFG_ERROR, s, "%s", what); \
 	} while (0)
 	size_t i;
 
 	if (!s->alipay.configured && !s->stripe.configured && !s->wechatpay.configured
-	    && !s->twoc2p.configured)
-		REQUIRE(false, "no provider is configured (set alipay.*, stripe.*, wechatpay.* "
-			"or 2c2p.* keys)");
+	    && !s->twoc2p.configured && failed == 0)
+		site_finding(fd, PN_CFG_ERROR, s, "no provider is configured (set alipay.*, "
+			     "stripe.*, wechatpay.* or 2c2p.* keys)");
 	if (s->alipay.configured) {
-		REQUIRE(s->alipay.app_id, "alipay.app_id is required for Alipay");
-		REQUIRE(s->alipay.seller_id, "alipay.seller_id is required for Alipay");
-		REQUIRE(s->alipay.nkeys > 0, "alipay.public_key_file is required for Alipay");
+		REQUIRE(s->alipay.app_id, "alipay.app_id", "alipay.app_id is required for Alipay");
+		REQUIRE(s->alipay.seller_id, "alipay.seller_id",
+			"alipay.seller_id is required for Alipay");
+		REQUIRE(s->alipay.nkeys > 0, "alipay.public_key_file",
+			"alipay.public_key_file is required for Alipay");
 	}
 	if (s->stripe.configured)
-		REQUIRE(s->stripe.nsecrets > 0, "stripe.secret_files is required for Stripe");
+		REQUIRE(s->stripe.nsecrets > 0, "stripe.secret_files",
+			"stripe.secret_files is required for Stripe");
 	if (s->wechatpay.configured) {
-		bool v3 = s->wechatpay.napiv3_keys > 0;
+		bool v3 = s->wechatpay.napiv3_keys > 0 || key_failed(failed, "wechatpay.apiv3_key_file");
 
-		REQUIRE(s->wechatpay.mchid, "wechatpay.mchid is required for WeChat Pay");
-		REQUIRE(s->wechatpay.appid, "wechatpay.appid is required for WeChat Pay");
-		REQUIRE(v3 || s->wechatpay.napiv2_keys > 0,
+		REQUIRE(s->wechatpay.mchid, "wechatpay.mchid",
+			"wechatpay.mchid is required for WeChat Pay");
+		REQUIRE(s->wechatpay.appid, "wechatpay.appid",
+			"wechatpay.appid is required for WeChat Pay");
+		REQUIRE(v3 || s->wechatpay.napiv2_keys > 0, "wechatpay.apiv2_key_file",
 			"WeChat Pay needs wechatpay.apiv3_key_file (API v3) or "
 			"wechatpay.apiv2_key_file (API v2)");
-		REQUIRE((s->wechatpay.public_key_id == NULL) == (s->wechatpay.npublic_keys == 0),
+		REQUIRE((s->wechatpay.public_key_id == NULL) == (s->wechatpay.npublic_keys == 0)
+			|| key_failed(failed, "wechatpay.public_key_id"), "wechatpay.public_key_file",
 			"wechatpay.public_key_id and wechatpay.public_key_file go together");
-		REQUIRE(!v3 || s->wechatpay.ncerts > 0 || s->wechatpay.npublic_keys > 0,
+		REQUIRE(!v3 || s->wechatpay.ncerts > 0 || s->wechatpay.npublic_keys > 0
+			|| key_failed(failed, "wechatpay.public_key_file"),
+			"wechatpay.platform_cert_files",
 			"API v3 needs wechatpay.platform_cert_files or wechatpay.public_key_file");
-		for (i = 0; i < s->wechatpay.napiv3_keys; i++)
-			if (s->wechatpay.apiv3_keys[i].len != 32) {
-				pn_err_set(err, "site \"%s\": APIv3 key %s is %zu bytes long; it must be "
-					   "exactly 32", s->name, s->wechatpay.apiv3_keys[i].id,
-					   s->wechatpay.apiv3_keys[i].len);
-				return false;
-			}
+		for (i = 0; i < s->wechatpay.napiv3_keys; i++) {
+			const struct pn_secret *k = &s->wechatpay.apiv3_keys[i];
+
+			if (k->len != 32)
+				site_finding(fd, PN_CFG_ERROR, s, "APIv3 key %s (line %d) is %zu bytes "
+					     "long; it must be exactly 32: copy the APIv3 key (32 "
+					     "characters) from the merchant platform (API安全); it is "
+					     "not the APIv2 key", k->id, k->line, k->len);
+		}
 		for (i = 0; i < s->wechatpay.ncerts; i++)
-			REQUIRE(s->wechatpay.certs[i].serial,
-				"wechatpay.platform_cert_files must name X.509 certificates");
+			if (s->wechatpay.certs[i].serial == NULL)
+				site_finding(fd, PN_CFG_ERROR, s, "wechatpay.platform_cert_files must "
+					     "name X.509 certificates (%s is a bare key: give it as "
+					     "wechatpay.public_key_file with its "
+					     "wechatpay.public_key_id)", s->wechatpay.certs[i].path);
 	}
 	if (s->twoc2p.configured) {
-		REQUIRE(s->twoc2p.merchant_id, "2c2p.merchant_id is required for 2C2P");
-		REQUIRE(s->twoc2p.nsecrets > 0, "2c2p.secret_key_file is required for 2C2P");
+		REQUIRE(s->twoc2p.merchant_id, "2c2p.merchant_id",
+			"2c2p.merchant_id is required for 2C2P");
+		REQUIRE(s->twoc2p.nsecrets > 0, "2c2p.secret_key_file",
+			"2c2p.secret_key_file is required for 2C2P");
 	}
-	return true;
 #undef REQUIRE
 }
 
+static bool
+all_hex(const unsigned char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (pn_hexval(s[i]) < 0)
+			return false;
+	return n > 0;
+}
+
+/*
+ * The forms the providers give their secrets, checked so that a secret
+ * pasted into the wrong place is caught before the first notification
+ * fails.  Only what can never verify is a site error; a form that is merely
+ * unusual is a warning.  Never quote secret bytes: ids, lengths, prefixes
+ * of published forms (sk_, whsec_) only.
+ */
+static void
+check_secret_forms(const struct pn_site *s, struct pn_cfg_findings *fd)
+{
+	size_t i;
+
+	for (i = 0; i < s->stripe.nsecrets; i++) {
+		const struct pn_secret *k = &s->stripe.secrets[i];
+		const char *d = (const char *)k->data;
+		const char *what = NULL;
+
+		if (k->len >= 6 && memcmp(d, "whsec_", 6) == 0)
+			continue;
+		if (k->len >= 3 && (memcmp(d, "sk_", 3) == 0 || memcmp(d, "rk_", 3) == 0))
+			what = memcmp(d, "sk_", 3) == 0 ? "a Stripe secret API key (sk_...)"
+			       : "a Stripe restricted API key (rk_...)";
+		else if (k->len >= 3 && memcmp(d, "pk_", 3) == 0)
+			what = "a Stripe publishable API key (pk_...)";
+		if (what)
+			site_finding(fd, PN_CFG_SITE_ERROR, s, "stripe.secret_files %s (line %d) is "
+				     "%s, not a webhook signing secret: every event would fail to "
+				     "verify; copy the endpoint's signing secret (whsec_...) from the "
+				     "dashboard (Developers, Webhooks, the endpoint, Signing secret)",
+				     k->id, k->line, what);
+		else
+			site_finding(fd, PN_CFG_SITE_ERROR, s, "stripe.secret_files %s (line %d) does "
+				     "not start with \"whsec_\": Stripe's endpoint signing secrets "
+				     "do, and the prefix is part of the key; copy the whole signing "
+				     "secret (whsec_...) from the dashboard", k->id, k->line);
+	}
+	for (i = 0; i < s->wechatpay.napiv2_keys; i++) {
+		const struct pn_secret *k = &s->wechatpay.apiv2_keys[i];
+
+		if (k->len != 32)
+			site_finding(fd, PN_CFG_SITE_ERROR, s, "APIv2 key %s (line %d) is %zu "
+				     "characters long; WeChat Pay's APIv2 keys are exactly 32: copy "
+				     "the whole key from the merchant platform (API安全, API密钥)",
+				     k->id, k->line, k->len);
+	}
+	for (i = 0; i < s->wechatpay.napiv3_keys; i++) {
+		const struct pn_secret *v3 = &s->wechatpay.apiv3_keys[i];
+		size_t j;
+
+		for (j = 0; j < s->wechatpay.napiv2_keys; j++) {
+			const struct pn_secret *v2 = &s->wechatpay.apiv2_keys[j];
+
+			if (v3->len == v2->len && pn_ct_equal(v3->data, v2->data, v2->len))
+				site_finding(fd, PN_CFG_WARNING, s, "APIv3 key %s and APIv2 key %s "
+					     "are the same key: they are two different keys on the "
+					     "merchant platform; check that each file holds its own",
+					     v3->id, v2->id);
+		}
+	}
+	if (s->twoc2p.api == PN_2C2P_JWT)
+		for (i = 0; i < s->twoc2p.nsecrets; i++) {
+			const struct pn_secret *k = &s->twoc2p.secrets[i];
+
+			if (k->len != 64 || !all_hex(k->data, k->len))
+				site_finding(fd, PN_CFG_WARNING, s, "2c2p.secret_key_file %s (line "
+					     "%d) %s: 2C2P's PGW v4 merchant secret keys are 64 hex "
+					     "digits; check that the whole key was copied (it is used "
+					     "as text, not hex-decoded)", k->id, k->line,
+					     k->len != 64 ? "is not 64 characters long"
+					     : "has characters that are not hex digits");
+		}
+}
+
 struct pn_config *
-pn_cfg_load(const char *path, struct pn_err *err)
+pn_cfg_load_all(const char *path, struct pn_cfg_findings *fd)
 {
 	struct parser p;
 	char   *text = NULL, *line, *next, *dircopy;
@@ -755,6 +1045,7 @@ pn_cfg_load(const char *path, struct pn_err *err)
 	cfg->path = pn_xstrdup(path);
 	p.path = cfg->path;
 	p.cfg = cfg;
+	p.fd = fd;
 	dircopy = pn_xstrdup(path);
 	p.dir = pn_xstrdup(dirname(dircopy));
 	free(dircopy);
@@ -764,9 +1055,10 @@ pn_cfg_load(const char *path, struct pn_err *err)
 	apply_defaults("metrics", cfg);
 
 	if (!pn_read_file(path, CFG_MAX_FILE, &text, &len, &e)) {
-		pn_err_set(err, "%s", e.msg);
+		pn_cfg_finding_add(fd, PN_CFG_ERROR, NULL, 0, "%s", e.msg);
 		goto failed;
 	}
+	add_file(&p, path, false);
 	for (line = text; line; line = next) {
 		char *eq, *key, *value;
 
@@ -783,6 +1075,7 @@ pn_cfg_load(const char *path, struct pn_err *err)
 
 			if (close == NULL || close[1] != '\0') {
 				pn_err_set(&e, "malformed section header \"%s\"", line);
+				p.skip = true;
 				goto line_error;
 			}
 			*close = '\0';
@@ -798,29 +1091,60 @@ pn_cfg_load(const char *path, struct pn_err *err)
 		*eq = '\0';
 		key = pn_trim(line);
 		value = pn_trim(eq + 1);
-		if (!set_key(&p, key, value, &e))
-			goto line_error;
+		if (set_key(&p, key, value, &e))
+			continue;
+line_error:
+		pn_cfg_finding_add(fd, PN_CFG_ERROR, path, p.line, "%s", e.msg);
 	}
-	for (i = 0; i < cfg->nsites; i++)
-		if (!validate_site(&cfg->sites[i], &e)) {
-			pn_err_set(err, "%s:%d: %s", path, cfg->sites[i].line, e.msg);
-			goto failed;
-		}
-	if (cfg->nsites == 0) {
-		pn_err_set(err, "%s: no [site NAME] section: nothing to serve", path);
+	for (i = 0; i < cfg->nsites; i++) {
+		validate_site(&cfg->sites[i], p.failed[i], fd);
+		check_secret_forms(&cfg->sites[i], fd);
+	}
+	if (cfg->nsites == 0 && pn_cfg_findings_count(fd, PN_CFG_ERROR) == 0)
+		pn_cfg_finding_add(fd, PN_CFG_ERROR, path, 0,
+				   "no [site NAME] section: nothing to serve");
+	if (pn_cfg_findings_count(fd, PN_CFG_ERROR) > 0)
 		goto failed;
-	}
 	free(text);
 	free(p.dir);
+	free(p.failed);
 	return cfg;
 
-line_error:
-	pn_err_set(err, "%s:%d: %s", path, p.line, e.msg);
 failed:
 	free(text);
 	free(p.dir);
+	free(p.failed);
 	pn_cfg_free(cfg);
 	return NULL;
+}
+
+struct pn_config *
+pn_cfg_load(const char *path, struct pn_err *err)
+{
+	struct pn_cfg_findings fd = {NULL, 0};
+	struct pn_config *cfg = pn_cfg_load_all(path, &fd);
+	size_t	i, nerr = pn_cfg_findings_count(&fd, PN_CFG_ERROR);
+
+	for (i = 0; i < fd.n; i++) {
+		char   *t = pn_cfg_finding_text(&fd.v[i]);
+
+		if (cfg == NULL && fd.v[i].severity == PN_CFG_ERROR) {
+			if (nerr > 1)
+				pn_err_set(err, "%s (and %zu more error%s: `paynotify check-config` "
+					   "lists them all)", t, nerr - 1, nerr == 2 ? "" : "s");
+			else
+				pn_err_set(err, "%s", t);
+			free(t);
+			break;
+		}
+		if (cfg != NULL && fd.v[i].severity == PN_CFG_SITE_ERROR)
+			pn_log(PN_LOG_ERROR, "%s", t);
+		else if (cfg != NULL && fd.v[i].severity == PN_CFG_WARNING)
+			pn_log(PN_LOG_INFO, "configuration warning: %s", t);
+		free(t);
+	}
+	pn_cfg_findings_free(&fd);
+	return cfg;
 }
 
 void
@@ -850,6 +1174,9 @@ pn_cfg_free(struct pn_config *cfg)
 		free(s->twoc2p.merchant_id);
 		secrets_free(s->twoc2p.secrets, s->twoc2p.nsecrets);
 	}
+	for (i = 0; i < cfg->nfiles; i++)
+		free(cfg->files[i].path);
+	free(cfg->files);
 	free(cfg->sites);
 	free(cfg->trusted_proxies);
 	free(cfg->status_path);
@@ -870,6 +1197,84 @@ pn_cfg_site(const struct pn_config *cfg, const char *name)
 		if (strcmp(cfg->sites[i].name, name) == 0)
 			return &cfg->sites[i];
 	return NULL;
+}
+
+/* Does a key id of the site equal id[0..idlen) (base_only: have that base name)? */
+static bool
+site_has_id(const struct pn_site *s, const char *id, size_t idlen, bool base_only)
+{
+	const struct pn_secret *sec[] = {s->stripe.secrets, s->wechatpay.apiv3_keys,
+					 s->wechatpay.apiv2_keys, s->twoc2p.secrets};
+	const size_t nsec[] = {s->stripe.nsecrets, s->wechatpay.napiv3_keys,
+			       s->wechatpay.napiv2_keys, s->twoc2p.nsecrets};
+	const struct pn_pubkey *pub[] = {s->alipay.keys, s->wechatpay.certs,
+					 s->wechatpay.public_keys};
+	const size_t npub[] = {s->alipay.nkeys, s->wechatpay.ncerts, s->wechatpay.npublic_keys};
+	size_t	i, j;
+
+#define SAME(cand) \
+	(base_only ? (strchr(cand, ':') && (size_t)(strrchr(cand, ':') - (cand)) == idlen \
+		      && strncmp(cand, id, idlen) == 0) \
+	 : (strlen(cand) == idlen && strncmp(cand, id, idlen) == 0))
+	for (i = 0; i < PN_ARRAY_LEN(sec); i++)
+		for (j = 0; j < nsec[i]; j++)
+			if (SAME(sec[i][j].id))
+				return true;
+	for (i = 0; i < PN_ARRAY_LEN(pub); i++)
+		for (j = 0; j < npub[i]; j++)
+			if (SAME(pub[i][j].id) || (!base_only && pub[i][j].serial
+						   && SAME(pub[i][j].serial)))
+				return true;
+	if (!base_only && s->wechatpay.public_key_id && SAME(s->wechatpay.public_key_id))
+		return true;
+#undef SAME
+	return false;
+}
+
+/* "name:" followed by exactly PN_KEY_FP_HEX lower-case hex digits. */
+static bool
+is_fingerprint_id(const char *id, size_t n)
+{
+	size_t i;
+
+	if (n < PN_KEY_FP_HEX + 2 || id[n - PN_KEY_FP_HEX - 1] != ':')
+		return false;
+	for (i = n - PN_KEY_FP_HEX; i < n; i++)
+		if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+			return false;
+	return true;
+}
+
+enum pn_key_state
+pn_cfg_site_key_state(const struct pn_site *s, const char *key_id)
+{
+	enum pn_key_state state = PN_KEY_CONFIGURED;
+	const char *part = key_id, *end;
+
+	if (s == NULL || key_id == NULL || *key_id == '\0')
+		return PN_KEY_UNKNOWN;
+	for (; part; part = *end ? end + 1 : NULL) {
+		size_t	n, base;
+		const char *colon;
+
+		end = strchr(part, '/');	/* WeChat Pay v3: "signing key/APIv3 key" */
+		if (end == NULL)
+			end = part + strlen(part);
+		n = (size_t)(end - part);
+		if (site_has_id(s, part, n, false))
+			continue;
+		if (is_fingerprint_id(part, n))
+			return PN_KEY_GONE;
+		/* An id from an earlier build: "file:LINE" (a secret) or "file" (a public
+		 * key).  Gone if no key comes from that file any more; otherwise that
+		 * file's keys may or may not include the one it named. */
+		colon = memchr(part, ':', n);
+		base = colon ? (size_t)(colon - part) : n;
+		if (!site_has_id(s, part, base, true))
+			return PN_KEY_GONE;
+		state = PN_KEY_UNKNOWN;
+	}
+	return state;
 }
 
 const char *

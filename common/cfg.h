@@ -21,16 +21,28 @@
 
 #include "util.h"
 
+/*
+ * Key ids, recorded with each notification as key_id: the file's base name
+ * and the first 8 hex digits of the SHA-256 of the key material (the secret
+ * bytes; a public key's DER SubjectPublicKeyInfo), e.g.
+ * "stripe-whsec:3f9a1c2e".  Stable across rotations: a line added to or
+ * removed from a secret file does not change what an id names.  (Ids stored
+ * by earlier builds are positional: a secret's line number, "stripe-whsec:1",
+ * and a public key's bare base name; see pn_cfg_site_key_state().)
+ */
+#define PN_KEY_FP_HEX 8
+
 /* A secret (HMAC key, API key), with the id recorded as key_id. */
 struct pn_secret {
-	char   *id;		/* "stripe-whsec:1": file base name and line */
+	char   *id;		/* "stripe-whsec:3f9a1c2e": file base name and fingerprint */
 	unsigned char *data;
 	size_t	len;
+	int	line;		/* line in its file, for messages (0: not from a file) */
 };
 
 /* A public key, possibly from an X.509 certificate. */
 struct pn_pubkey {
-	char   *id;		/* file base name */
+	char   *id;		/* "alipay-public.pem:1c2d3e4f": base name and fingerprint */
 	char   *path;
 	EVP_PKEY *pkey;
 	char   *serial;		/* certificate serial, upper-case hex; NULL for bare keys */
@@ -103,8 +115,17 @@ struct pn_site {
 	} twoc2p;
 };
 
+/* A file the configuration reads (itself, secrets, keys), for check-config. */
+struct pn_cfg_file {
+	char   *path;
+	int	line;		/* the line of the configuration that names it; 0: the file itself */
+	bool	secret;		/* a secret or private key (mode 0600 expected) */
+};
+
 struct pn_config {
 	char   *path;
+	struct pn_cfg_file *files;
+	size_t	nfiles;
 	/* [database] */
 	char   *conninfo;
 	int64_t	statement_timeout_ms;
@@ -125,7 +146,50 @@ struct pn_config {
 	size_t	nsites;
 };
 
-/* Load and validate.  Returns NULL and fills err ("file:line: ...") on error. */
+/*
+ * What loading found.  Severity:
+ *   PN_CFG_ERROR       the configuration cannot be loaded (syntax, a file that
+ *                      cannot be read, a key missing): receivers refuse it
+ *                      (start-up exits 78, a reload keeps the old one)
+ *   PN_CFG_SITE_ERROR  it loads, but one site can never verify anything (a
+ *                      Stripe API key where the webhook signing secret
+ *                      belongs): check-config fails; receivers log it at error
+ *                      level and serve the other sites (refusing the whole
+ *                      file would turn away every site's notifications)
+ *   PN_CFG_WARNING     worth a look, works (an unusual key form)
+ */
+enum pn_cfg_severity { PN_CFG_ERROR, PN_CFG_SITE_ERROR, PN_CFG_WARNING };
+
+struct pn_cfg_finding {
+	enum pn_cfg_severity severity;
+	char   *file;		/* NULL when not about a place in the file */
+	int	line;
+	char   *msg;		/* lower case, names the site and key, says the fix */
+};
+
+struct pn_cfg_findings {
+	struct pn_cfg_finding *v;
+	size_t	n;
+};
+
+void pn_cfg_finding_add(struct pn_cfg_findings *f, enum pn_cfg_severity severity,
+			const char *file, int line, const char *fmt, ...) PN_PRINTF(5, 6);
+size_t pn_cfg_findings_count(const struct pn_cfg_findings *f, enum pn_cfg_severity severity);
+/* "file:line: msg" (or msg) into a malloc'd string. */
+char *pn_cfg_finding_text(const struct pn_cfg_finding *fi);
+void pn_cfg_findings_free(struct pn_cfg_findings *f);	/* the entries; f itself is the caller's */
+
+/*
+ * Load and validate, collecting every finding into out (which starts
+ * zeroed; the caller frees it).  NULL when there is any PN_CFG_ERROR.
+ */
+struct pn_config *pn_cfg_load_all(const char *path, struct pn_cfg_findings *out) PN_WUR;
+
+/*
+ * Load for a receiver: NULL on any PN_CFG_ERROR with err = the first one
+ * ("file:line: ...", and how many more); site errors are logged at error
+ * level and warnings at info level, each time the file is loaded.
+ */
 struct pn_config *pn_cfg_load(const char *path, struct pn_err *err) PN_WUR;
 void pn_cfg_free(struct pn_config *cfg);	/* NULL-safe */
 
@@ -134,6 +198,17 @@ const struct pn_site *pn_cfg_site(const struct pn_config *cfg, const char *name)
 /* Is the textual address (REMOTE_ADDR) in the list?  IPv4-mapped IPv6
  * addresses (::ffff:a.b.c.d) match IPv4 entries.  NULL or unparsable: no. */
 bool pn_addr_match(const struct pn_addr *list, size_t n, const char *text);
+/*
+ * Is the key that key_id names (as stored with a notification) still among
+ * the site's keys?  key_id may be composite ("sig/aes", WeChat Pay v3).
+ */
+enum pn_key_state {
+	PN_KEY_CONFIGURED,	/* every part names a configured key */
+	PN_KEY_GONE,		/* some part names a key that is no longer configured */
+	PN_KEY_UNKNOWN,		/* an id from before fingerprints whose file is still
+				 * configured: what it named cannot be told */
+};
+enum pn_key_state pn_cfg_site_key_state(const struct pn_site *s, const char *key_id);
 
 /* The path to use: -c FILE, else $PAYNOTIFY_CONFIG, else the built-in default. */
 const char *pn_cfg_default_path(void);

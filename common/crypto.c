@@ -585,6 +585,50 @@ pn_pubkey_load(const char *path, char **serial, time_t *not_after, struct pn_err
 	return pkey;
 }
 
+enum pn_key_kind
+pn_key_text_kind(const char *text, size_t len)
+{
+	struct pn_arena *a;
+	char   *clean;
+	unsigned char *der;
+	size_t	i, n = 0, derlen;
+	enum pn_key_kind kind = PN_KEY_KIND_OTHER;
+
+	if (memmem(text, len, "PRIVATE KEY-----", 16) != NULL)
+		return PN_KEY_KIND_PRIVATE;
+	if (memmem(text, len, "-----BEGIN CERTIFICATE-----", 27) != NULL)
+		return PN_KEY_KIND_CERTIFICATE;
+	if (memmem(text, len, "PUBLIC KEY-----", 15) != NULL)
+		return PN_KEY_KIND_PUBLIC;
+	if (memmem(text, len, "-----BEGIN", 10) != NULL || len > 65536)
+		return PN_KEY_KIND_OTHER;
+	/* Bare base64, as consoles show keys: which DER is it? */
+	a = pn_arena_new();
+	clean = pn_arena_alloc(a, len + 1);
+	for (i = 0; i < len; i++)
+		if (text[i] != ' ' && text[i] != '\n' && text[i] != '\r' && text[i] != '\t')
+			clean[n++] = text[i];
+	if (n > 0 && pn_b64_decode(a, clean, n, &der, &derlen)) {
+		const unsigned char *p = der;
+		EVP_PKEY *k = d2i_AutoPrivateKey(NULL, &p, (long)derlen);
+
+		if (k != NULL)
+			kind = PN_KEY_KIND_PRIVATE;
+		else {
+			p = der;
+			k = d2i_PUBKEY(NULL, &p, (long)derlen);
+			if (k != NULL)
+				kind = PN_KEY_KIND_PUBLIC;
+		}
+		EVP_PKEY_free(k);
+		OPENSSL_cleanse(der, derlen);
+	}
+	OPENSSL_cleanse(clean, n);
+	pn_arena_free(a);
+	ERR_clear_error();
+	return kind;
+}
+
 EVP_PKEY *
 pn_privkey_load(const char *path, struct pn_err *err)
 {

@@ -83,6 +83,14 @@ EVP_PKEY *pn_pubkey_load(const char *path, char **serial, time_t *not_after,
 /* Same, from memory. */
 EVP_PKEY *pn_pubkey_parse(const char *text, size_t len, char **serial, time_t *not_after,
 			  struct pn_err *err) PN_WUR;
+/* What a key file holds, to name a key given in the wrong place. */
+enum pn_key_kind {
+	PN_KEY_KIND_OTHER,
+	PN_KEY_KIND_PRIVATE,		/* PEM "... PRIVATE KEY", or bare base64 of a DER one */
+	PN_KEY_KIND_PUBLIC,		/* PEM "PUBLIC KEY" / "RSA PUBLIC KEY", or bare base64 SPKI */
+	PN_KEY_KIND_CERTIFICATE,
+};
+enum pn_key_kind pn_key_text_kind(const char *text, size_t len);
 /* Load a private key (PKCS#8 or PKCS#1 PEM), for test signing only. */
 EVP_PKEY *pn_privkey_load(const char *path, struct pn_err *err) PN_WUR;
 /* RSASSA-PKCS1-v1_5 signature (test signing); *sig from the arena. */

@@ -23,6 +23,7 @@
 
 #include <fcgiapp.h>
 
+#include "exit.h"
 #include "log.h"
 #include "pidfile.h"
 #include "pipeline.h"
@@ -95,14 +96,14 @@ serve_cgi(const struct pn_provider *provider, struct pn_config *cfg)
 {
 	struct pn_receiver rcv;
 	struct pn_io io = {NULL, cgi_param, cgi_each_param, cgi_read, cgi_write, NULL};
-	int	rc = 0;
+	int	rc = PN_EXIT_OK;
 
 	if (cfg)
 		cgi_deadline_us = pn_now_us() + cfg->read_timeout_ms * 1000;
 	pn_receiver_init(&rcv, provider, cfg);
 	pn_pipeline_handle(&rcv, &io);
 	if (fflush(stdout) != 0)
-		rc = 1;
+		rc = PN_EXIT_IOERR;
 	pn_receiver_destroy(&rcv);
 	pn_cfg_free(cfg);
 	return rc;
@@ -126,7 +127,8 @@ usage(FILE *f, const char *prog)
 		"  -o, --socket-owner U[:G] owner of a unix socket\n"
 		"  -p, --pidfile FILE       write the supervisor's pid to FILE (removed on a\n"
 		"                           clean stop; refused if it names a live receiver)\n"
-		"  -t, --check-config       load the configuration, report, and exit\n"
+		"  -t, --check-config       load the configuration, report, and exit (0 when\n"
+		"                           it loads, 78 when not: the reload command's check)\n"
 		"  -h, --help               show this help\n"
 		"  -V, --version            show the version\n"
 		"\n"
@@ -134,9 +136,10 @@ usage(FILE *f, const char *prog)
 		"configuration and keys (a broken one is refused, the old one keeps serving).\n"
 		"ps shows \"%s: supervisor\" and \"%s: worker N\" (task names pn-%s.N).\n"
 		"\n"
-		"Exit status: 0 stopped cleanly; 1 could not listen or write the pid file;\n"
-		"2 usage; 73 another receiver serves the --listen address or the pid file;\n"
-		"78 the configuration does not load (-t: 1).\n",
+		"Exit status: 0 stopped cleanly, 3 could not answer (CGI), 64 usage, 71 could\n"
+		"not listen or write the pid file, 73 another receiver serves the --listen\n"
+		"address or the pid file, 78 configuration error (docs/OPERATIONS.md,\n"
+		"\"Exit statuses\").\n",
 		prog, PN_PROVIDER.name, prog, prog, PN_PROVIDER.name);
 }
 
@@ -178,16 +181,17 @@ main(int argc, char **argv)
 		case 'w':
 			opts.workers = (int)strtol(optarg, &end, 10);
 			if (*end != '\0' || opts.workers < 0) {
-				fprintf(stderr, "%s: invalid --workers \"%s\"\n", provider->program, optarg);
-				return 2;
+				fprintf(stderr, "%s: invalid --workers \"%s\": expected a number of "
+					"workers (0 or more)\n", provider->program, optarg);
+				return PN_EXIT_USAGE;
 			}
 			break;
 		case 'm':
 			opts.socket_mode = (mode_t)strtol(optarg, &end, 8);
 			if (*end != '\0' || opts.socket_mode > 0777) {
-				fprintf(stderr, "%s: invalid --socket-mode \"%s\"\n", provider->program,
-					optarg);
-				return 2;
+				fprintf(stderr, "%s: invalid --socket-mode \"%s\": expected an octal "
+					"mode such as 0660\n", provider->program, optarg);
+				return PN_EXIT_USAGE;
 			}
 			break;
 		case 'o':
@@ -196,7 +200,7 @@ main(int argc, char **argv)
 		case 'p':
 			if (*optarg == '\0') {
 				fprintf(stderr, "%s: invalid --pidfile \"\"\n", provider->program);
-				return 2;
+				return PN_EXIT_USAGE;
 			}
 			pidfile = optarg;
 			break;
@@ -211,12 +215,12 @@ main(int argc, char **argv)
 			return 0;
 		default:
 			usage(stderr, provider->program);
-			return 2;
+			return PN_EXIT_USAGE;
 		}
 	}
 	if (optind != argc) {
 		usage(stderr, provider->program);
-		return 2;
+		return PN_EXIT_USAGE;
 	}
 	if (opts.config_path == NULL)
 		opts.config_path = pn_cfg_default_path();
@@ -227,7 +231,7 @@ main(int argc, char **argv)
 	if (check_only) {
 		if (cfg == NULL) {
 			fprintf(stderr, "%s\n", err.msg);
-			return 1;
+			return PN_EXIT_CONFIG;
 		}
 		printf("%s: configuration OK (%zu sites)\n", opts.config_path, cfg->nsites);
 		pn_cfg_free(cfg);
@@ -244,7 +248,7 @@ main(int argc, char **argv)
 	}
 	if (cfg == NULL) {
 		pn_log(PN_LOG_ERROR, "could not load configuration: %s", err.msg);
-		return 78;	/* EX_CONFIG: a supervisor should not spin on it */
+		return PN_EXIT_CONFIG;	/* a supervisor should not spin on it */
 	}
 	pn_log_set_level((int)cfg->log_level);
 	if (pidfile != NULL && !pn_pidfile_check(pidfile, provider->program, &err)) {
@@ -257,7 +261,7 @@ main(int argc, char **argv)
 		if (listen_fd < 0) {
 			pn_log(PN_LOG_ERROR, "%s", err.msg);
 			pn_cfg_free(cfg);
-			return listen_fd == PN_LISTEN_IN_USE ? PN_EXIT_IN_USE : 1;
+			return listen_fd == PN_LISTEN_IN_USE ? PN_EXIT_IN_USE : PN_EXIT_OSERR;
 		}
 		if (opts.workers < 0)
 			opts.workers = 2;
@@ -267,7 +271,7 @@ main(int argc, char **argv)
 		pn_log(PN_LOG_ERROR, "%s", err.msg);
 		pn_server_unlink_socket();
 		pn_cfg_free(cfg);
-		return 1;
+		return PN_EXIT_OSERR;
 	}
 	rc = pn_server_run(provider, &opts, listen_fd, cfg);
 	pn_server_unlink_socket();

@@ -27,6 +27,7 @@
 
 #include <fcgiapp.h>
 
+#include "exit.h"
 #include "log.h"
 #include "metrics.h"
 #include "pipeline.h"
@@ -875,7 +876,7 @@ pn_server_run(const struct pn_provider *p, const struct pn_server_opts *o, int l
 	if (FCGX_Init() != 0) {
 		pn_log(PN_LOG_ERROR, "could not initialise libfcgi");
 		pn_cfg_free(cfg);
-		return 1;
+		return PN_EXIT_SOFTWARE;
 	}
 	/* Before any fork: the workers share the counters (metrics.h). */
 	if (pn_metrics_init(p->name, &err))
@@ -885,9 +886,9 @@ pn_server_run(const struct pn_provider *p, const struct pn_server_opts *o, int l
 	if (o->workers <= 0)
 		return serve_here(p, o, listen_fd, cfg);
 	if (o->workers > MAX_WORKERS) {
-		pn_log(PN_LOG_ERROR, "at most %d workers", MAX_WORKERS);
+		pn_log(PN_LOG_ERROR, "invalid --workers: at most %d workers", MAX_WORKERS);
 		pn_cfg_free(cfg);
-		return 2;
+		return PN_EXIT_USAGE;
 	}
 	return supervise(p, o, listen_fd, cfg);
 }

@@ -32,11 +32,6 @@ struct pn_server_opts {
 	const char *socket_owner;	/* "user[:group]" for unix sockets, or NULL */
 };
 
-/* Exit status of a receiver refused because another one already serves its
- * socket (or its --pidfile names a live process): EX_CANTCREAT, the socket
- * or pid file it was told to create is another's. */
-#define PN_EXIT_IN_USE 73
-
 #define PN_LISTEN_FAILED (-1)
 #define PN_LISTEN_IN_USE (-2)	/* another process serves that address */
 

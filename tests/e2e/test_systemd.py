@@ -42,22 +42,30 @@ def setUpModule():
     for p in pne2e.PROVIDERS:
         svc = pne2e.substitute(pne2e.shipped("systemd", "paynotify@.service"),
                                {"ExecStart=" + pne2e.SHIPPED_BIN_DIR:
-                                "ExecStart=" + pntest.REPO + "/"})
+                                "ExecStart=" + pntest.REPO + "/",
+                                "ExecReload=" + pne2e.SHIPPED_BIN_DIR:
+                                "ExecReload=" + pntest.REPO + "/"})
         with open(os.path.join(UNITS, "paynotify@%s.service" % p), "w") as f:
             f.write(svc)
         shutil.copyfile(os.path.join(pne2e.CONF, "systemd", "paynotify@.socket"),
                         os.path.join(UNITS, "paynotify@%s.socket" % p))
 
 
+def unit_settings(provider, key):
+    """Every value of key= in the generated paynotify@provider.service, in
+    order, %i expanded."""
+    with open(os.path.join(UNITS, "paynotify@%s.service" % provider)) as f:
+        return [line.split("=", 1)[1].strip().replace("%i", provider) for line in f
+                if line.startswith(key + "=")]
+
+
 def unit_setting(provider, key):
     """The value of key= in the generated paynotify@provider.service, %i
     expanded."""
-    with open(os.path.join(UNITS, "paynotify@%s.service" % provider)) as f:
-        values = [line.split("=", 1)[1].strip() for line in f
-                  if line.startswith(key + "=")]
+    values = unit_settings(provider, key)
     if len(values) != 1:
         raise AssertionError("%s= %d times in the unit" % (key, len(values)))
-    return values[0].replace("%i", provider)
+    return values[0]
 
 
 class SystemdAnalyze(unittest.TestCase):
@@ -168,6 +176,27 @@ class SocketOnStdin(unittest.TestCase):
         proc = self.spawn([pntest.binary("stripe"), "--workers", "2"])
         self.serves(proc, 2)
         self.assertEqual(proc.stop(timeout=10), 0)
+
+    def test_reload_checks_the_configuration_first(self):
+        """systemctl reload runs the ExecReload= lines in order and stops at
+        the first that fails: the check exits 78 on a configuration that
+        does not load, so the reload fails visibly instead of the receiver
+        silently keeping the old one."""
+        check, hup = unit_settings("stripe", "ExecReload")
+        self.assertEqual(hup, "/bin/kill -HUP $MAINPID")
+        argv = shlex.split(check)
+        self.assertEqual(argv, [pntest.binary("stripe"), "--check-config"])
+        env = pntest.clean_env({"PAYNOTIFY_CONFIG": CFG})
+        p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        bad = os.path.join(self.logdir, "reload-broken.conf")
+        with open(bad, "w") as f:
+            f.write(open(CFG).read().replace("[site demo]", "[site demo]\nno_such_key = 1"))
+        env["PAYNOTIFY_CONFIG"] = bad
+        p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 78, p.stdout)
+        self.assertIn("reload-broken.conf:", p.stderr)
+        self.assertIn("no_such_key", p.stderr)
 
     def test_broken_config_exits_78(self):
         bad = os.path.join(self.logdir, "broken.conf")

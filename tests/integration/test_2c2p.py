@@ -189,7 +189,7 @@ class Scenarios(pntest.ReceiverScenarios):
         self.assertEqual(rows[1]["raw_body"], body)
         self.assertEqual((rows[1]["amount_minor"], rows[1]["currency"]), (1999, "SGD"))
         # the secret file holds two keys: the second one verified
-        self.assertEqual(rows[1]["key_id"], "2c2p.key:2")
+        self.assertEqual(rows[1]["key_id"], pntest.key_id("2c2p.key", KEY))
 
     def test_paid_twice_one_transition(self):
         oid = self.oid("twice")

@@ -3,8 +3,13 @@
 # CGI (signed by `paynotify sign` itself, so sign is proven by acceptance):
 #   --help of every subcommand exits 0
 #   migrate: a fresh database, twice (no-op), one at version 1 (applies 002)
-#   check-config: good (0), bad value (3, file:line), certificate expiring in
-#     10 days (WARNING), database at the wrong schema version (3)
+#   check-config: good (0), bad value (78, file:line), every error of a file
+#     at once, certificate expiring in 10 days and expired (WARNING with the
+#     date, exit 0), database at the wrong schema version (69); secrets in
+#     the wrong form (a Stripe API key: 78, and the receivers still serve the
+#     other sites); a root-owned 0600 secret checked as --user nobody (78)
+#   exit statuses: one table for every program (unreadable config 78
+#     everywhere, usage 64)
 #   sign: accepted by the receiver for alipay, wechatpay v3 paid/refund, v2
 #     paid/refund, stripe paid/refund/failed/closed, 2c2p jwt and redirect;
 #     --curl piped to sh against a local HTTP endpoint; refused for a site
@@ -15,9 +20,13 @@
 #     nothing (one pg_notify transition); every filter; csv and json parse;
 #     --to re-delivers to a local HTTP->CGI endpoint: Alipay (no timestamp)
 #     accepted as a duplicate, Stripe refused as stale (exit 1)
+#     a rotated-out key is "no longer configured" (exit 4), not altered;
+#     positional key ids of earlier builds handled
 #   report: unknown order, amount and merchant mismatch, pending too long,
 #     paid without notification (exit 1); clean (exit 0)
 #   stats: prometheus metric lines and counts
+#   typos: every filter of replay, report, stats exits 64 with the valid values
+#   tables: fit 100 columns (cells wrap), --wide shows them whole
 
 import csv
 import http.server
@@ -42,6 +51,10 @@ SQL_FILES = sorted(f for f in os.listdir(os.path.join(REPO, "sql"))
 LATEST = int(SQL_FILES[-1][:3])
 ADMIN = os.path.join(REPO, "paynotify")
 UNIT_KEYS = os.path.join(REPO, "tests", "fixtures", "unit", "keys")
+# test-a.pub.pem's key id: its name here and SHA-256 of its DER SubjectPublicKeyInfo
+PUBKEY_ID = "test-public.pem:" + subprocess.run(
+    "openssl pkey -pubin -in %s -outform DER | sha256sum" % os.path.join(UNIT_KEYS, "test-a.pub.pem"),
+    shell=True, check=True, capture_output=True, text=True).stdout[:8]
 PG = None
 CFG = None          # the main configuration (path)
 CFG_DIR = None
@@ -49,7 +62,7 @@ HTTP = None         # the local HTTP -> CGI endpoint (for --to and --curl)
 
 SECRETS = {
     "stripe-whsec": "whsec_admin_test_secret",
-    "2c2p.key": "ADMIN2C2PSECRETKEY0123456789ABCDE",
+    "2c2p.key": "A7D3C0FFEE0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF012345",
     "legacy.key": "LEGACYSECRET",
     "wx-v3.key": "AdminAPIv3Key0123456789abcdefABC",
     "wx-v2.key": "AdminAPIv2Key0123456789abcdefABC",
@@ -185,6 +198,39 @@ class CgiHttpServer:
 # Helpers
 
 
+def me():
+    """The name of the user running the tests (check-config --user)."""
+    import pwd
+    return pwd.getpwuid(os.geteuid()).pw_name
+
+
+def write_file(name, text, mode=0o644):
+    path = os.path.join(CFG_DIR, name)
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, mode)
+    return path
+
+
+def expired_certificate(d, serial="1A2B3D"):
+    """A self-signed certificate that expired on 2021-01-01 (openssl ca can
+    back-date; req -x509 cannot)."""
+    key, csr, crt = (os.path.join(d, n) for n in ("k.pem", "r.csr", "expired.crt"))
+    subprocess.run(["openssl", "req", "-new", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                    "-out", csr, "-subj", "/CN=expired"], check=True, capture_output=True)
+    open(os.path.join(d, "index.txt"), "w").close()
+    with open(os.path.join(d, "serial"), "w") as f:
+        f.write(serial + "\n")
+    with open(os.path.join(d, "ca.cnf"), "w") as f:
+        f.write("[ca]\ndefault_ca = d\n[d]\ndatabase = %s/index.txt\nnew_certs_dir = %s\n"
+                "serial = %s/serial\ndefault_md = sha256\npolicy = p\n[p]\n"
+                "commonName = supplied\n" % (d, d, d))
+    subprocess.run(["openssl", "ca", "-batch", "-config", os.path.join(d, "ca.cnf"), "-selfsign",
+                    "-keyfile", key, "-in", csr, "-out", crt, "-startdate", "20200101000000Z",
+                    "-enddate", "20210101000000Z"], check=True, capture_output=True)
+    return crt
+
+
 def admin(*args, config=None, env=None):
     """Run ./paynotify ARGS; returns CompletedProcess (text)."""
     e = pntest.clean_env({"PAYNOTIFY_CONFIG": config or CFG})
@@ -290,23 +336,26 @@ class TestHelpAndMigrate(AdminTest):
 
     def test_check_config_schema_mismatch(self):
         cfg = self.make_db("oldschema", ["001_schema.sql"])
-        p = admin("check-config", "-c", cfg)
-        self.assertEqual(p.returncode, 3, p.stdout)
+        p = admin("check-config", "-c", cfg, "--user", me())
+        self.assertEqual(p.returncode, 3, p.stdout)        # EX_UNAVAILABLE, not a config error
         self.assertIn("database: ERROR: schema version 1, this build needs %d" % LATEST, p.stdout)
         cfg = self.make_db("noschema")
-        p = admin("check-config", "-c", cfg)
+        p = admin("check-config", "-c", cfg, "--user", me())
         self.assertEqual(p.returncode, 3, p.stdout)
         self.assertIn("schema version 0", p.stdout)
 
 
 class TestCheckConfig(AdminTest):
     def test_good_config(self):
-        p = admin("check-config")
+        p = admin("check-config", "--user", me())
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         self.assertIn("site shop (line 5)", p.stdout)
         self.assertIn("  alipay: app_id 2021000000000001, seller_id 2088000000000001, RSA2, "
                       "test signing key", p.stdout)
-        self.assertIn("    secrets: stripe-whsec:1", p.stdout)
+        # key ids: the file's name and the first 8 hex of SHA-256 of the key
+        self.assertIn("    secrets: " + pntest.key_id("stripe-whsec", SECRETS["stripe-whsec"]),
+                      p.stdout)
+        self.assertIn("files: 8 checked as user %s (--user), all readable" % me(), p.stdout)
         self.assertIn("database: reachable, schema version %d" % LATEST, p.stdout)
         self.assertTrue(p.stdout.endswith("0 problems, 0 warnings\n"), p.stdout)
         self.assertNotIn(SECRETS["stripe-whsec"], p.stdout)     # ids, never bytes
@@ -319,9 +368,39 @@ class TestCheckConfig(AdminTest):
             f.write(text)
         line = text.split("\n").index("stripe.test_signing = maybe") + 1
         p = admin("check-config", "-c", path)
-        self.assertEqual(p.returncode, 3)
+        self.assertEqual(p.returncode, 78)                  # EX_CONFIG
         self.assertIn("%s:%d: invalid value \"maybe\" for \"stripe.test_signing\"" % (path, line),
                       p.stderr)
+        self.assertIn("ERROR: %s:%d: invalid value" % (path, line), p.stdout)
+        self.assertTrue(p.stdout.endswith("1 problem, 0 warnings\n"), p.stdout)
+
+    def test_every_error_reported(self):
+        text = (config_text(PG.conninfo())
+                .replace("stripe.test_signing = on", "stripe.test_signing = maybe", 1)
+                .replace("stripe.tolerance_s = 300", "stripe.tolerance_s = soon", 1)
+                .replace("[site twin]", "[site twin]\nalipay.sign_type = MD5", 1)
+                + "\n[site broken]\nalipay.app_id = 1\n")
+        path = write_file("many.conf", text)
+        lines = text.split("\n")
+        p = admin("check-config", "-c", path)
+        self.assertEqual(p.returncode, 78, p.stdout)
+        want = ["%s:%d: invalid value \"maybe\"" % (path, lines.index("stripe.test_signing = maybe") + 1),
+                "%s:%d: invalid value \"soon\"" % (path, lines.index("stripe.tolerance_s = soon") + 1),
+                "%s:%d: invalid value \"MD5\"" % (path, lines.index("alipay.sign_type = MD5") + 1),
+                "%s:%d: site \"broken\": alipay.seller_id is required" % (
+                    path, lines.index("[site broken]") + 1),
+                "%s:%d: site \"broken\": alipay.public_key_file is required" % (
+                    path, lines.index("[site broken]") + 1)]
+        for w in want:
+            self.assertIn(w, p.stderr)
+        self.assertEqual(len(p.stderr.strip().split("\n")), len(want), p.stderr)
+        self.assertTrue(p.stdout.endswith("5 problems, 0 warnings\n"), p.stdout)
+        # the receivers refuse it with the first error and the count of the others
+        r = subprocess.run([pntest.binary("alipay"), "-t", "-c", path], capture_output=True,
+                           text=True, env=pntest.clean_env(), timeout=30)
+        self.assertEqual(r.returncode, 78)
+        self.assertIn(want[1], r.stderr)            # the first by line: tolerance_s comes first
+        self.assertIn("(and 4 more errors: `paynotify check-config` lists them all)", r.stderr)
 
     def test_secret_file_permissions(self):
         bad = os.path.join(CFG_DIR, "loose.key")
@@ -332,7 +411,7 @@ class TestCheckConfig(AdminTest):
             f.write(config_text(PG.conninfo()).replace("secret_key_file = legacy.key",
                                                        "secret_key_file = loose.key"))
         p = admin("check-config", "-c", path)
-        self.assertEqual(p.returncode, 3)
+        self.assertEqual(p.returncode, 78)
         self.assertIn("has mode 0644", p.stderr)
         self.assertIn("loose.conf:", p.stderr)
 
@@ -347,13 +426,104 @@ class TestCheckConfig(AdminTest):
             f.write(config_text(PG.conninfo()).replace(
                 "alipay.public_key_file = test-public.pem\nalipay.test_private_key_file",
                 "alipay.public_key_file = test-public.pem %s\nalipay.test_private_key_file" % crt, 1))
-        p = admin("check-config", "-c", path)
+        p = admin("check-config", "-c", path, "--user", me())
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)   # a warning, not a problem
         line = [ln for ln in p.stdout.split("\n") if "soon.crt" in ln]
-        self.assertEqual(len(line), 1, p.stdout)
+        self.assertEqual(len(line), 2, p.stdout)
         self.assertIn("certificate serial 1A2B3C, expires ", line[0])
-        self.assertRegex(line[0], r"WARNING: expires in (9|10) days")
+        self.assertRegex(line[1], r"^WARNING: .*expiring\.conf:\d+: site \"shop\": "
+                         r"alipay.public_key_file soon\.crt:[0-9a-f]{8}: certificate serial "
+                         r"1A2B3C expires in (9|10) days \(20")
         self.assertTrue(p.stdout.endswith("0 problems, 1 warning\n"), p.stdout)
+
+    def test_expired_certificate_is_a_warning_with_its_date(self):
+        crt = expired_certificate(pntest.temp_dir("pntest-admin-expired."))
+        text = config_text(PG.conninfo()).replace(
+            "alipay.public_key_file = test-public.pem\nalipay.test_private_key_file",
+            "alipay.public_key_file = test-public.pem %s\nalipay.test_private_key_file" % crt, 1)
+        path = write_file("expired.conf", text)
+        p = admin("check-config", "-c", path, "--user", me())
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("certificate serial 1A2B3D expired on 2021-01-01 00:00:00Z; the receivers "
+                      "still accept its key", p.stdout)
+        self.assertTrue(p.stdout.endswith("0 problems, 1 warning\n"), p.stdout)
+        # and the receiver does load it
+        r = subprocess.run([pntest.binary("alipay"), "-t", "-c", path], capture_output=True,
+                           text=True, env=pntest.clean_env(), timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_stripe_api_key_is_a_site_error(self):
+        api = os.path.join(CFG_DIR, "stripe-api-key")
+        pntest.write_secret(api, "sk_test_51Hxyzabcdefghijklmnop\n")
+        text = config_text(PG.conninfo()).replace(
+            "[site nokeys]", "[site wrongkey]\nstripe.secret_files = stripe-api-key\n\n"
+            "[site nokeys]")
+        path = write_file("apikey.conf", text)
+        line = text.split("\n").index("[site wrongkey]") + 1
+        p = admin("check-config", "-c", path, "--user", me())
+        self.assertEqual(p.returncode, 78, p.stdout)
+        msg = ("%s:%d: site \"wrongkey\": stripe.secret_files %s (line 1) is a Stripe secret API "
+               "key (sk_...), not a webhook signing secret: every event would fail to verify; "
+               "copy the endpoint's signing secret (whsec_...) from the dashboard"
+               % (path, line, pntest.key_id("stripe-api-key", "sk_test_51Hxyzabcdefghijklmnop")))
+        self.assertIn("ERROR: " + msg, p.stdout)
+        self.assertNotIn("51Hxyz", p.stdout + p.stderr)            # never the key itself
+        # the receivers load it, log it at error level, and serve the other sites
+        PG.add_order("shop", "SE1", 500, "USD")
+        r = deliver("stripe", "shop", "SE1", "5.00", "--currency", "USD", config=path)
+        self.ok(r)
+        self.assertIn("error: " + msg, r.stderr)
+        self.assertEqual(PG.order("shop", "SE1")["status"], "paid")
+
+    def test_private_key_where_the_public_key_belongs(self):
+        text = config_text(PG.conninfo()).replace(
+            "alipay.public_key_file = test-public.pem\nalipay.test_private_key_file",
+            "alipay.public_key_file = test-private.pem\nalipay.test_private_key_file", 1)
+        path = write_file("swapped.conf", text)
+        p = admin("check-config", "-c", path)
+        self.assertEqual(p.returncode, 78)
+        self.assertIn("this is a private key (your application's private key?), not Alipay's "
+                      "public key", p.stderr)
+
+    @unittest.skipUnless(os.geteuid() == 0, "needs root (to own a file nobody may read)")
+    def test_unreadable_by_the_receivers_user(self):
+        d = pntest.temp_dir("pntest-admin-user.")
+        os.chmod(d, 0o755)
+        secret = os.path.join(d, "root-only-whsec")
+        pntest.write_secret(secret, SECRETS["stripe-whsec"] + "\n")       # root:root 0600
+        text = config_text(PG.conninfo()).replace("stripe.secret_files = stripe-whsec",
+                                                  "stripe.secret_files = %s" % secret, 1)
+        path = os.path.join(d, "paynotify.conf")
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, 0o644)
+        shutil.copy(os.path.join(CFG_DIR, "test-public.pem"), d)
+        for name in ("test-private.pem", "2c2p.key", "wx-v3.key", "wx-v2.key", "stripe-whsec",
+                     "legacy.key"):
+            shutil.copy(os.path.join(CFG_DIR, name), d)
+        # as root it loads (root reads everything): the old blind spot
+        self.assertEqual(admin("check-config", "-c", path, "--user", "root").returncode, 0)
+        p = admin("check-config", "-c", path, "--user", "nobody")
+        self.assertEqual(p.returncode, 78, p.stdout)
+        line = text.split("\n").index("stripe.secret_files = %s" % secret) + 1
+        self.assertIn("%s:%d: user nobody cannot read \"%s\" (owner root, mode 0600): the "
+                      "receivers would refuse the configuration, and a reload would keep the "
+                      "old one: chown nobody \"%s\"" % (path, line, secret, secret), p.stdout)
+        self.assertIn("NOT all readable", p.stdout)
+        # the private key is unreadable too: every file is checked, not just the first
+        self.assertIn("cannot read \"%s/test-private.pem\"" % d, p.stdout)
+        # the reload command's check, as that user, fails the same way
+        r = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                            pntest.binary("stripe"), "--check-config", "-c", path],
+                           capture_output=True, text=True, env=pntest.clean_env(), timeout=30)
+        self.assertEqual(r.returncode, 78, r.stdout + r.stderr)
+        self.assertIn("Permission denied", r.stderr)
+        # a directory on the way that nobody cannot enter is named as such
+        os.chmod(d, 0o700)
+        p = admin("check-config", "-c", path, "--user", "nobody")
+        self.assertIn("directory \"%s\" (owner root, mode 0700) is not searchable" % d, p.stdout)
+        os.chmod(d, 0o755)
+        self.assertEqual(admin("check-config", "-c", path, "--user", "no-such-user").returncode, 64)
 
 
 class TestSign(AdminTest):
@@ -402,13 +572,13 @@ class TestSign(AdminTest):
 
     def test_refused_without_test_keys(self):
         p = admin("sign", "alipay", "--site", "nokeys", "--order", "X", "--amount", "1.00")
-        self.assertEqual(p.returncode, 3)
+        self.assertEqual(p.returncode, 78)
         self.assertIn("site nokeys has no alipay.test_private_key_file: refusing to sign", p.stderr)
         p = admin("sign", "stripe", "--site", "nokeys", "--order", "X", "--amount", "1.00")
-        self.assertEqual(p.returncode, 3)
+        self.assertEqual(p.returncode, 78)
         self.assertIn("stripe.test_signing = on: refusing to sign", p.stderr)
         p = admin("sign", "wechatpay", "--site", "nokeys", "--order", "X", "--amount", "1.00")
-        self.assertEqual(p.returncode, 3)
+        self.assertEqual(p.returncode, 78)
         self.assertIn("site \"nokeys\" has no wechatpay configuration", p.stderr)
         self.assertEqual(p.stdout, "")
 
@@ -430,10 +600,12 @@ class TestReplay(AdminTest):
         self.assertEqual(rc, 0, rows)
         self.assertEqual([(r["id"], r["verified"], r["key"], r["event"], r["recorded"], r["now"],
                            r["order_status"]) for r in rows],
-                         [(str(a), "yes", "test-public.pem", "paid", "applied", "applied", "paid"),
-                          (str(s), "yes", "stripe-whsec:1", "paid", "applied", "applied", "paid"),
+                         [(str(a), "yes", PUBKEY_ID, "paid", "applied", "applied", "paid"),
+                          (str(s), "yes", pntest.key_id("stripe-whsec", SECRETS["stripe-whsec"]),
+                           "paid", "applied", "applied", "paid"),
                           (str(w), "yes", "PUB_KEY_ID_0000000000000024101100397200000006/"
-                           "wx-v3.key:1", "paid", "applied", "applied", "paid")])
+                           + pntest.key_id("wx-v3.key", SECRETS["wx-v3.key"]), "paid", "applied",
+                           "applied", "paid")])
         self.assertEqual(summary, "3 notifications: 3 verified, 0 not verified, 0 need a human "
                                   "(dry run: nothing changed)")
         # change one byte of the stored Stripe body: 10.00 becomes 90.00
@@ -446,6 +618,7 @@ class TestReplay(AdminTest):
         bad = [r for r in rows if r["verified"] == "no"]
         self.assertEqual([r["id"] for r in bad], [str(s)])
         self.assertIn("could not verify", bad[0]["note"])
+        self.assertIn("is still configured: the stored bytes were altered", bad[0]["note"])
         self.assertEqual(bad[0]["now"], "")
         self.assertIn("1 not verified", summary)
         p = admin("replay", "--id", str(a))     # the others still verify
@@ -520,14 +693,16 @@ class TestReplay(AdminTest):
             (("--until", "2024-02-01"), [a, f2]),
             (("--since", "2024-02-01"), [s, w, f3]),
             (("--since", "2024-01-15 12:00+00", "--until", "2024-01-15 12:00:01+00"), [a, f2]),
-            (("--site", "nosuch"), []),
         ]
         for args, want in cases:
             rc, rows, _ = replay(*args)
             self.assertEqual(ids(rows), sorted(want), args)
             self.assertEqual(rc, 1 if f3 in want else 0, args)
         p = admin("replay", "--since", "not a time")
-        self.assertEqual(p.returncode, 3)
+        self.assertEqual(p.returncode, 64)
+        # a duration means that long ago
+        rc, rows, _ = replay("--since", "1h")
+        self.assertEqual(ids(rows), sorted([s, w, f3]))
 
     def test_csv_and_table_formats(self):
         self.three()
@@ -540,11 +715,18 @@ class TestReplay(AdminTest):
                           "recorded", "now", "order_status", "note"])
         self.assertEqual({r["verified"] for r in rows}, {"yes"})
         self.assertIn("3 notifications: 3 verified", p.stderr)
-        p = admin("replay", "--format", "table")
+        p = admin("replay", "--format", "table", "--wide")
         lines = p.stdout.split("\n")
         self.assertEqual(lines[0].split(), ["id", "site", "provider", "order", "event", "verified",
                                             "key", "recorded", "now", "order_status", "note"])
         self.assertEqual(set(lines[1]), {"-", " "})
+        self.assertTrue(lines[-2].startswith("3 notifications: "), lines[-2])
+        # 100 columns: order_status, of low value on a terminal, makes room (and it says so)
+        p = admin("replay", "--format", "table")
+        lines = p.stdout.split("\n")
+        self.assertEqual(lines[0].split(), ["id", "site", "provider", "order", "event", "verified",
+                                            "key", "recorded", "now", "note"])
+        self.assertEqual(lines[-3], "(not shown: order_status; --wide shows every column)")
         self.assertTrue(lines[-2].startswith("3 notifications: "), lines[-2])
         self.assertEqual(admin("replay", "--format", "xml").returncode, 64)
         self.assertEqual(admin("replay", "--apply", "--to", HTTP.url).returncode, 64)
@@ -632,7 +814,9 @@ class TestReport(AdminTest):
                 "DELETE FROM paynotify.orders WHERE order_id IN ('OLD', 'MANUAL')")
         p = admin("report", "--format", "table")
         self.assertEqual((p.returncode, p.stdout.split("\n")[-2]), (0, "0 items need a human"))
-        self.assertEqual(admin("report", "--pending-older-than", "soon").returncode, 3)
+        self.assertEqual(admin("report", "--pending-older-than", "soon").returncode, 64)
+        for form in ("90m", "1h30m", "90 minutes", "2 hours", "1 day", "1w"):
+            self.assertEqual(admin("report", "--pending-older-than", form).returncode, 0, form)
 
 
 class TestStats(AdminTest):
@@ -677,6 +861,185 @@ class TestStats(AdminTest):
         p = admin("stats", "--format", "json", "--site", "shop2")
         self.assertEqual([(r["provider"], r["outcome"], r["notifications"])
                           for r in json.loads(p.stdout)], [("stripe", "unknown_order", "1")])
+
+
+class TestExitStatuses(AdminTest):
+    """One table for every program (docs/OPERATIONS.md, "Exit statuses")."""
+
+    def test_unreadable_config_is_78_everywhere(self):
+        missing = os.path.join(CFG_DIR, "no-such.conf")
+        sql = os.path.join(REPO, "sql")
+        for args in (["check-config"], ["replay"], ["report"], ["stats"],
+                     ["migrate", "--sql-dir", sql],
+                     ["sign", "stripe", "--site", "shop", "--order", "X", "--amount", "1.00"]):
+            p = admin("-c", missing, *args)
+            self.assertEqual(p.returncode, 78, (args, p.stderr))
+            self.assertIn('could not open "%s"' % missing, p.stderr, args)
+        for prov in ("alipay", "stripe", "wechatpay", "2c2p"):
+            r = subprocess.run([pntest.binary(prov), "-t", "-c", missing], capture_output=True,
+                               text=True, env=pntest.clean_env(), timeout=30)
+            self.assertEqual(r.returncode, 78, (prov, r.stderr))
+            r = subprocess.run([pntest.binary(prov), "-t", "-c", CFG], capture_output=True,
+                               text=True, env=pntest.clean_env(), timeout=30)
+            self.assertEqual(r.returncode, 0, (prov, r.stderr))
+
+    def test_usage_is_64_everywhere(self):
+        for args in (["--no-such-option"], ["check-config", "extra"], ["replay", "--bogus"],
+                     ["report", "--format", "xml"], ["stats", "--format", "yaml"],
+                     ["sign", "stripe"], ["migrate", "--nope"], ["no-such-command"],
+                     ["migrate", "--sql-dir", "/nonexistent/sql"]):
+            self.assertEqual(admin(*args).returncode, 64, args)
+        for argv in (["--workers", "many"], ["--socket-mode", "999"], ["--bogus"], ["extra"]):
+            r = subprocess.run([pntest.binary("stripe")] + argv, capture_output=True, text=True,
+                               env=pntest.clean_env(), timeout=30, stdin=subprocess.DEVNULL)
+            self.assertEqual(r.returncode, 64, (argv, r.stderr))
+
+    def test_database_unavailable_is_3(self):
+        down = write_config("down.conf", "host=/nonexistent dbname=paynotify")
+        for args in (["replay"], ["report"], ["stats"],
+                     ["migrate", "--sql-dir", os.path.join(REPO, "sql")],
+                     ["check-config", "--user", me()]):
+            p = admin("-c", down, *args)
+            self.assertEqual(p.returncode, 3, (args, p.stdout, p.stderr))
+
+
+class TestTypos(AdminTest):
+    """Every option value is checked: a typo exits 64 with the valid values,
+    instead of matching nothing and exiting 0."""
+
+    def typo(self, args, *want):
+        p = admin(*args)
+        self.assertEqual(p.returncode, 64, (args, p.stdout, p.stderr))
+        for w in want:
+            self.assertIn(w, p.stderr, args)
+        self.assertEqual(p.stdout, "", args)
+
+    def test_every_filter(self):
+        sites = "the sites are: shop, shop2, twin, legacy, nokeys"
+        outcomes = ("expected one of applied, already_applied, unknown_order, amount_mismatch, "
+                    "merchant_mismatch, mode_mismatch, ignored, duplicate_payment, "
+                    "paid_after_close, conflicting_duplicate, txn_mismatch")
+        durations = "expected a duration: a number and a unit (s, m, h, d, w, or the words)"
+        self.typo(["replay", "--site", "nosuch"], '--site "nosuch": no such site in %s; ' % CFG,
+                  sites)
+        self.typo(["replay", "--outcome", "foo"], '--outcome "foo": unknown outcome; ' + outcomes)
+        self.typo(["replay", "--provider", "paypal"], '--provider "paypal": unknown provider; '
+                  "expected one of alipay, stripe, 2c2p, wechatpay")
+        self.typo(["replay", "--since", "yesterday-ish"], '--since "yesterday-ish": expected a time')
+        self.typo(["replay", "--until", "2026-13-01"], '--until "2026-13-01": expected a time')
+        self.typo(["replay", "--until", "2026-02-30"], "expected a time")
+        self.typo(["replay", "--id", "12x"], '--id "12x": expected a notification id')
+        self.typo(["replay", "--id", "0"], "expected a notification id")
+        self.typo(["replay", "--order", ""], "--order: empty order id")
+        self.typo(["replay", "--to", "ftp://x"], '--to "ftp://x": expected http://')
+        self.typo(["report", "--site", "nosuch"], sites)
+        self.typo(["report", "--pending-older-than", "1x"], '--pending-older-than "1x": ' + durations,
+                  "1h30m")
+        self.typo(["report", "--pending-older-than", "-5m"], durations)
+        self.typo(["stats", "--site", "nosuch"], sites)
+        self.typo(["sign", "paypal", "--site", "shop", "--order", "X", "--amount", "1"],
+                  "unknown provider")
+        self.typo(["sign", "stripe", "--site", "nosuch", "--order", "X", "--amount", "1"], sites)
+        self.typo(["sign", "stripe", "--site", "shop", "--order", "X", "--amount", "1",
+                   "--currency", "XYZ"], '--currency "XYZ": unknown currency')
+        # the valid forms still work
+        for args in (["replay", "--since", "2026-11-30"], ["replay", "--since", "2026-11-30 08:00+08"],
+                     ["replay", "--until", "2026-11-30T08:00:00Z"], ["replay", "--since", "90 minutes"],
+                     ["replay", "--since", "yesterday", "--until", "today"],
+                     ["replay", "--outcome", "txn_mismatch"], ["stats", "--site", "legacy"]):
+            p = admin(*args)
+            self.assertEqual(p.returncode, 0, (args, p.stderr))
+
+
+class TestKeyRotation(AdminTest):
+    def test_rotated_out_key_is_not_tampering(self):
+        PG.add_order("shop", "ROT1", 500, "USD")
+        self.ok(deliver("stripe", "shop", "ROT1", "5.00", "--currency", "USD"))
+        n = nid("ROT1")
+        old_id = pntest.key_id("stripe-whsec", SECRETS["stripe-whsec"])
+        self.assertEqual(PG.notifications("id = %d" % n)[0]["key_id"], old_id)
+        # rotation: a new secret added first, the old one kept: the id still names the old one
+        pntest.write_secret(os.path.join(CFG_DIR, "rotated-whsec"),
+                            "whsec_the_new_one\n" + SECRETS["stripe-whsec"] + "\n")
+        both = write_file("rot-both.conf", config_text(PG.conninfo()).replace(
+            "stripe.secret_files = stripe-whsec", "stripe.secret_files = rotated-whsec"))
+        p = admin("replay", "--format", "json", "--id", str(n), config=both)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout)[0]["key"], pntest.key_id("rotated-whsec",
+                                                                       SECRETS["stripe-whsec"]))
+        # then the old secret removed: "no longer configured", exit 4, not "altered" (2)
+        pntest.write_secret(os.path.join(CFG_DIR, "new-only-whsec"), "whsec_the_new_one\n")
+        new = write_file("rot-new.conf", config_text(PG.conninfo()).replace(
+            "stripe.secret_files = stripe-whsec", "stripe.secret_files = new-only-whsec"))
+        p = admin("replay", "--format", "json", "--id", str(n), config=new)
+        self.assertEqual(p.returncode, 4, p.stdout + p.stderr)
+        row = json.loads(p.stdout)[0]
+        self.assertEqual((row["verified"], row["note"]),
+                         ("key_gone", "the key that verified this notification (%s) is no "
+                          "longer configured" % old_id))
+        self.assertIn("1 verified by a key no longer configured", p.stderr)
+        # altered bytes still win over a retired key (exit 2)
+        PG.psql("UPDATE paynotify.notifications SET raw_body = raw_body || ' '::bytea "
+                "WHERE id = %d" % n)
+        p = admin("replay", "--format", "json", "--id", str(n))
+        self.assertEqual(p.returncode, 2, p.stdout)
+        self.assertIn("the stored bytes were altered", json.loads(p.stdout)[0]["note"])
+
+    def test_positional_ids_of_earlier_builds(self):
+        PG.add_order("shop", "ROT2", 500, "USD")
+        self.ok(deliver("stripe", "shop", "ROT2", "5.00", "--currency", "USD"))
+        n = nid("ROT2")
+        pntest.write_secret(os.path.join(CFG_DIR, "new-only-whsec"), "whsec_the_new_one\n")
+        new = write_file("rot-new2.conf", config_text(PG.conninfo()).replace(
+            "stripe.secret_files = stripe-whsec", "stripe.secret_files = new-only-whsec"))
+        # "stripe-whsec:1": that file is no longer configured at all: gone
+        PG.psql("UPDATE paynotify.notifications SET key_id = 'stripe-whsec:1' WHERE id = %d" % n)
+        p = admin("replay", "--format", "json", "--id", str(n), config=new)
+        self.assertEqual(p.returncode, 4, p.stdout)
+        # "new-only-whsec:2": the file is configured, what line 2 was cannot be told
+        PG.psql("UPDATE paynotify.notifications SET key_id = 'new-only-whsec:2' WHERE id = %d" % n)
+        p = admin("replay", "--format", "json", "--id", str(n), config=new)
+        self.assertEqual(p.returncode, 2, p.stdout)
+        self.assertIn("it was verified by new-only-whsec:2, a key id from an earlier build",
+                      json.loads(p.stdout)[0]["note"])
+        # and one that still verifies verifies, whatever its stored id
+        p = admin("replay", "--format", "json", "--id", str(n))
+        self.assertEqual(p.returncode, 0, p.stdout)
+
+
+class TestTables(AdminTest):
+    def test_fit_100_columns_and_wide(self):
+        PG.add_order("shop", "TAB1", 1000, "CNY")
+        self.ok(deliver("wechatpay", "shop", "TAB1", "10.00"), 204)
+        self.ok(deliver("alipay", "shop", "订单-二〇二六-十二月-很长的订单号", "1.00"))  # unknown order
+        n = nid("TAB1")
+        PG.psql("UPDATE paynotify.notifications SET raw_body = raw_body || ' '::bytea "
+                "WHERE id = %d" % n)                                 # a long note
+        for cmd in (["replay"], ["report"], ["stats"]):
+            p = admin(*cmd, "--format", "table")
+            self.assertIn(p.returncode, (0, 1, 2), (cmd, p.stderr))
+            widths = [pntest_display_width(ln) for ln in p.stdout.split("\n")]
+            self.assertLessEqual(max(widths), 100, (cmd, p.stdout))
+            wide = admin(*cmd, "--format", "table", "--wide")
+            self.assertEqual(wide.returncode, p.returncode)
+            if cmd == ["replay"]:
+                self.assertGreater(max(pntest_display_width(ln)
+                                       for ln in wide.stdout.split("\n")), 100, wide.stdout)
+                self.assertIn("订单", p.stdout)
+        # wrapped, nothing lost: the note column of the row, line by line, is the note
+        note = json.loads(admin("replay", "--format", "json", "--id", str(n)).stdout)[0]["note"]
+        lines = admin("replay", "--format", "table", "--id", str(n)).stdout.split("\n")
+        start = lines[1].rindex(" ") + 1                    # the last column's dashes
+        self.assertEqual(lines[0][start:], "note")
+        cell = " ".join(ln[start:] for ln in lines[2:-2])
+        self.assertEqual("".join(cell.split()), "".join(note.split()))
+        self.assertEqual(admin("replay", "--wide", "--format", "csv").returncode, 2)
+
+
+def pntest_display_width(line):
+    """Columns a terminal gives line: East Asian wide characters take two."""
+    import unicodedata
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in line)
 
 
 if __name__ == "__main__":

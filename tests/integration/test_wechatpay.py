@@ -261,7 +261,7 @@ class Scenarios(pntest.ReceiverScenarios):
                           for r in rows], [(txn + ":TRANSACTION.SUCCESS", "paid", "applied", 2)])
         self.assertEqual(rows[0]["raw_body"], body)
         self.assertEqual((rows[0]["amount_minor"], rows[0]["currency"]), (8888, "CNY"))
-        self.assertEqual(rows[0]["key_id"], PUBID + "/apiv3.key:1")
+        self.assertEqual(rows[0]["key_id"], PUBID + "/" + pntest.key_id("apiv3.key", APIV3))
         hdrs = PG.scalar("SELECT raw_headers->>'Wechatpay-Serial' FROM paynotify.notifications")
         self.assertEqual(hdrs, PUBID)
 
@@ -271,7 +271,7 @@ class Scenarios(pntest.ReceiverScenarios):
         self.ok_v3(self.send(*v3_request(transaction(oid, 8888, txn), key=KEY_B,
                                          serial=SERIAL_B.lower())))
         self.assertEqual(self.order(oid)["status"], "paid")
-        self.assertEqual(self.rows()[0]["key_id"], SERIAL_B + "/apiv3.key:1")
+        self.assertEqual(self.rows()[0]["key_id"], SERIAL_B + "/" + pntest.key_id("apiv3.key", APIV3))
 
     def test_v3_refunds_not_swallowed(self):
         oid, txn = self.oid("refund"), self.txn("refund")
@@ -354,7 +354,7 @@ class Scenarios(pntest.ReceiverScenarios):
         self.assertEqual(self.order(oid)["status"], "paid")
         rows = self.rows()
         self.assertEqual([(r["dedup_key"], r["outcome"], r["deliveries"], r["key_id"])
-                          for r in rows], [(txn + ":SUCCESS", "applied", 2, "apiv2.key:1")])
+                          for r in rows], [(txn + ":SUCCESS", "applied", 2, pntest.key_id("apiv2.key", APIV2))])
         self.assertEqual(rows[0]["raw_body"], body)
 
     def test_v2_hmac_and_refund(self):

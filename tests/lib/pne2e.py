@@ -121,11 +121,11 @@ def demo_config(cluster, directory=None, forger=False, stripe_secrets=("whsec_de
     _install(os.path.join(UNIT_KEYS, key + ".key.pem"), os.path.join(d, "test-private.pem"), 0o600)
     _install(os.path.join(UNIT_KEYS, key + ".pub.pem"), os.path.join(d, "test-public.pem"), 0o644)
     if forger:
-        secrets = {"2c2p.key": "FORGED2C2PSECRETKEY0123456789ABCD",
+        secrets = {"2c2p.key": "F0E6ED2C2F0E6ED2C2F0E6ED2C2F0E6ED2C2F0E6ED2C2F0E6ED2C2F0E6ED2C2A",
                    "wechatpay-apiv3.key": "ForgedAPIv3Key0123456789abcdefAB",
                    "wechatpay-apiv2.key": "ForgedAPIv2Key0123456789abcdefAB"}
     else:   # scripts/up's demo secrets
-        secrets = {"2c2p.key": "DEMO2C2PSECRETKEY0123456789ABCDEF",
+        secrets = {"2c2p.key": "D3E0C2C2DE0A5EC7E7000000000000000000000000000000000000000000D3E0",
                    "wechatpay-apiv3.key": "DemoAPIv3Key0123456789abcdefABCD",
                    "wechatpay-apiv2.key": "DemoAPIv2Key0123456789abcdefABCD"}
     for name, text in secrets.items():

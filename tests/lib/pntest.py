@@ -439,6 +439,15 @@ def _write_secret(path, text):
     os.chmod(path, 0o600)
 
 
+def key_id(file_name, material):
+    """The key id the receivers record: file base name and the first 8 hex
+    digits of SHA-256 of the key material (a secret's text, a public key's
+    DER SubjectPublicKeyInfo)."""
+    if isinstance(material, str):
+        material = material.encode()
+    return "%s:%s" % (os.path.basename(file_name), hashlib.sha256(material).hexdigest()[:8])
+
+
 def write_secret(path, text):
     """Write a secret file with mode 0600 (the receivers refuse others)."""
     _write_secret(path, text)

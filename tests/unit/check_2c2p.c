@@ -38,7 +38,7 @@ static bool
 verify_with(struct pn_arena *a, const void *key, size_t keylen, const char *jwt,
 	    unsigned char **payload, size_t *plen, struct pn_err *err)
 {
-	struct pn_secret s = {"k:1", (unsigned char *)key, keylen};
+	struct pn_secret s = {"k:1", (unsigned char *)key, keylen, 1};
 	const char *key_id = NULL;
 
 	return pn_2c2p_verify_jwt(a, jwt, strlen(jwt), &s, 1, payload, plen, &key_id, err);
@@ -88,7 +88,7 @@ START_TEST(test_jwt_bounds)
 	/* an embedded NUL never reaches the HMAC */
 	{
 		const char *key_id;
-		struct pn_secret s = {"k:1", (unsigned char *)GUIDE_KEY, 64};
+		struct pn_secret s = {"k:1", (unsigned char *)GUIDE_KEY, 64, 1};
 		char	buf[sizeof(GUIDE_JWT)];
 
 		memcpy(buf, GUIDE_JWT, sizeof(buf));

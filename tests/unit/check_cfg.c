@@ -94,7 +94,11 @@ START_TEST(test_good_config)
 	ck_assert(s->stripe.configured && s->alipay.configured);
 	ck_assert(!s->wechatpay.configured && !s->twoc2p.configured);
 	ck_assert_uint_eq(s->stripe.nsecrets, 2);
-	ck_assert_str_eq(s->stripe.secrets[1].id, "whsec:3");
+	/* base name and the first 8 hex of SHA-256("whsec_two"): not the line */
+	ck_assert_str_eq(s->stripe.secrets[1].id, "whsec:78488485");
+	ck_assert_int_eq(s->stripe.secrets[1].line, 3);
+	ck_assert_uint_eq(cfg->nfiles, 3);	/* the file itself, the secret, the key */
+	ck_assert(!cfg->files[0].secret && cfg->files[1].secret && !cfg->files[2].secret);
 	ck_assert_int_eq(s->stripe.tolerance_s, 300);
 	ck_assert_int_eq(s->alipay.sign_type, PN_ALIPAY_RSA);
 	ck_assert(pn_cfg_site(cfg, "shop-b") == NULL);
@@ -214,6 +218,164 @@ START_TEST(test_address_lists)
 	ck_assert(pn_addr_match(cfg->status_allow, 1, "10.1.127.255"));
 	ck_assert(!pn_addr_match(cfg->status_allow, 1, "10.1.128.0"));
 	ck_assert(!pn_addr_match(cfg->status_allow, 1, "127.0.0.1"));
+/* Load text into findings; returns the configuration (NULL on errors). */
+static struct pn_config *
+load_all(const char *text, struct pn_cfg_findings *fd)
+{
+	memset(fd, 0, sizeof(*fd));
+	return pn_cfg_load_all(write_file("pn.conf", text, 0644), fd);
+}
+
+/* "PUB_KEY_ID_1/<id>", valid until the next call. */
+static const char *
+wx_key_id(const char *aes_id)
+{
+	static char buf[256];
+
+	snprintf(buf, sizeof(buf), "PUB_KEY_ID_1/%s", aes_id);
+	return buf;
+}
+
+static const struct pn_cfg_finding *
+finding(const struct pn_cfg_findings *fd, const char *needle)
+{
+	size_t i;
+
+	for (i = 0; i < fd->n; i++)
+		if (strstr(fd->v[i].msg, needle) != NULL)
+			return &fd->v[i];
+	return NULL;
+}
+
+/* Every error is reported, each with its line, not just the first. */
+START_TEST(test_all_errors_reported)
+{
+	struct pn_cfg_findings fd;
+	const struct pn_cfg_finding *f;
+	struct pn_err err;
+	struct pn_config *cfg;
+
+	write_file("loose", "whsec_x\n", 0640);
+	cfg = load_all("[site a]\nstripe.tolerance_s = soon\nstripe.secret_files = loose\n"
+		       "[databse]\nconninfo = x\n[site b]\nalipay.app_id = 1\nbogus = 2\n", &fd);
+	ck_assert(cfg == NULL);
+	ck_assert_uint_eq(pn_cfg_findings_count(&fd, PN_CFG_ERROR), 6);
+	ck_assert((f = finding(&fd, "invalid value \"soon\"")) != NULL && f->line == 2);
+	ck_assert((f = finding(&fd, "must not be accessible")) != NULL && f->line == 3);
+	ck_assert((f = finding(&fd, "unknown section")) != NULL && f->line == 4);
+	ck_assert((f = finding(&fd, "unknown key \"bogus\"")) != NULL && f->line == 8);
+	ck_assert((f = finding(&fd, "alipay.seller_id is required")) != NULL && f->line == 6);
+	ck_assert(finding(&fd, "alipay.public_key_file is required") != NULL);
+	/* the refused secret file is not also "required"; conninfo in the bad section is ignored */
+	ck_assert(finding(&fd, "stripe.secret_files is required") == NULL);
+	ck_assert(finding(&fd, "outside of any section") == NULL);
+	pn_cfg_findings_free(&fd);
+	/* the receivers' form: the first error and how many more */
+	cfg = pn_cfg_load(write_file("pn.conf", "[site a]\nx = 1\ny = 2\n", 0644), &err);
+	ck_assert(cfg == NULL);
+	ck_assert_msg(strstr(err.msg, "pn.conf:2: unknown key \"x\" in section [site] (and 2 more "
+			     "errors: `paynotify check-config` lists them all)") != NULL, "%s", err.msg);
+}
+END_TEST
+
+/* Secrets in the wrong form: API keys for webhook secrets, lengths, private keys. */
+START_TEST(test_secret_forms)
+{
+	struct pn_cfg_findings fd;
+	const struct pn_cfg_finding *f;
+	struct pn_config *cfg;
+	char	text[2048];
+
+	write_file("api", "whsec_good\nsk_live_0123456789abcdef\n", 0600);
+	write_file("noprefix", "0123456789abcdef\n", 0600);
+	write_file("v2", "ShortAPIv2Key\n", 0600);
+	write_file("v3", "TestAPIv3Key0123456789abcdefABCD\n", 0600);
+	write_file("2c2p", "NOTHEX\n", 0600);
+	snprintf(text, sizeof(text),
+		 "[site s]\nstripe.secret_files = api\n[site n]\nstripe.secret_files = noprefix\n"
+		 "[site w]\nwechatpay.mchid = 1\nwechatpay.appid = wx1\nwechatpay.apiv2_key_file = v2\n"
+		 "wechatpay.apiv3_key_file = v3\nwechatpay.public_key_id = PUB_KEY_ID_1\n"
+		 "wechatpay.public_key_file = %s\n"
+		 "[site c]\n2c2p.merchant_id = JT01\n2c2p.secret_key_file = 2c2p\n",
+		 fixture_path("unit/keys/test-a.pub.pem"));
+	cfg = load_all(text, &fd);
+	/* site errors and warnings: the configuration still loads for the receivers */
+	ck_assert_msg(cfg != NULL, "%s", fd.n ? fd.v[0].msg : "");
+	ck_assert_uint_eq(pn_cfg_findings_count(&fd, PN_CFG_SITE_ERROR), 3);
+	f = finding(&fd, "is a Stripe secret API key (sk_...), not a webhook signing secret");
+	ck_assert(f != NULL && f->severity == PN_CFG_SITE_ERROR && f->line == 1);
+	ck_assert(strstr(f->msg, "(line 2)") && strstr(f->msg, "copy the endpoint's signing secret"));
+	ck_assert(strstr(f->msg, "0123456789") == NULL);	/* never the secret's bytes */
+	f = finding(&fd, "does not start with \"whsec_\"");
+	ck_assert(f != NULL && f->severity == PN_CFG_SITE_ERROR && f->line == 3);
+	f = finding(&fd, "APIv2 key v2:");
+	ck_assert(f != NULL && f->severity == PN_CFG_SITE_ERROR && strstr(f->msg, "exactly 32"));
+	f = finding(&fd, "is not 64 characters long");
+	ck_assert(f != NULL && f->severity == PN_CFG_WARNING && strstr(f->msg, "2c2p.secret_key_file"));
+	pn_cfg_findings_free(&fd);
+	pn_cfg_free(cfg);
+
+	/* a private key where a public key belongs, and the reverse */
+	snprintf(text, sizeof(text),
+		 "[site a]\nalipay.app_id = 1\nalipay.seller_id = 2\nalipay.public_key_file = %s\n",
+		 fixture_path("unit/keys/test-a.key.pem"));
+	cfg = load_all(text, &fd);
+	ck_assert(cfg == NULL);
+	f = finding(&fd, "this is a private key");
+	ck_assert(f != NULL && f->line == 4 && strstr(f->msg, "Alipay public key"));
+	ck_assert(finding(&fd, "is required") == NULL);
+	pn_cfg_findings_free(&fd);
+	{
+		char   *pem = NULL;
+		struct pn_err err;
+
+		ck_assert(pn_read_file(fixture_path("unit/keys/test-a.pub.pem"), 65536, &pem, NULL,
+				       &err));
+		write_file("pub-as-priv", pem, 0600);
+		free(pem);
+	}
+	snprintf(text, sizeof(text),
+		 "[site a]\nalipay.app_id = 1\nalipay.seller_id = 2\nalipay.public_key_file = %s\n"
+		 "alipay.test_private_key_file = pub-as-priv\n",
+		 fixture_path("unit/keys/test-a.pub.pem"));
+	cfg = load_all(text, &fd);
+	ck_assert(cfg == NULL);
+	ck_assert((f = finding(&fd, "this is a public key: test signing needs")) != NULL);
+	ck_assert_int_eq(f->line, 5);
+	pn_cfg_findings_free(&fd);
+}
+END_TEST
+
+/* Stored key ids against the configured keys: present, gone, or an old positional id. */
+START_TEST(test_key_state)
+{
+	struct pn_err err;
+	struct pn_config *cfg;
+	const struct pn_site *s;
+	char	text[1024];
+
+	write_file("whsec", "whsec_one\nwhsec_two\n", 0600);
+	snprintf(text, sizeof(text), "[site a]\nstripe.secret_files = whsec\n"
+		 "wechatpay.mchid = 1\nwechatpay.appid = wx1\nwechatpay.apiv3_key_file = v3\n"
+		 "wechatpay.public_key_id = PUB_KEY_ID_1\nwechatpay.public_key_file = %s\n",
+		 fixture_path("unit/keys/test-a.pub.pem"));
+	write_file("v3", "TestAPIv3Key0123456789abcdefABCD\n", 0600);
+	cfg = pn_cfg_load(write_file("pn.conf", text, 0644), &err);
+	ck_assert_msg(cfg != NULL, "%s", err.msg);
+	s = pn_cfg_site(cfg, "a");
+	ck_assert_int_eq(pn_cfg_site_key_state(s, s->stripe.secrets[0].id), PN_KEY_CONFIGURED);
+	ck_assert_int_eq(pn_cfg_site_key_state(s, "whsec:00000000"), PN_KEY_GONE);
+	ck_assert_int_eq(pn_cfg_site_key_state(s, "old-whsec:00000000"), PN_KEY_GONE);
+	/* positional ids of earlier builds: the file is still there, or not */
+	ck_assert_int_eq(pn_cfg_site_key_state(s, "whsec:1"), PN_KEY_UNKNOWN);
+	ck_assert_int_eq(pn_cfg_site_key_state(s, "retired-whsec:1"), PN_KEY_GONE);
+	ck_assert_int_eq(pn_cfg_site_key_state(s, "test-a.pub.pem"), PN_KEY_UNKNOWN);
+	/* WeChat Pay v3: signing key / APIv3 key */
+	ck_assert_int_eq(pn_cfg_site_key_state(s, wx_key_id(s->wechatpay.apiv3_keys[0].id)),
+			 PN_KEY_CONFIGURED);
+	ck_assert_int_eq(pn_cfg_site_key_state(s, "PUB_KEY_ID_2/v3:1"), PN_KEY_GONE);
+	ck_assert_int_eq(pn_cfg_site_key_state(s, "PUB_KEY_ID_1/v3:1"), PN_KEY_UNKNOWN);
+	ck_assert_int_eq(pn_cfg_site_key_state(s, "5157F09EFDC096DE/v3:1"), PN_KEY_GONE);
 	pn_cfg_free(cfg);
 }
 END_TEST
@@ -252,6 +414,9 @@ suite_cfg(void)
 	tcase_add_test(tc, test_wechat_key_length);
 	tcase_add_test(tc, test_keys_documented);
 	tcase_add_test(tc, test_address_lists);
+	tcase_add_test(tc, test_all_errors_reported);
+	tcase_add_test(tc, test_secret_forms);
+	tcase_add_test(tc, test_key_state);
 	suite_add_tcase(s, tc);
 	return s;
 }

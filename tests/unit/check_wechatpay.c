@@ -58,7 +58,7 @@ fixture_text(const char *rel, size_t *len)
 static struct pn_secret
 secret(const char *s)
 {
-	struct pn_secret k = {"test", (unsigned char *)s, strlen(s)};
+	struct pn_secret k = {"test", (unsigned char *)s, strlen(s), 1};
 
 	return k;
 }

@@ -21,6 +21,7 @@ main(void)
 	srunner_add_suite(sr, suite_alipay());
 	srunner_add_suite(sr, suite_2c2p());
 	srunner_add_suite(sr, suite_wechatpay());
+	srunner_add_suite(sr, suite_admin());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

@@ -7,6 +7,7 @@
 #include <check.h>
 
 Suite *suite_2c2p(void);
+Suite *suite_admin(void);
 Suite *suite_alipay(void);
 Suite *suite_cfg(void);
 Suite *suite_crypto(void);
