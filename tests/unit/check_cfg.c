@@ -218,6 +218,10 @@ START_TEST(test_address_lists)
 	ck_assert(pn_addr_match(cfg->status_allow, 1, "10.1.127.255"));
 	ck_assert(!pn_addr_match(cfg->status_allow, 1, "10.1.128.0"));
 	ck_assert(!pn_addr_match(cfg->status_allow, 1, "127.0.0.1"));
+	pn_cfg_free(cfg);
+}
+END_TEST
+
 /* Load text into findings; returns the configuration (NULL on errors). */
 static struct pn_config *
 load_all(const char *text, struct pn_cfg_findings *fd)
