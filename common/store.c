@@ -10,6 +10,7 @@
 
 #include <libpq-fe.h>
 
+#include "log.h"
 #include "store.h"
 
 #define INGEST_STMT "pn_ingest"
@@ -25,8 +26,11 @@ struct pn_store {
 	char	timeout_ms[24];
 	char	connect_timeout[24];
 	char   *application_name;
-	bool	prepared;
+	bool	prepared;		/* the named statement exists on this connection */
+	bool	use_prepared;		/* [database] prepared_statements */
 };
+
+static void disconnect(struct pn_store *s);
 
 struct pn_store *
 pn_store_new(const char *conninfo, int64_t statement_timeout_ms, int64_t connect_timeout_s,
@@ -39,7 +43,16 @@ pn_store_new(const char *conninfo, int64_t statement_timeout_ms, int64_t connect
 	snprintf(s->connect_timeout, sizeof(s->connect_timeout), "%lld",
 		 (long long)connect_timeout_s);
 	s->application_name = pn_xstrdup(application_name);
+	s->use_prepared = true;
 	return s;
+}
+
+void
+pn_store_set_prepared(struct pn_store *s, bool on)
+{
+	if (s->use_prepared != on)
+		disconnect(s);
+	s->use_prepared = on;
 }
 
 void
@@ -78,6 +91,15 @@ set_pq_error(struct pn_err *err, const char *what, const char *msg)
 	pn_err_set(err, "%s: %.*s", what, (int)n, msg);
 }
 
+/* Server notices (e.g. "canceling the wait for synchronous replication")
+ * go to our log, one line, instead of libpq's raw stderr output. */
+static void
+notice_to_log(void *arg, const char *msg)
+{
+	(void)arg;
+	pn_log(PN_LOG_ERROR, "database notice: %.*s", (int)strcspn(msg, "\n"), msg);
+}
+
 static bool
 connect_db(struct pn_store *s, struct pn_err *err)
 {
@@ -95,6 +117,14 @@ connect_db(struct pn_store *s, struct pn_err *err)
 		disconnect(s);
 		return false;
 	}
+	PQsetNoticeProcessor(s->conn, notice_to_log, NULL);
+	/*
+	 * Without prepared statements (a transaction pooler) nothing may
+	 * depend on the server session: the timeout goes with each ingest
+	 * (exec_unnamed) and the statement is parsed each time.
+	 */
+	if (!s->use_prepared)
+		return true;
 	/* A session setting, so that it also works through a session pooler. */
 	snprintf(sql, sizeof(sql), "SET statement_timeout = %s", s->timeout_ms);
 	res = PQexec(s->conn, sql);
@@ -121,7 +151,8 @@ connect_db(struct pn_store *s, struct pn_err *err)
 static bool
 ensure_connected(struct pn_store *s, struct pn_err *err)
 {
-	if (s->conn != NULL && PQstatus(s->conn) == CONNECTION_OK && s->prepared)
+	if (s->conn != NULL && PQstatus(s->conn) == CONNECTION_OK
+	    && (s->prepared || !s->use_prepared))
 		return true;
 	return connect_db(s, err);
 }
@@ -131,6 +162,101 @@ static bool
 connection_lost(const struct pn_store *s)
 {
 	return s->conn == NULL || PQstatus(s->conn) != CONNECTION_OK;
+}
+
+/*
+ * Is this server, or this session, unusable for writes although the
+ * connection is up?  The statement failed, so nothing was committed, and
+ * only a new connection can help: a read-only server (a standby, or a
+ * primary demoted under us: 25006 read_only_sql_transaction, 25P?? is not
+ * it), a server shutting down or starting (57P01 admin_shutdown, 57P02
+ * crash_shutdown, 57P03 cannot_connect_now), a broken link (class 08).
+ * With a multi-host conninfo and target_session_attrs=read-write the new
+ * connection finds the writable server; libpq does that part.
+ */
+static bool
+session_unusable(const char *sqlstate)
+{
+	if (sqlstate == NULL)
+		return false;
+	return strcmp(sqlstate, "25006") == 0 || strncmp(sqlstate, "57P0", 4) == 0
+	    || strncmp(sqlstate, "08", 2) == 0;
+}
+
+/* Send the ingest statement; the result, or NULL.  Success (PGRES_TUPLES_OK)
+ * is only returned once the server said ReadyForQuery, i.e. after the
+ * commit: a connection lost before that is an error result. */
+static PGresult *
+exec_unnamed(struct pn_store *s, const char *const *values, const int *lengths,
+	     const int *formats)
+{
+	const char *tvals[1] = {s->timeout_ms};
+	PGresult *res, *out = NULL, *err = NULL;
+	int	nresults = 0;
+
+	/*
+	 * One round trip, one implicit transaction: set_config(..., true) is
+	 * local to the transaction that the pipeline's single Sync ends, so
+	 * the ingest statement runs under our statement_timeout and nothing
+	 * stays behind on a pooled server connection.  The commit happens at
+	 * the Sync: only a PGRES_PIPELINE_SYNC proves it.
+	 */
+	if (!PQenterPipelineMode(s->conn))
+		return NULL;
+	if (!PQsendQueryParams(s->conn, "SELECT set_config('statement_timeout', $1, true)", 1,
+			       NULL, tvals, NULL, NULL, 0)
+	    || !PQsendQueryParams(s->conn, INGEST_SQL, INGEST_NPARAMS, NULL, values, lengths,
+				  formats, 0)
+	    || !PQpipelineSync(s->conn))
+		goto done;
+	for (;;) {
+		res = PQgetResult(s->conn);
+		if (res == NULL) {
+			/* end of one query's results; a dead connection ends here too */
+			if (connection_lost(s))
+				break;
+			continue;
+		}
+		switch (PQresultStatus(res)) {
+		case PGRES_PIPELINE_SYNC:
+			PQclear(res);
+			goto synced;
+		case PGRES_TUPLES_OK:
+			nresults++;
+			if (nresults == 2) {
+				PQclear(out);
+				out = res;
+			} else
+				PQclear(res);
+			break;
+		default:
+			if (err == NULL)
+				err = res;
+			else
+				PQclear(res);
+			if (connection_lost(s))
+				goto done;
+			break;
+		}
+	}
+	goto done;
+synced:
+	if (err == NULL && out != NULL) {
+		(void)PQexitPipelineMode(s->conn);
+		return out;
+	}
+done:
+	PQclear(out);
+	if (connection_lost(s)) {
+		/* PQexitPipelineMode refuses a broken connection; it is dropped anyway */
+		return err;
+	}
+	if (!PQexitPipelineMode(s->conn)) {
+		PQclear(err);
+		disconnect(s);
+		return NULL;
+	}
+	return err;
 }
 
 static const char *
@@ -155,7 +281,7 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 	char   *escaped[INGEST_NPARAMS] = {NULL};
 	const char *orig[INGEST_NPARAMS];
 	int	attempt, i;
-	bool	ok;
+	bool	ok, unusable;
 
 	values[0] = site;
 	values[1] = provider;
@@ -198,8 +324,11 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 
 		if (!ensure_connected(s, err))
 			break;
-		res = PQexecPrepared(s->conn, INGEST_STMT, INGEST_NPARAMS, values, lengths,
-				     formats, 0);
+		if (s->use_prepared)
+			res = PQexecPrepared(s->conn, INGEST_STMT, INGEST_NPARAMS, values, lengths,
+					     formats, 0);
+		else
+			res = exec_unnamed(s, values, lengths, formats);
 		if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
 			int64_t id = 0;
 
@@ -215,17 +344,33 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 			ok = true;
 			break;
 		}
-		set_pq_error(err, "could not store notification", PQresultErrorMessage(res)[0]
-			     ? PQresultErrorMessage(res) : PQerrorMessage(s->conn));
+		set_pq_error(err, "could not store notification", res && PQresultErrorMessage(res)[0]
+			     ? PQresultErrorMessage(res)
+			     : s->conn ? PQerrorMessage(s->conn) : "connection lost");
+		unusable = session_unusable(res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL);
 		PQclear(res);
 		/*
-		 * A lost connection is retried once on a new one: if the first
-		 * attempt did commit, the retry finds the event and counts a
-		 * duplicate delivery, which is exactly what the provider's own
-		 * retry would do.  Anything else (timeout, constraint) fails.
+		 * A lost connection is an unknown outcome: the statement may or
+		 * may not have committed (the connection can break after the
+		 * commit record and before ReadyForQuery).  Nothing is answered
+		 * from it.  It is retried once on a new connection, and only
+		 * that retry's own, complete result decides: if the first
+		 * attempt committed, the retry finds the stored event and
+		 * counts a duplicate delivery (proof of the commit, on the
+		 * server we can now reach); if it did not, the retry applies
+		 * it.  Either way the success ack then follows a commit we saw.
+		 * If the retry fails too, the caller answers "retry later" and
+		 * the provider's own retry resolves it the same way.
+		 *
+		 * A read-only or shutting-down server (see session_unusable)
+		 * failed the statement, so nothing committed: the same one
+		 * retry on a new connection, which finds the new primary.
+		 * Anything else (timeout, constraint) fails on this connection.
 		 */
-		if (!connection_lost(s))
+		if (!connection_lost(s) && !unusable)
 			break;
+		if (attempt == 0)
+			pn_log(PN_LOG_ERROR, "%s; retrying once on a new connection", err->msg);
 		disconnect(s);
 	}
 	for (i = 0; i < 16; i++)

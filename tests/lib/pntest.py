@@ -198,9 +198,10 @@ class PgCluster:
     base/server.log  the server log
     """
 
-    def __init__(self, port=5432, load_schema=True):
+    def __init__(self, port=5432, load_schema=True, settings=()):
         self.port = port
         self.load_schema = load_schema
+        self.settings = list(settings)      # more postgresql.conf lines (they win)
         self.bindir = pg_bindir()
         self.base = None
         self.data = None
@@ -266,7 +267,7 @@ class PgCluster:
             "log_min_messages = warning",
             "log_connections = off",
             "log_line_prefix = '%m [%p] %q%u@%d '",
-        ]
+        ] + self.settings
         # postgresql.conf belongs to `nobody` when we are root: append as root
         with open(conf, "a") as f:
             f.write("\n# pntest\n" + "\n".join(settings) + "\n")
