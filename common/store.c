@@ -137,8 +137,15 @@ connect_db(struct pn_store *s, struct pn_err *err)
 	PQclear(res);
 	res = PQprepare(s->conn, INGEST_STMT, INGEST_SQL, INGEST_NPARAMS, NULL);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-		set_pq_error(err, "could not prepare the ingest statement (is the schema loaded? "
-			     "run `paynotify migrate`)", PQerrorMessage(s->conn));
+		const char *st = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+		if (st && strcmp(st, "42P05") == 0)	/* duplicate_prepared_statement */
+			set_pq_error(err, "could not prepare the ingest statement (this server "
+				     "session already has one: a transaction pooler? set [database] "
+				     "prepared_statements = off)", PQerrorMessage(s->conn));
+		else
+			set_pq_error(err, "could not prepare the ingest statement (is the schema "
+				     "loaded? run `paynotify migrate`)", PQerrorMessage(s->conn));
 		PQclear(res);
 		disconnect(s);
 		return false;
@@ -282,6 +289,7 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 	const char *orig[INGEST_NPARAMS];
 	int	attempt, i;
 	bool	ok, unusable;
+	const char *sqlstate;
 
 	values[0] = site;
 	values[1] = provider;
@@ -347,7 +355,21 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 		set_pq_error(err, "could not store notification", res && PQresultErrorMessage(res)[0]
 			     ? PQresultErrorMessage(res)
 			     : s->conn ? PQerrorMessage(s->conn) : "connection lost");
-		unusable = session_unusable(res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL);
+		sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+		unusable = session_unusable(sqlstate);
+		if (sqlstate && strcmp(sqlstate, "26000") == 0 && s->use_prepared) {
+			/*
+			 * Our named statement is not on the server session we
+			 * reached: a transaction (or statement) pooler hands out
+			 * server connections per transaction.  The statement did
+			 * not run; re-prepare once on a new connection, and say
+			 * what to configure.
+			 */
+			pn_log(PN_LOG_ERROR, "the prepared ingest statement is missing on this server "
+			       "session (a transaction pooler?): set [database] prepared_statements = "
+			       "off");
+			unusable = true;
+		}
 		PQclear(res);
 		/*
 		 * A lost connection is an unknown outcome: the statement may or
