@@ -73,6 +73,10 @@ bool pn_db_script(PGconn *conn, const char *sql, struct pn_err *err) PN_WUR;
 /* The schema version recorded in the database, 0 if none. */
 bool pn_db_schema_version(PGconn *conn, int *version, struct pn_err *err) PN_WUR;
 
+/* check-config's replication checks (check_ha.c): prints its lines, counts
+ * errors into *problems, returns the number of warnings. */
+int pn_check_replication(PGconn *conn, const struct pn_config *cfg, int *problems);
+
 /* Load the configuration or print why not. */
 struct pn_config *pn_admin_config(const char *path);
 /* Load the configuration, connect and run one query into out; false after

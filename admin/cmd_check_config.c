@@ -151,6 +151,8 @@ check_config_exec(int argc, char **argv, const char *config_path)
 		problems++;
 	} else
 		printf("database: reachable, schema version %d\n", version);
+	if (conn != NULL && PQstatus(conn) == CONNECTION_OK)
+		warnings += pn_check_replication(conn, cfg, &problems);
 	PQfinish(conn);
 	pn_cfg_free(cfg);
 	printf("%d problem%s, %d warning%s\n", problems, problems == 1 ? "" : "s", warnings,

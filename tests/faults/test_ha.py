@@ -375,6 +375,49 @@ class Failover(unittest.TestCase):
                                     "WHERE psp_event_id = 'evt_ro_13'"), "0")
 
 
+class CheckConfig(unittest.TestCase):
+    """paynotify check-config on a replicated database (docs/DEPLOYMENT.md)."""
+
+    def check(self, conninfo):
+        cfg = pnkit.write_all_config(None, conninfo=conninfo)
+        p = subprocess.run([os.path.join(pntest.REPO, "paynotify"), "check-config", "-c", cfg.path],
+                           env=pntest.clean_env(), stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=60)
+        return p.returncode, p.stdout.decode()
+
+    def test_6_check_config_replication_warnings(self):
+        primary = make_primary()
+        standby = Standby(primary).start()
+        self.addCleanup(standby.destroy)
+        self.addCleanup(primary.destroy)
+        wait_streaming(primary, "async")
+        both = multihost_conninfo(primary, standby)
+        rc, out = self.check(both)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("replication: WARNING: 1 standby(s) connected but "
+                      "synchronous_standby_names is empty", out)
+        primary.psql("ALTER SYSTEM SET synchronous_standby_names = 'FIRST 1 (standby1)'")
+        primary.psql("SELECT pg_reload_conf()")
+        wait_streaming(primary, "sync")
+        rc, out = self.check(both)
+        self.assertEqual(rc, 0, out)
+        self.assertNotIn("WARNING", out)
+        self.assertIn("replication: 1 standby(s), synchronous_standby_names = "
+                      "'FIRST 1 (standby1)', 1 synchronous now", out)
+        # a role that opts out of waiting for the standby
+        primary.psql("ALTER ROLE %s SET synchronous_commit = local" % pntest.PG_USER)
+        rc, out = self.check(both)
+        self.assertIn("replication: WARNING: synchronous_commit is local", out)
+        primary.psql("ALTER ROLE %s RESET synchronous_commit" % pntest.PG_USER)
+        # several hosts, but nothing insists on the writable one
+        rc, out = self.check(both.replace(" target_session_attrs=read-write", ""))
+        self.assertIn("target_session_attrs is not set", out)
+        # the standby alone: a problem, exit 3
+        rc, out = self.check(standby.conninfo())
+        self.assertEqual(rc, 3, out)
+        self.assertIn("replication: ERROR: the database is a standby", out)
+
+
 class UnknownOutcome(unittest.TestCase):
     """The ingest statement's commit is in flight when its connection dies."""
 
