@@ -782,7 +782,8 @@ class Bench:
         """kind: receiver | minimal.  One wrk run + checks -> result dict."""
         a = self.a
         reqp = "alipay" if kind == "minimal" else provider
-        base_ds = "distinct" if dataset == "nonotify" or dataset.startswith("pgb-") else dataset
+        base_ds = "distinct" if dataset in ("nonotify", "unnamed") or dataset.startswith("pgb-") \
+            else dataset
         self.reset(reqp, self.counts[(reqp, base_ds)], state)
         if kind == "minimal":
             reqfile = self.minimal_file
@@ -874,7 +875,7 @@ class Bench:
                          "%d orders paid for %d events (%d applied twice, %d not paid)"
                          % (st["paid"], st["events"], st["applied_twice"],
                             st["event_order_not_paid"]))
-        if (dataset in ("distinct", "nonotify") or dataset.startswith("pgb-")) \
+        if (dataset in ("distinct", "nonotify", "unnamed") or dataset.startswith("pgb-")) \
                 and r["wraps"] == 0:
             ok &= self.check(label, st["max_deliveries"] <= 1 and st["events"] == st["deliveries"],
                              "distinct set: %d events for %d deliveries"
@@ -986,6 +987,9 @@ class Bench:
         makes a new generation of workers that reads it."""
         if mode is None:
             write_config(os.path.dirname(self.conf), self.pg)
+        elif mode == "unnamed":
+            write_config(os.path.dirname(self.conf), self.pg,
+                         database_lines=["prepared_statements = off"])
         else:
             write_config(os.path.dirname(self.conf), self.pg,
                          conninfo=self.bouncers[mode].conninfo(),
@@ -1157,14 +1161,15 @@ class Bench:
                         self.results[("pgbench", variant, state)].append(
                             self.pgbench_case(run, state, variant))
             state = a.states[-1]
-            for mode in a.pgbouncer:
+            for mode in (["unnamed"] if a.unnamed else []) + a.pgbouncer:
+                ds = mode if mode == "unnamed" else "pgb-" + mode
                 self.enter_state(state)
                 self.set_pooler(mode)
                 try:
                     for conc in a.conc:
                         for p in a.providers:
-                            self.results[("receiver", p, "pgb-" + mode, conc, state)].append(
-                                self.http_case("receiver", p, "pgb-" + mode, conc, run, state))
+                            self.results[("receiver", p, ds, conc, state)].append(
+                                self.http_case("receiver", p, ds, conc, run, state))
                 finally:
                     self.set_pooler(None)
             if a.notify_variant and "alipay" in a.providers:
@@ -1225,6 +1230,7 @@ class Bench:
             rps = med([r["rps"] for r in rs])
             name = "minimal responder (ceiling a)" if kind == "minimal" else \
                 p + {"dup5": " ×5 duplicates", "nonotify": ", paynotify.notify = off",
+                     "unnamed": ", prepared_statements = off (direct)",
                      "pgb-session": " via pgbouncer session (prepared)",
                      "pgb-transaction": " via pgbouncer transaction (unnamed)"}.get(ds, "")
             errs = sum(r["non2xx"] + r["sock_err"] for r in rs)
@@ -1351,6 +1357,9 @@ def main():
                     help="also run the receivers through Debian's pgbouncer in these pool "
                     "modes, comma separated: session (prepared_statements = on) and/or "
                     "transaction (prepared_statements = off); see docs/DEPLOYMENT.md")
+    ap.add_argument("--unnamed", action="store_true",
+                    help="also run the receivers directly with prepared_statements = off "
+                    "(the cost of the unnamed statement without a pooler)")
     ap.add_argument("--cgi-seconds", type=int, default=5)
     ap.add_argument("--cgi-parallel", type=int, default=2)
     ap.add_argument("--minimal-binary", default=None)
