@@ -8,6 +8,7 @@ pgbench runs paynotify.ingest() (one new event per transaction, a 1 KB raw
 body, an order it pays) with N clients for D seconds in each case, in turn:
 
   alone        the standby disconnected (primary_conninfo emptied)
+  alone+nonotify the same with paynotify.notify = off (sql/003)
   async        the standby streaming, synchronous_standby_names empty
   sync         synchronous_standby_names = 'FIRST 1 (standby1)'
   sync+nonotify the same with paynotify.notify = off (sql/003)
@@ -100,6 +101,7 @@ def main():
 
     cases = {
         "alone": lambda: (set_sync(""), set_standby(False)),
+        "alone+nonotify": lambda: (set_sync(""), set_standby(False)),
         "async": lambda: (set_sync(""), set_standby(True)),
         "sync": lambda: (set_standby(True), set_sync("FIRST 1 (standby1)")),
         "sync+nonotify": lambda: (set_standby(True), set_sync("FIRST 1 (standby1)")),
@@ -111,7 +113,7 @@ def main():
         for c in order[k:] + order[:k]:
             cases[c]()
             tps, flushes = pgbench(primary, a.clients, a.seconds, script,
-                                   notify=(c != "sync+nonotify"))
+                                   notify=not c.endswith("+nonotify"))
             res[c].append((tps, flushes))
             print("run %d %-14s %8.0f tps  %.2f WAL flushes/tx" % (run + 1, c, tps, flushes),
                   flush=True)
