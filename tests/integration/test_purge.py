@@ -43,7 +43,7 @@ def tearDownModule():
 
 
 def purge(*args, config=None):
-    p = subprocess.run([ADMIN, "-c", config or CFG.path, "purge"] + list(args),
+    p = subprocess.run(pntest.valgrind_argv([ADMIN, "-c", config or CFG.path, "purge"] + list(args)),
                        env=pntest.clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        timeout=300)
     return p.returncode, p.stdout.decode(), p.stderr.decode()
