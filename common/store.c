@@ -28,6 +28,7 @@ struct pn_store {
 	char   *application_name;
 	bool	prepared;		/* the named statement exists on this connection */
 	bool	use_prepared;		/* [database] prepared_statements */
+	bool	warned;			/* a WARNING arrived during the statement */
 };
 
 static void disconnect(struct pn_store *s);
@@ -91,13 +92,31 @@ set_pq_error(struct pn_err *err, const char *what, const char *msg)
 	pn_err_set(err, "%s: %.*s", what, (int)n, msg);
 }
 
-/* Server notices (e.g. "canceling the wait for synchronous replication")
- * go to our log, one line, instead of libpq's raw stderr output. */
+/*
+ * Server notices go to our log, one line, instead of libpq's raw stderr.
+ * A WARNING also marks the statement in flight: the one PostgreSQL sends
+ * while committing is "canceling wait for synchronous replication ... The
+ * transaction has already committed locally, but might not have been
+ * replicated to the standby" (someone cancelled the backend while it waited
+ * for the synchronous standby), and the commit is then reported as a
+ * success.  ingest() raises no warnings of its own, so any WARNING makes
+ * the outcome not certain (see pn_store_ingest).
+ */
 static void
-notice_to_log(void *arg, const char *msg)
+notice_to_log(void *arg, const PGresult *res)
 {
-	(void)arg;
-	pn_log(PN_LOG_ERROR, "database notice: %.*s", (int)strcspn(msg, "\n"), msg);
+	struct pn_store *s = arg;
+	const char *sev = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+	const char *msg = PQresultErrorMessage(res);
+	const char *detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
+
+	if (sev && strcmp(sev, "WARNING") == 0)
+		s->warned = true;
+	if (detail)
+		pn_log(PN_LOG_ERROR, "database notice: %.*s (%.*s)", (int)strcspn(msg, "\n"), msg,
+		       (int)strcspn(detail, "\n"), detail);
+	else
+		pn_log(PN_LOG_ERROR, "database notice: %.*s", (int)strcspn(msg, "\n"), msg);
 }
 
 static bool
@@ -117,7 +136,7 @@ connect_db(struct pn_store *s, struct pn_err *err)
 		disconnect(s);
 		return false;
 	}
-	PQsetNoticeProcessor(s->conn, notice_to_log, NULL);
+	PQsetNoticeReceiver(s->conn, notice_to_log, s);
 	/*
 	 * Without prepared statements (a transaction pooler) nothing may
 	 * depend on the server session: the timeout goes with each ingest
@@ -332,11 +351,28 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 
 		if (!ensure_connected(s, err))
 			break;
+		s->warned = false;
 		if (s->use_prepared)
 			res = PQexecPrepared(s->conn, INGEST_STMT, INGEST_NPARAMS, values, lengths,
 					     formats, 0);
 		else
 			res = exec_unnamed(s, values, lengths, formats);
+		if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && s->warned) {
+			/*
+			 * Committed, but PostgreSQL warned while it did (see
+			 * notice_to_log): the synchronous standby may not have
+			 * it.  Not a success to pass on.  The same retry as for a
+			 * lost connection: its own commit comes later in the WAL,
+			 * so once the standby confirms it, it has the first one
+			 * too; the retry counts a duplicate delivery.
+			 */
+			PQclear(res);
+			pn_err_set(err, "could not store notification: the database warned during the "
+				   "commit (outcome not certain: not acknowledged)");
+			if (attempt == 0)
+				pn_log(PN_LOG_ERROR, "%s; retrying once", err->msg);
+			continue;
+		}
 		if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
 			int64_t id = 0;
 

@@ -22,6 +22,8 @@
 #      answered): the in-request retry proves the commit (duplicate) ->
 #      success; if the retry is lost as well -> failure form, and the
 #      provider's retry resolves to a duplicate, applied once
+#      4c: the wait for the standby cancelled (PostgreSQL then reports the
+#      commit with a WARNING, standby not guaranteed) -> never success
 #   5. connection lost before the commit (backend terminated while it waits
 #      for a row lock, twice) -> failure form; the provider's retry is the
 #      first application
@@ -517,6 +519,44 @@ class UnknownOutcome(unittest.TestCase):
         n = self.stored("evt_unk_2")
         self.assertEqual([(x["outcome"], x["deliveries"]) for x in n], [("applied", 3)])
         self.assertEqual(self.pg.order(pnkit.SITE, "V1")["status"], "paid")
+
+    def test_4c_cancelled_standby_wait_is_not_acknowledged(self):
+        # pg_cancel_backend() on a backend waiting for the synchronous standby
+        # makes PostgreSQL report the commit as done, with a WARNING: the
+        # standby may not have it.  That must not become a success ack.
+        add_orders(self.pg, "C", 1)
+        h, b = pnkit.stripe_paid("C1", 1999, event_id="evt_unk_4")
+        self.set_sync("ghost")
+        t, box = self.send_async(h, b)
+        pid1 = self.waiting_backend("SyncRep")
+        xid1 = self.pg.scalar("SELECT backend_xid FROM pg_stat_activity WHERE pid = %d" % pid1)
+        self.assertEqual(self.pg.scalar("SELECT pg_cancel_backend(%d)" % pid1), "t")
+        # the in-request retry (same connection: the session is fine) is a new
+        # transaction that waits for the standby too
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            row = self.pg.psql("SELECT backend_xid, wait_event FROM pg_stat_activity "
+                               "WHERE pid = %d" % pid1)
+            if row and row[0][0] not in (None, xid1) and row[0][1] == "SyncRep":
+                break
+            time.sleep(0.02)
+        else:
+            self.fail("the retry never waited for the standby")
+        self.assertEqual(self.pg.scalar("SELECT pg_cancel_backend(%d)" % pid1), "t")
+        t.join(15)
+        r = box.get("r")
+        self.assertIsNotNone(r, box)
+        self.assertEqual(r.status, 503, "a commit PostgreSQL warned about is not a success: %r"
+                         % (r,))
+        self.assertIsNone(pnkit.failure_form("stripe", r), r)
+        log = self.rcv.log_text()
+        self.assertIn("canceling wait for synchronous replication", log)
+        self.assertIn("the database warned during the commit", log)
+        self.set_sync("")
+        r = pnkit.oneshot(self.rcv.sock, "POST", STRIPE, h, b)
+        self.assertTrue(pnkit.is_success("stripe", r), r)
+        n = self.stored("evt_unk_4")
+        self.assertEqual([(x["outcome"], x["deliveries"]) for x in n], [("applied", 3)])
 
     def test_5_lost_before_commit_then_first_application(self):
         add_orders(self.pg, "W", 1)
