@@ -185,6 +185,22 @@ class TransactionPooler(PoolerScenarios, unittest.TestCase):
     prepared = False
 
 
+class PreparedStatementsOption(unittest.TestCase):
+    def test_value_validated(self):
+        cfg = pnkit.write_all_config(PG)
+        with open(cfg.path) as f:
+            text = f.read()
+        with open(cfg.path, "w") as f:
+            f.write(text.replace("[database]\n", "[database]\nprepared_statements = sometimes\n", 1))
+        p = subprocess.run([pntest.binary("stripe"), "-c", cfg.path, "--listen",
+                            "unix:" + os.path.join(cfg.dir, "s.sock"), "--workers", "1"],
+                           env=pntest.clean_env(), stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=30)
+        self.assertEqual(p.returncode, 78, p.stdout)
+        self.assertIn(b'invalid value "sometimes" for "prepared_statements": expected on or off',
+                      p.stdout)
+
+
 class TransactionPoolerPrepared(unittest.TestCase):
     """prepared_statements = on behind a transaction pooler: the named
     statement lives on one server connection and the next transaction may
