@@ -194,9 +194,9 @@ connection_lost(const struct pn_store *s)
  * Is this server, or this session, unusable for writes although the
  * connection is up?  The statement failed, so nothing was committed, and
  * only a new connection can help: a read-only server (a standby, or a
- * primary demoted under us: 25006 read_only_sql_transaction, 25P?? is not
- * it), a server shutting down or starting (57P01 admin_shutdown, 57P02
- * crash_shutdown, 57P03 cannot_connect_now), a broken link (class 08).
+ * primary demoted under us: 25006 read_only_sql_transaction), a server
+ * shutting down or starting (57P0x: admin_shutdown, crash_shutdown,
+ * cannot_connect_now, idle_session_timeout), a broken link (class 08).
  * With a multi-host conninfo and target_session_attrs=read-write the new
  * connection finds the writable server; libpq does that part.
  */
