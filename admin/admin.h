@@ -34,6 +34,7 @@ extern const struct pn_cmd pn_cmd_migrate;
 extern const struct pn_cmd pn_cmd_check_config;
 extern const struct pn_cmd pn_cmd_replay;
 extern const struct pn_cmd pn_cmd_report;
+extern const struct pn_cmd pn_cmd_purge;
 extern const struct pn_cmd pn_cmd_sign;
 extern const struct pn_cmd pn_cmd_stats;
 
@@ -73,8 +74,16 @@ bool pn_db_query(PGconn *conn, const char *sql, int nparams, const char *const *
 		 struct pn_table *out, struct pn_err *err) PN_WUR;
 /* Run a script of several statements (migrations). */
 bool pn_db_script(PGconn *conn, const char *sql, struct pn_err *err) PN_WUR;
+/* Run a COPY ... TO STDOUT statement (constant SQL), writing its output to f;
+ * *bytes grows by what was written. */
+bool pn_db_copy_out(PGconn *conn, const char *sql, FILE *f, int64_t *bytes,
+		    struct pn_err *err) PN_WUR;
 /* The schema version recorded in the database, 0 if none. */
 bool pn_db_schema_version(PGconn *conn, int *version, struct pn_err *err) PN_WUR;
+
+/* check-config's replication checks (check_ha.c): prints its lines, counts
+ * errors into *problems, returns the number of warnings. */
+int pn_check_replication(PGconn *conn, const struct pn_config *cfg, int *problems);
 
 /* Load the configuration or print why not (every error, file:line). */
 struct pn_config *pn_admin_config(const char *path);

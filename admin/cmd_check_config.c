@@ -388,6 +388,7 @@ check_config_exec(int argc, char **argv, const char *config_path)
 	int	opt, version = 0, rc;
 	size_t	errors, warnings;
 	bool	db_ok = false;
+	int	repl_problems = 0, repl_warnings = 0;
 
 	optind = 0;	/* glibc: 0 re-initialises getopt after main() used it */
 	while ((opt = getopt_long(argc, argv, "c:u:h", longopts, NULL)) != -1) {
@@ -436,12 +437,16 @@ check_config_exec(int argc, char **argv, const char *config_path)
 			printf("database: reachable, schema version %d\n", version);
 			db_ok = true;
 		}
+		if (conn != NULL && PQstatus(conn) == CONNECTION_OK)
+			repl_warnings = pn_check_replication(conn, c.cfg, &repl_problems);
 		PQfinish(conn);
 	} else
 		printf("configuration %s: NOT loaded\n", config_path);
 	print_findings(&c.fd);
 	errors = c.fd.n - pn_cfg_findings_count(&c.fd, PN_CFG_WARNING);
-	warnings = pn_cfg_findings_count(&c.fd, PN_CFG_WARNING);
+	warnings = pn_cfg_findings_count(&c.fd, PN_CFG_WARNING) + (size_t)repl_warnings;
+	if (repl_problems > 0)		/* connected only to a standby: cannot ingest */
+		db_ok = false;
 	printf("%zu problem%s, %zu warning%s\n", errors + !(db_ok || c.cfg == NULL),
 	       errors + !(db_ok || c.cfg == NULL) == 1 ? "" : "s", warnings,
 	       warnings == 1 ? "" : "s");

@@ -4,6 +4,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,4 +114,41 @@ pn_db_schema_version(PGconn *conn, int *version, struct pn_err *err)
 	*version = v ? atoi(v) : 0;
 	pn_table_free(&t);
 	return true;
+}
+
+bool
+pn_db_copy_out(PGconn *conn, const char *sql, FILE *f, int64_t *bytes, struct pn_err *err)
+{
+	PGresult *res = PQexec(conn, sql);
+	char   *buf = NULL;
+	int	n;
+	bool	ok = true;
+
+	if (PQresultStatus(res) != PGRES_COPY_OUT) {
+		set_pq_error(err, "copy failed", PQresultErrorMessage(res));
+		PQclear(res);
+		return false;
+	}
+	PQclear(res);
+	while ((n = PQgetCopyData(conn, &buf, 0)) > 0) {
+		if (ok && fwrite(buf, 1, (size_t)n, f) != (size_t)n) {
+			pn_err_set(err, "could not write the archive: %s", strerror(errno));
+			ok = false;	/* keep reading: the connection must get back in sync */
+		}
+		*bytes += n;
+		PQfreemem(buf);
+		buf = NULL;
+	}
+	if (n == -2) {
+		set_pq_error(err, "copy failed", PQerrorMessage(conn));
+		return false;
+	}
+	while ((res = PQgetResult(conn)) != NULL) {
+		if (ok && PQresultStatus(res) != PGRES_COMMAND_OK) {
+			set_pq_error(err, "copy failed", PQresultErrorMessage(res));
+			ok = false;
+		}
+		PQclear(res);
+	}
+	return ok;
 }

@@ -362,7 +362,7 @@ class Pg:
         return self.psql(sql)[0]
 
 
-def write_config(d, pg):
+def write_config(d, pg, conninfo=None, database_lines=()):
     shutil.copyfile(PUBLIC_KEY, os.path.join(d, "test-public.pem"))
     for name, text in (("stripe-whsec", STRIPE_SECRET), ("2c2p.key", C2P_KEY),
                        ("wechatpay-apiv3.key", WX_APIV3), ("wechatpay-apiv2.key", WX_APIV2)):
@@ -375,7 +375,8 @@ def write_config(d, pg):
         f.write("\n".join([
             "; bench/run: site bench with test keys for every provider",
             "[database]",
-            "conninfo = host=%s dbname=paynotify user=paynotify" % pg.base,
+            "conninfo = %s" % (conninfo or "host=%s dbname=paynotify user=paynotify" % pg.base),
+            ] + list(database_lines) + [
             "[site %s]" % SITE,
             "alipay.app_id = " + ALIPAY_APP_ID,
             "alipay.seller_id = " + ALIPAY_SELLER_ID,
@@ -603,6 +604,14 @@ class Bench:
                                    a.workers, "host=%s dbname=paynotify user=paynotify"
                                    % self.pg.base)
             wait_socket(self.minimal.sock, "pn-minimal")
+        self.bouncers = {}
+        for mode in a.pgbouncer:
+            # one pgbouncer per pool_mode; session mode pins a server
+            # connection per worker, so both pools hold every worker's
+            # (the cost measured is the pooler's, not a queue's)
+            self.bouncers[mode] = pntest.PgBouncer(
+                collections.namedtuple("PgAt", "base port")(self.pg.base, 5432), mode,
+                pool_size=len(PROVIDERS) * a.workers + 2, port=6432).start()
         self.nginx = Nginx(os.path.join(self.base, "nginx"), self.logdir, self.sockdir)
         self.url = "http://127.0.0.1:%d" % self.nginx.port
         # every worker connects to PostgreSQL now (health checks), not in a run
@@ -773,19 +782,22 @@ class Bench:
         """kind: receiver | minimal.  One wrk run + checks -> result dict."""
         a = self.a
         reqp = "alipay" if kind == "minimal" else provider
-        self.reset(reqp, self.counts[(reqp, "distinct" if dataset == "nonotify" else dataset)],
-                   state)
+        base_ds = "distinct" if dataset in ("nonotify", "unnamed") or dataset.startswith("pgb-") \
+            else dataset
+        self.reset(reqp, self.counts[(reqp, base_ds)], state)
         if kind == "minimal":
             reqfile = self.minimal_file
             workers = self.minimal.workers()
             url_path = "/notify/minimal/%s" % SITE
         else:
-            reqfile = self.reqfiles[(provider, "distinct" if dataset == "nonotify" else dataset)]
+            reqfile = self.reqfiles[(provider, base_ds)]
             rcv = self.receivers[provider]
             workers = rcv.workers()
             url_path = "/notify/%s/%s" % (provider, SITE)
             off = rcv.log_offset()
         groups = self.cpu_groups(workers)
+        if dataset.startswith("pgb-"):
+            groups["pgbouncer"] = self.bouncer_pids(dataset[4:])
         lsn0 = self.pg.one("SELECT pg_current_wal_lsn()")[0]
         sync0 = self.wal_syncs()
         tr0 = self.tuples_read()
@@ -863,7 +875,8 @@ class Bench:
                          "%d orders paid for %d events (%d applied twice, %d not paid)"
                          % (st["paid"], st["events"], st["applied_twice"],
                             st["event_order_not_paid"]))
-        if dataset in ("distinct", "nonotify") and r["wraps"] == 0:
+        if (dataset in ("distinct", "nonotify", "unnamed") or dataset.startswith("pgb-")) \
+                and r["wraps"] == 0:
             ok &= self.check(label, st["max_deliveries"] <= 1 and st["events"] == st["deliveries"],
                              "distinct set: %d events for %d deliveries"
                              % (st["events"], st["deliveries"]))
@@ -963,6 +976,26 @@ class Bench:
             % (label, res["rps"], res["lat_avg_ms"], res["cpu_us_per"]["postgres"],
                res["wal_sync_per"], "ok" if ok else "FAILED"))
         return res
+
+    def bouncer_pids(self, mode):
+        p = self.bouncers[mode].proc.pid
+        return [p] + children_of(p)
+
+    def set_pooler(self, mode):
+        """Point the receivers at pgbouncer in this pool_mode (transaction:
+        prepared_statements = off), or back at PostgreSQL (None); SIGHUP
+        makes a new generation of workers that reads it."""
+        if mode is None:
+            write_config(os.path.dirname(self.conf), self.pg)
+        elif mode == "unnamed":
+            write_config(os.path.dirname(self.conf), self.pg,
+                         database_lines=["prepared_statements = off"])
+        else:
+            write_config(os.path.dirname(self.conf), self.pg,
+                         conninfo=self.bouncers[mode].conninfo(),
+                         database_lines=["prepared_statements = %s"
+                                         % ("off" if mode == "transaction" else "on")])
+        self.restart_sessions()
 
     def set_notify(self, on):
         """paynotify.notify for new sessions (sql/003), then reload the Alipay
@@ -1128,6 +1161,17 @@ class Bench:
                         self.results[("pgbench", variant, state)].append(
                             self.pgbench_case(run, state, variant))
             state = a.states[-1]
+            for mode in (["unnamed"] if a.unnamed else []) + a.pgbouncer:
+                ds = mode if mode == "unnamed" else "pgb-" + mode
+                self.enter_state(state)
+                self.set_pooler(mode)
+                try:
+                    for conc in a.conc:
+                        for p in a.providers:
+                            self.results[("receiver", p, ds, conc, state)].append(
+                                self.http_case("receiver", p, ds, conc, run, state))
+                finally:
+                    self.set_pooler(None)
             if a.notify_variant and "alipay" in a.providers:
                 # the same receiver with paynotify.notify = off (sql/003)
                 self.set_notify(False)
@@ -1185,11 +1229,15 @@ class Bench:
             kind, p, ds, conc, state = k
             rps = med([r["rps"] for r in rs])
             name = "minimal responder (ceiling a)" if kind == "minimal" else \
-                p + {"dup5": " ×5 duplicates", "nonotify": ", paynotify.notify = off"}.get(ds, "")
+                p + {"dup5": " ×5 duplicates", "nonotify": ", paynotify.notify = off",
+                     "unnamed": ", prepared_statements = off (direct)",
+                     "pgb-session": " via pgbouncer session (prepared)",
+                     "pgb-transaction": " via pgbouncer transaction (unnamed)"}.get(ds, "")
             errs = sum(r["non2xx"] + r["sock_err"] for r in rs)
             cw = med([r["cpu_us_per"]["workers"] for r in rs])
             cp = med([r["cpu_us_per"]["postgres"] for r in rs])
             cn = med([r["cpu_us_per"]["nginx"] for r in rs])
+            cb = med([r["cpu_us_per"].get("pgbouncer", 0) for r in rs])
             rss = "—"
             if kind == "receiver":
                 rss = "%d→%d" % (self.rss_start[p], max(r["rss_kib"] for r in rs))
@@ -1197,11 +1245,12 @@ class Bench:
             vs_min = ("%.2f×" % (rps / c)) if c else "—"
             pgb_tps = pgb_med("ingest", state)
             vs_pgb = ("%.2f×" % (rps / pgb_tps)) if pgb_tps else "—"
-            L.append("| %s | %s | %d | %.0f | %.1f | %.1f | %.1f | %d | %s | %s | %.0f (%.0f+%.0f+%.0f) "
+            L.append("| %s | %s | %d | %.0f | %.1f | %.1f | %.1f | %d | %s | %s | %.0f (%.0f+%.0f+%.0f%s) "
                      "| %.0f | %.2f | %s | %s |" % (
                          state, name, conc, rps, med([r["p50_ms"] for r in rs]),
                          med([r["p99_ms"] for r in rs]), med([r["max_ms"] for r in rs]), errs,
-                         vs_min, vs_pgb, cw + cp + cn, cw, cp, cn,
+                         vs_min, vs_pgb, cw + cp + cn + cb, cw, cp, cn,
+                         (" +%.0f pgbouncer" % cb) if ds.startswith("pgb-") else "",
                          med([r["wal_per"] for r in rs]),
                          med([r["wal_sync_per"] for r in rs]), rss,
                          "%d/%d ok" % (sum(r["ok"] for r in rs), len(rs))))
@@ -1304,6 +1353,13 @@ def main():
                     help="database states to measure, comma separated: fresh (an empty schema "
                     "just migrated, never analysed) and/or history (--history old "
                     "notifications, analysed)")
+    ap.add_argument("--pgbouncer", default="",
+                    help="also run the receivers through Debian's pgbouncer in these pool "
+                    "modes, comma separated: session (prepared_statements = on) and/or "
+                    "transaction (prepared_statements = off); see docs/DEPLOYMENT.md")
+    ap.add_argument("--unnamed", action="store_true",
+                    help="also run the receivers directly with prepared_statements = off "
+                    "(the cost of the unnamed statement without a pooler)")
     ap.add_argument("--cgi-seconds", type=int, default=5)
     ap.add_argument("--cgi-parallel", type=int, default=2)
     ap.add_argument("--minimal-binary", default=None)
@@ -1324,6 +1380,13 @@ def main():
     for x in a.states:
         if x not in ("fresh", "history"):
             die("unknown state %s (fresh, history)" % x)
+    a.pgbouncer = [x for x in a.pgbouncer.split(",") if x]
+    for x in a.pgbouncer:
+        if x not in ("session", "transaction"):
+            die("unknown pgbouncer pool mode %s (session, transaction)" % x)
+    if a.pgbouncer and shutil.which("pgbouncer") is None and \
+            not os.path.exists("/usr/sbin/pgbouncer"):
+        die("pgbouncer is not installed (apt-get install pgbouncer)")
     a.providers = [p for p in a.providers.split(",") if p]
     a.conc = [int(c) for c in a.conc.split(",")]
     if not a.minimal:

@@ -81,6 +81,10 @@ static const struct keydef keydefs[] = {
 	 "providers' deadlines (WeChat Pay gives up after 5 s)"},
 	{"database", "connect_timeout_s", K_INT, C(connect_timeout_s), 0, 1, 60, NULL, "2",
 	 "libpq connect_timeout"},
+	{"database", "prepared_statements", K_BOOL, C(prepared_statements), 0, 0, 0, NULL, "on",
+	 "on: ingest is a named prepared statement and statement_timeout a session setting; "
+	 "off: an unnamed statement with statement_timeout set per transaction (pgbouncer "
+	 "pool_mode = transaction)"},
 	{"limits", "max_body_bytes", K_INT, C(max_body_bytes), 0, 1024, 16 * 1024 * 1024, NULL,
 	 "1048576", "largest request body accepted; larger bodies get 413"},
 	{"limits", "read_timeout_ms", K_INT, C(read_timeout_ms), 0, 100, 20000, NULL, "2000",

@@ -130,6 +130,7 @@ struct pn_config {
 	char   *conninfo;
 	int64_t	statement_timeout_ms;
 	int64_t	connect_timeout_s;
+	bool	prepared_statements;	/* off: unnamed ingest, SET LOCAL-style timeout */
 	/* [limits] */
 	int64_t	max_body_bytes;
 	int64_t	read_timeout_ms;	/* a request's headers and body, whole */

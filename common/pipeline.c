@@ -30,6 +30,8 @@ pn_receiver_init(struct pn_receiver *r, const struct pn_provider *provider,
 	if (cfg)
 		r->store = pn_store_new(cfg->conninfo, cfg->statement_timeout_ms,
 					cfg->connect_timeout_s, provider->program);
+	if (cfg)
+		pn_store_set_prepared(r->store, cfg->prepared_statements);
 	r->arena = pn_arena_new();
 	r->clock = wall_clock;
 }

@@ -10,6 +10,7 @@
 
 #include <libpq-fe.h>
 
+#include "log.h"
 #include "store.h"
 
 #define INGEST_STMT "pn_ingest"
@@ -25,8 +26,12 @@ struct pn_store {
 	char	timeout_ms[24];
 	char	connect_timeout[24];
 	char   *application_name;
-	bool	prepared;
+	bool	prepared;		/* the named statement exists on this connection */
+	bool	use_prepared;		/* [database] prepared_statements */
+	bool	warned;			/* a WARNING arrived during the statement */
 };
+
+static void disconnect(struct pn_store *s);
 
 struct pn_store *
 pn_store_new(const char *conninfo, int64_t statement_timeout_ms, int64_t connect_timeout_s,
@@ -39,7 +44,16 @@ pn_store_new(const char *conninfo, int64_t statement_timeout_ms, int64_t connect
 	snprintf(s->connect_timeout, sizeof(s->connect_timeout), "%lld",
 		 (long long)connect_timeout_s);
 	s->application_name = pn_xstrdup(application_name);
+	s->use_prepared = true;
 	return s;
+}
+
+void
+pn_store_set_prepared(struct pn_store *s, bool on)
+{
+	if (s->use_prepared != on)
+		disconnect(s);
+	s->use_prepared = on;
 }
 
 void
@@ -78,6 +92,33 @@ set_pq_error(struct pn_err *err, const char *what, const char *msg)
 	pn_err_set(err, "%s: %.*s", what, (int)n, msg);
 }
 
+/*
+ * Server notices go to our log, one line, instead of libpq's raw stderr.
+ * A WARNING also marks the statement in flight: the one PostgreSQL sends
+ * while committing is "canceling wait for synchronous replication ... The
+ * transaction has already committed locally, but might not have been
+ * replicated to the standby" (someone cancelled the backend while it waited
+ * for the synchronous standby), and the commit is then reported as a
+ * success.  ingest() raises no warnings of its own, so any WARNING makes
+ * the outcome not certain (see pn_store_ingest).
+ */
+static void
+notice_to_log(void *arg, const PGresult *res)
+{
+	struct pn_store *s = arg;
+	const char *sev = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+	const char *msg = PQresultErrorMessage(res);
+	const char *detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
+
+	if (sev && strcmp(sev, "WARNING") == 0)
+		s->warned = true;
+	if (detail)
+		pn_log(PN_LOG_ERROR, "database notice: %.*s (%.*s)", (int)strcspn(msg, "\n"), msg,
+		       (int)strcspn(detail, "\n"), detail);
+	else
+		pn_log(PN_LOG_ERROR, "database notice: %.*s", (int)strcspn(msg, "\n"), msg);
+}
+
 static bool
 connect_db(struct pn_store *s, struct pn_err *err)
 {
@@ -95,6 +136,14 @@ connect_db(struct pn_store *s, struct pn_err *err)
 		disconnect(s);
 		return false;
 	}
+	PQsetNoticeReceiver(s->conn, notice_to_log, s);
+	/*
+	 * Without prepared statements (a transaction pooler) nothing may
+	 * depend on the server session: the timeout goes with each ingest
+	 * (exec_unnamed) and the statement is parsed each time.
+	 */
+	if (!s->use_prepared)
+		return true;
 	/* A session setting, so that it also works through a session pooler. */
 	snprintf(sql, sizeof(sql), "SET statement_timeout = %s", s->timeout_ms);
 	res = PQexec(s->conn, sql);
@@ -107,8 +156,15 @@ connect_db(struct pn_store *s, struct pn_err *err)
 	PQclear(res);
 	res = PQprepare(s->conn, INGEST_STMT, INGEST_SQL, INGEST_NPARAMS, NULL);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-		set_pq_error(err, "could not prepare the ingest statement (is the schema loaded? "
-			     "run `paynotify migrate`)", PQerrorMessage(s->conn));
+		const char *st = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+		if (st && strcmp(st, "42P05") == 0)	/* duplicate_prepared_statement */
+			set_pq_error(err, "could not prepare the ingest statement (this server "
+				     "session already has one: a transaction pooler? set [database] "
+				     "prepared_statements = off)", PQerrorMessage(s->conn));
+		else
+			set_pq_error(err, "could not prepare the ingest statement (is the schema "
+				     "loaded? run `paynotify migrate`)", PQerrorMessage(s->conn));
 		PQclear(res);
 		disconnect(s);
 		return false;
@@ -121,7 +177,8 @@ connect_db(struct pn_store *s, struct pn_err *err)
 static bool
 ensure_connected(struct pn_store *s, struct pn_err *err)
 {
-	if (s->conn != NULL && PQstatus(s->conn) == CONNECTION_OK && s->prepared)
+	if (s->conn != NULL && PQstatus(s->conn) == CONNECTION_OK
+	    && (s->prepared || !s->use_prepared))
 		return true;
 	return connect_db(s, err);
 }
@@ -131,6 +188,101 @@ static bool
 connection_lost(const struct pn_store *s)
 {
 	return s->conn == NULL || PQstatus(s->conn) != CONNECTION_OK;
+}
+
+/*
+ * Is this server, or this session, unusable for writes although the
+ * connection is up?  The statement failed, so nothing was committed, and
+ * only a new connection can help: a read-only server (a standby, or a
+ * primary demoted under us: 25006 read_only_sql_transaction), a server
+ * shutting down or starting (57P0x: admin_shutdown, crash_shutdown,
+ * cannot_connect_now, idle_session_timeout), a broken link (class 08).
+ * With a multi-host conninfo and target_session_attrs=read-write the new
+ * connection finds the writable server; libpq does that part.
+ */
+static bool
+session_unusable(const char *sqlstate)
+{
+	if (sqlstate == NULL)
+		return false;
+	return strcmp(sqlstate, "25006") == 0 || strncmp(sqlstate, "57P0", 4) == 0
+	    || strncmp(sqlstate, "08", 2) == 0;
+}
+
+/* Send the ingest statement; the result, or NULL.  Success (PGRES_TUPLES_OK)
+ * is only returned once the server said ReadyForQuery, i.e. after the
+ * commit: a connection lost before that is an error result. */
+static PGresult *
+exec_unnamed(struct pn_store *s, const char *const *values, const int *lengths,
+	     const int *formats)
+{
+	const char *tvals[1] = {s->timeout_ms};
+	PGresult *res, *out = NULL, *err = NULL;
+	int	nresults = 0;
+
+	/*
+	 * One round trip, one implicit transaction: set_config(..., true) is
+	 * local to the transaction that the pipeline's single Sync ends, so
+	 * the ingest statement runs under our statement_timeout and nothing
+	 * stays behind on a pooled server connection.  The commit happens at
+	 * the Sync: only a PGRES_PIPELINE_SYNC proves it.
+	 */
+	if (!PQenterPipelineMode(s->conn))
+		return NULL;
+	if (!PQsendQueryParams(s->conn, "SELECT set_config('statement_timeout', $1, true)", 1,
+			       NULL, tvals, NULL, NULL, 0)
+	    || !PQsendQueryParams(s->conn, INGEST_SQL, INGEST_NPARAMS, NULL, values, lengths,
+				  formats, 0)
+	    || !PQpipelineSync(s->conn))
+		goto done;
+	for (;;) {
+		res = PQgetResult(s->conn);
+		if (res == NULL) {
+			/* end of one query's results; a dead connection ends here too */
+			if (connection_lost(s))
+				break;
+			continue;
+		}
+		switch (PQresultStatus(res)) {
+		case PGRES_PIPELINE_SYNC:
+			PQclear(res);
+			goto synced;
+		case PGRES_TUPLES_OK:
+			nresults++;
+			if (nresults == 2) {
+				PQclear(out);
+				out = res;
+			} else
+				PQclear(res);
+			break;
+		default:
+			if (err == NULL)
+				err = res;
+			else
+				PQclear(res);
+			if (connection_lost(s))
+				goto done;
+			break;
+		}
+	}
+	goto done;
+synced:
+	if (err == NULL && out != NULL) {
+		(void)PQexitPipelineMode(s->conn);
+		return out;
+	}
+done:
+	PQclear(out);
+	if (connection_lost(s)) {
+		/* PQexitPipelineMode refuses a broken connection; it is dropped anyway */
+		return err;
+	}
+	if (!PQexitPipelineMode(s->conn)) {
+		PQclear(err);
+		disconnect(s);
+		return NULL;
+	}
+	return err;
 }
 
 static const char *
@@ -155,7 +307,8 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 	char   *escaped[INGEST_NPARAMS] = {NULL};
 	const char *orig[INGEST_NPARAMS];
 	int	attempt, i;
-	bool	ok;
+	bool	ok, unusable;
+	const char *sqlstate;
 
 	values[0] = site;
 	values[1] = provider;
@@ -198,8 +351,28 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 
 		if (!ensure_connected(s, err))
 			break;
-		res = PQexecPrepared(s->conn, INGEST_STMT, INGEST_NPARAMS, values, lengths,
-				     formats, 0);
+		s->warned = false;
+		if (s->use_prepared)
+			res = PQexecPrepared(s->conn, INGEST_STMT, INGEST_NPARAMS, values, lengths,
+					     formats, 0);
+		else
+			res = exec_unnamed(s, values, lengths, formats);
+		if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && s->warned) {
+			/*
+			 * Committed, but PostgreSQL warned while it did (see
+			 * notice_to_log): the synchronous standby may not have
+			 * it.  Not a success to pass on.  The same retry as for a
+			 * lost connection: its own commit comes later in the WAL,
+			 * so once the standby confirms it, it has the first one
+			 * too; the retry counts a duplicate delivery.
+			 */
+			PQclear(res);
+			pn_err_set(err, "could not store notification: the database warned during the "
+				   "commit (outcome not certain: not acknowledged)");
+			if (attempt == 0)
+				pn_log(PN_LOG_ERROR, "%s; retrying once", err->msg);
+			continue;
+		}
 		if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
 			int64_t id = 0;
 
@@ -215,17 +388,47 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 			ok = true;
 			break;
 		}
-		set_pq_error(err, "could not store notification", PQresultErrorMessage(res)[0]
-			     ? PQresultErrorMessage(res) : PQerrorMessage(s->conn));
+		set_pq_error(err, "could not store notification", res && PQresultErrorMessage(res)[0]
+			     ? PQresultErrorMessage(res)
+			     : s->conn ? PQerrorMessage(s->conn) : "connection lost");
+		sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+		unusable = session_unusable(sqlstate);
+		if (sqlstate && strcmp(sqlstate, "26000") == 0 && s->use_prepared) {
+			/*
+			 * Our named statement is not on the server session we
+			 * reached: a transaction (or statement) pooler hands out
+			 * server connections per transaction.  The statement did
+			 * not run; re-prepare once on a new connection, and say
+			 * what to configure.
+			 */
+			pn_log(PN_LOG_ERROR, "the prepared ingest statement is missing on this server "
+			       "session (a transaction pooler?): set [database] prepared_statements = "
+			       "off");
+			unusable = true;
+		}
 		PQclear(res);
 		/*
-		 * A lost connection is retried once on a new one: if the first
-		 * attempt did commit, the retry finds the event and counts a
-		 * duplicate delivery, which is exactly what the provider's own
-		 * retry would do.  Anything else (timeout, constraint) fails.
+		 * A lost connection is an unknown outcome: the statement may or
+		 * may not have committed (the connection can break after the
+		 * commit record and before ReadyForQuery).  Nothing is answered
+		 * from it.  It is retried once on a new connection, and only
+		 * that retry's own, complete result decides: if the first
+		 * attempt committed, the retry finds the stored event and
+		 * counts a duplicate delivery (proof of the commit, on the
+		 * server we can now reach); if it did not, the retry applies
+		 * it.  Either way the success ack then follows a commit we saw.
+		 * If the retry fails too, the caller answers "retry later" and
+		 * the provider's own retry resolves it the same way.
+		 *
+		 * A read-only or shutting-down server (see session_unusable)
+		 * failed the statement, so nothing committed: the same one
+		 * retry on a new connection, which finds the new primary.
+		 * Anything else (timeout, constraint) fails on this connection.
 		 */
-		if (!connection_lost(s))
+		if (!connection_lost(s) && !unusable)
 			break;
+		if (attempt == 0)
+			pn_log(PN_LOG_ERROR, "%s; retrying once on a new connection", err->msg);
 		disconnect(s);
 	}
 	for (i = 0; i < 16; i++)

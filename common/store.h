@@ -34,6 +34,11 @@ struct pn_store *pn_store_new(const char *conninfo, int64_t statement_timeout_ms
 			      int64_t connect_timeout_s, const char *application_name);
 void pn_store_free(struct pn_store *s);		/* NULL-safe */
 
+/* [database] prepared_statements: on (default) prepares ingest once per
+ * connection and sets statement_timeout for the session; off sends it
+ * unnamed with the timeout local to its transaction (transaction pooler). */
+void pn_store_set_prepared(struct pn_store *s, bool on);
+
 bool pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 		     const struct pn_event *ev, const char *raw_headers_json,
 		     const unsigned char *body, size_t body_len,

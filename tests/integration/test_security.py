@@ -228,14 +228,16 @@ SECRETISH = re.compile(r"(sig|mac|hash|sign|digest|hmac|want|expected|tag)", re.
 COMPARE_FNS = ("memcmp", "strcmp", "strncmp", "strcasecmp", "strncasecmp", "bcmp", "timingsafe_bcmp")
 SQL_FNS = {"PQexec": 1, "PQexecParams": 1, "PQprepare": 2, "PQsendQuery": 1,
            "PQsendQueryParams": 1, "PQsendPrepare": 2, "pn_db_query": 1, "pn_db_script": 1,
-           "pn_admin_query": 1}
+           "pn_admin_query": 1, "pn_db_copy_out": 1, "query1": 1}
 # Reviewed exceptions: (file, function called, argument text) -> why it is safe
 SQL_ALLOWED = {
     ("common/store.c", "PQexec", "sql"):
         "SET statement_timeout = %s from the configured integer (store.c connect_db)",
     ("admin/db.c", "PQexecParams", "sql"): "pn_db_query() itself: its callers are checked",
-    ("admin/db.c", "PQexec", "sql"): "pn_db_script() itself: its callers are checked",
+    ("admin/db.c", "PQexec", "sql"): "pn_db_script() and pn_db_copy_out() themselves: their "
+        "callers are checked",
     ("admin/main.c", "pn_db_query", "sql"): "pn_admin_query() itself: its callers are checked",
+    ("admin/cmd_purge.c", "pn_db_query", "sql"): "query1() itself: its callers are checked",
     ("admin/cmd_migrate.c", "pn_db_script", "sql"):
         "the text of the numbered sql/*.sql files, applied as they are",
 }
@@ -302,7 +304,15 @@ def is_constant(arg, src):
         return re.search(pat, src) is not None or re.search(pat, headers()) is not None
     m = re.search(r"static\s+const\s+char\s+%s\s*\[\s*\]\s*=\s*((?:\s*\"(?:[^\"\\]|\\.)*\")+)\s*;"
                   % re.escape(arg), src)
-    return m is not None
+    if m is not None:
+        return True
+    # literals and literal macros: "SELECT ... WHERE" ELIGIBLE "AND ..."
+    m = re.search(r"static\s+const\s+char\s+%s\s*\[\s*\]\s*=\s*((?:\s*(?:\"(?:[^\"\\]|\\.)*\"|"
+                  r"[A-Z][A-Z0-9_]*))+)\s*;" % re.escape(arg), src)
+    if m is None:
+        return False
+    parts = re.findall(r'"(?:[^"\\]|\\.)*"|[A-Z][A-Z0-9_]*', m.group(1))
+    return all(p.startswith('"') or is_constant(p, src) for p in parts)
 
 
 def mac_compare_violations(files):

@@ -198,9 +198,10 @@ class PgCluster:
     base/server.log  the server log
     """
 
-    def __init__(self, port=5432, load_schema=True):
+    def __init__(self, port=5432, load_schema=True, settings=()):
         self.port = port
         self.load_schema = load_schema
+        self.settings = list(settings)      # more postgresql.conf lines (they win)
         self.bindir = pg_bindir()
         self.base = None
         self.data = None
@@ -266,7 +267,7 @@ class PgCluster:
             "log_min_messages = warning",
             "log_connections = off",
             "log_line_prefix = '%m [%p] %q%u@%d '",
-        ]
+        ] + self.settings
         # postgresql.conf belongs to `nobody` when we are root: append as root
         with open(conf, "a") as f:
             f.write("\n# pntest\n" + "\n".join(settings) + "\n")
@@ -396,6 +397,105 @@ class PgCluster:
 
     def diagnostics(self):
         return "---- PostgreSQL server log (%s) ----\n%s" % (self.logfile, self.server_log())
+
+
+class PgBouncer:
+    """Debian's pgbouncer in front of a PgCluster, on a unix socket in its
+    own temp dir (no TCP), trust authentication, pool_mode session or
+    transaction.  As root it runs as `nobody` (pgbouncer refuses root)."""
+
+    def __init__(self, cluster, pool_mode, pool_size=4, port=6432):
+        self.cluster = cluster
+        self.pool_mode = pool_mode
+        self.pool_size = pool_size
+        self.port = port
+        self.base = None
+        self.proc = None
+        self.logfile = None
+
+    @staticmethod
+    def binary():
+        return shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
+
+    def conninfo(self):
+        return "host=%s port=%d dbname=%s user=%s" % (self.base, self.port, PG_DB, PG_USER)
+
+    def start(self):
+        if not os.path.exists(self.binary()):
+            raise RuntimeError("pgbouncer not found (apt-get install pgbouncer)")
+        self.base = scratch_dir("pntest-pgb.")
+        _cleanups.append(self.stop)
+        _diagnostics.append(self)
+        os.chmod(self.base, 0o755)
+        self.logfile = os.path.join(self.base, "pgbouncer.log")
+        users = os.path.join(self.base, "userlist.txt")
+        with open(users, "w") as f:
+            f.write('"%s" ""\n' % PG_USER)
+        ini = os.path.join(self.base, "pgbouncer.ini")
+        with open(ini, "w") as f:
+            f.write("\n".join([
+                "[databases]",
+                "%s = host=%s port=%d dbname=%s" % (PG_DB, self.cluster.base, self.cluster.port,
+                                                    PG_DB),
+                "[pgbouncer]",
+                "listen_addr =",
+                "listen_port = %d" % self.port,
+                "unix_socket_dir = %s" % self.base,
+                "auth_type = trust",
+                "auth_file = %s" % users,
+                "admin_users = %s" % PG_USER,
+                "pool_mode = %s" % self.pool_mode,
+                "default_pool_size = %d" % self.pool_size,
+                "max_client_conn = 500",
+                "server_reset_query = DISCARD ALL",
+                "logfile = %s" % self.logfile,
+                "pidfile = %s" % os.path.join(self.base, "pgbouncer.pid"),
+                ""]))
+        argv = [self.binary(), "-q", ini]
+        if IS_ROOT:
+            import pwd
+            pw = pwd.getpwnam("nobody")
+            for path in (self.base, users, ini):
+                os.chown(path, pw.pw_uid, pw.pw_gid)
+            argv = ["runuser", "-u", "nobody", "--"] + argv
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, env=clean_env(), cwd=self.base)
+        sock = os.path.join(self.base, ".s.PGSQL.%d" % self.port)
+        deadline = time.monotonic() + 15
+        while not os.path.exists(sock):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("pgbouncer did not start:\n" + _tail(self.logfile))
+            time.sleep(0.05)
+        return self
+
+    def psql(self, sql, db=PG_DB):
+        """Run SQL through the pooler (db "pgbouncer": its admin console)."""
+        argv = ["psql", "-X", "-q", "-A", "-t", "-h", self.base, "-p", str(self.port),
+                "-U", PG_USER, "-d", db, "-c", sql]
+        p = subprocess.run(argv, env=clean_env(), stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+        if p.returncode != 0:
+            raise RuntimeError("psql via pgbouncer failed: %s" % p.stderr.decode())
+        return p.stdout.decode()
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+        if self in _diagnostics:
+            _diagnostics.remove(self)
+        if self.base:
+            d = self.base
+            _cleanups.insert(0, lambda: shutil.rmtree(d, ignore_errors=True))
+            self.base = None
+
+    def diagnostics(self):
+        return "---- pgbouncer log (%s) ----\n%s" % (self.logfile, _tail(self.logfile or ""))
 
 
 def q(s):
