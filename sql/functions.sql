@@ -320,7 +320,8 @@ BEGIN
     INSERT INTO paynotify.feed (consumer, event_id, site, provider, order_id, notification_id,
                                 event_kind, outcome, order_status, amount_minor, currency,
                                 refund_minor, replayed)
-    SELECT c.consumer, v_id, p_site, p_provider, p_order_id, p_notification_id, p_event_kind,
+    SELECT c.consumer, v_id, p_site, p_provider, coalesce(p_order_id, ''), p_notification_id,
+           p_event_kind,
            p_outcome, p_order_status, p_amount_minor, p_currency, p_refund_minor, p_replayed
       FROM paynotify.feed_consumers c;
     RETURN v_id;
