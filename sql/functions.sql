@@ -377,7 +377,6 @@ CREATE OR REPLACE FUNCTION paynotify.ingest(
     OUT event_id bigint, OUT wakeup text)
 LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
-    v_id       bigint := nextval('paynotify.notifications_id_seq');
     v_key      text := p_dedup_key;
     v_order_id text := p_order_id;
     v_outcome  text := 'applied';
@@ -393,11 +392,10 @@ BEGIN
 
     -- 1. the notification row: the event lock
     INSERT INTO paynotify.notifications AS n
-           (id, site, provider, dedup_key, event_kind, event_type, order_id, psp_txn_id,
+           (site, provider, dedup_key, event_kind, event_type, order_id, psp_txn_id,
             psp_event_id, amount_minor, currency, refund_minor, refund_cumulative, psp_time,
             outcome, outcome_detail, raw_headers, raw_body, key_id, source)
-    OVERRIDING SYSTEM VALUE
-    VALUES (v_id, p_site, p_provider, v_key, p_event_kind, p_event_type, v_order_id,
+    VALUES (p_site, p_provider, v_key, p_event_kind, p_event_type, v_order_id,
             p_psp_txn_id, p_psp_event_id, p_amount_minor, p_currency, p_refund_minor,
             coalesce(p_refund_cumulative, false), p_psp_time, v_outcome, v_detail,
             coalesce(p_raw_headers, '{}'), p_raw_body, p_key_id,
@@ -419,11 +417,10 @@ BEGIN
                  || md5(concat_ws('|', p_event_kind, p_order_id, p_psp_txn_id, p_amount_minor,
                                   p_currency, p_refund_minor));
         INSERT INTO paynotify.notifications AS n
-               (id, site, provider, dedup_key, event_kind, event_type, order_id, psp_txn_id,
+               (site, provider, dedup_key, event_kind, event_type, order_id, psp_txn_id,
                 psp_event_id, amount_minor, currency, refund_minor, refund_cumulative, psp_time,
                 outcome, outcome_detail, raw_headers, raw_body, key_id, source)
-        OVERRIDING SYSTEM VALUE
-        VALUES (v_id, p_site, p_provider, v_key, p_event_kind, p_event_type, v_order_id,
+        VALUES (p_site, p_provider, v_key, p_event_kind, p_event_type, v_order_id,
                 p_psp_txn_id, p_psp_event_id, p_amount_minor, p_currency, p_refund_minor,
                 coalesce(p_refund_cumulative, false), p_psp_time, 'conflicting_duplicate',
                 'same event key as an earlier notification, different content',
@@ -435,7 +432,8 @@ BEGIN
              INTO notification_id, outcome, deliveries, order_id;
     END IF;
 
-    duplicate := notification_id <> v_id;
+    -- A new row has deliveries 1; ON CONFLICT DO UPDATE always adds one.
+    duplicate := deliveries > 1;
     IF duplicate OR outcome <> 'applied' THEN
         RETURN;         -- a duplicate, a flagged or a conflicting one: done
     END IF;
@@ -452,15 +450,15 @@ BEGIN
        OR a.detail IS NOT NULL THEN
         UPDATE paynotify.notifications n
            SET outcome = a.outcome, order_id = a.order_id, outcome_detail = a.detail
-         WHERE n.id = v_id;
+         WHERE n.id = notification_id;
     END IF;
 
     -- 3. the feed
     IF outcome IN ('applied', 'paid_after_close') THEN
-        event_id := paynotify.feed_append(v_id, p_site, p_provider, order_id, p_event_kind,
+        event_id := paynotify.feed_append(notification_id, p_site, p_provider, order_id, p_event_kind,
                                           outcome, order_status, p_amount_minor, p_currency,
                                           p_refund_minor, false);
-        wakeup := paynotify.wakeup_payload(event_id, v_id, p_site, p_provider, order_id,
+        wakeup := paynotify.wakeup_payload(event_id, notification_id, p_site, p_provider, order_id,
                                            p_event_kind, order_status, false);
     END IF;
 END;
