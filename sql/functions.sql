@@ -455,11 +455,11 @@ BEGIN
 
     -- 3. the feed
     IF outcome IN ('applied', 'paid_after_close') THEN
-        event_id := paynotify.feed_append(notification_id, p_site, p_provider, order_id, p_event_kind,
-                                          outcome, order_status, p_amount_minor, p_currency,
-                                          p_refund_minor, false);
-        wakeup := paynotify.wakeup_payload(event_id, notification_id, p_site, p_provider, order_id,
-                                           p_event_kind, order_status, false);
+        event_id := paynotify.feed_append(notification_id, p_site, p_provider, order_id,
+                                          p_event_kind, outcome, order_status, p_amount_minor,
+                                          p_currency, p_refund_minor, false);
+        wakeup := paynotify.wakeup_payload(event_id, notification_id, p_site, p_provider,
+                                           order_id, p_event_kind, order_status, false);
     END IF;
 END;
 $$;
