@@ -8,6 +8,10 @@
 # session: ANALYZE empty tables, warm the plan cache with ingest calls, store
 # 20,000 notifications, then count the sequential scans one more ingest (a
 # new event and a duplicate) makes on the two tables: there must be none.
+# And (issue 12) one session from an EMPTY, never-analysed schema: 20,000
+# notifications, the index scans and the tuples they read per notification
+# from the 19,000th to the 20,000th are not more than from the 100th to the
+# 1,100th.
 
 import os
 import subprocess
@@ -112,7 +116,10 @@ class IngestPlans(unittest.TestCase):
             while i < lo:
                 script += step(i)
                 i += 1
-            script.append("BEGIN;")
+            # PostgreSQL 15's pg_stat_xact_* views count everything not yet
+            # flushed to the shared stats, not only the current transaction:
+            # flush first, so the window counts its own 1,000 notifications
+            script += ["SELECT pg_stat_force_next_flush();", "SELECT pg_sleep(0.05);", "BEGIN;"]
             while i < hi:
                 script += step(i)
                 i += 1
@@ -130,11 +137,13 @@ class IngestPlans(unittest.TestCase):
                          "idx_tup_fetch): 100-1,100 %s, 19,000-20,000 %s\n" % (early, late))
         self.assertEqual((early[0], late[0]), (0, 0), "a sequential scan on the ingest path")
         self.assertEqual((early[1], late[1]), (0, 0))
-        # constant: within 1 % (measured: 3,845 and 3,859 heap tuples through
-        # index scans per 1,000).  The failure this guards against (a cached
-        # plan walking every stored row) multiplies it by ~19 here.
-        self.assertLessEqual(late[3], early[3] * 1.01, "index tuples fetched per ingest grew")
-        self.assertLessEqual(late[2], early[2] * 1.01, "index scans per ingest grew")
+        # constant (measured: 4,600 index scans and 3,500 heap tuples through
+        # them in both windows: per notification one arbiter probe, the
+        # order's lock and update, the feed's consumer groups).  The failure
+        # this guards against (a cached plan walking every stored row)
+        # multiplies the tuples by ~19 here.
+        self.assertLessEqual(late[3], early[3], "index tuples fetched per ingest grew")
+        self.assertLessEqual(late[2], early[2], "index scans per ingest grew")
         # and every notification did what it should
         st = PG.psql("SELECT outcome, count(*) FROM paynotify.notifications GROUP BY 1 ORDER BY 1",
                      db="fresh")
