@@ -15,6 +15,7 @@
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import threading
@@ -213,6 +214,85 @@ class Feed(unittest.TestCase):
         self.assertEqual(row, [("applied", "t", "true")])
         ev = PG.psql("SELECT order_id, outcome, replayed FROM paynotify.feed")
         self.assertEqual(ev, [("R-1", "applied", "t")])
+
+
+class ThroughPooler(unittest.TestCase):
+    """claim_events/ack_events keep no session state: two consumers through
+    pgbouncer in transaction mode, sharing ONE server connection."""
+
+    def setUp(self):
+        if shutil.which("pgbouncer") is None:
+            self.skipTest("pgbouncer is not installed (apt-get install pgbouncer)")
+        PG.psql("TRUNCATE paynotify.notifications, paynotify.orders, paynotify.feed")
+        d = pntest.scratch_dir("pntest-pgb.")
+        os.chmod(d, 0o777)
+        pntest.add_cleanup(lambda: shutil.rmtree(d, ignore_errors=True))
+        self.dir, self.port = d, 6432
+        with open(os.path.join(d, "pgbouncer.ini"), "w") as f:
+            f.write("[databases]\npaynotify = host=%s port=%d dbname=paynotify user=paynotify\n"
+                    "[pgbouncer]\nlisten_addr =\nunix_socket_dir = %s\nlisten_port = %d\n"
+                    "auth_type = any\npool_mode = transaction\ndefault_pool_size = 1\n"
+                    "max_client_conn = 50\nlogfile = %s/pgbouncer.log\n"
+                    "pidfile = %s/pgbouncer.pid\n" % (PG.base, PG.port, d, self.port, d, d))
+        argv = ["pgbouncer", os.path.join(d, "pgbouncer.ini")]
+        if pntest.IS_ROOT:
+            argv = ["runuser", "-u", "nobody", "--"] + argv
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, env=pntest.clean_env())
+        self.addCleanup(self.stop)
+        sock = os.path.join(d, ".s.PGSQL.%d" % self.port)
+        for _ in range(100):
+            if os.path.exists(sock):
+                break
+            time.sleep(0.05)
+        self.assertTrue(os.path.exists(sock), "pgbouncer did not start")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+    def pooled(self, sql):
+        argv = ["psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", self.dir,
+                "-p", str(self.port), "-U", "paynotify", "-d", "paynotify", "-c", sql]
+        p = subprocess.run(argv, env=pntest.clean_env(), stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return [l.split("|") for l in p.stdout.splitlines() if l]
+
+    def test_two_consumers_through_transaction_pooling(self):
+        Feed.make_events(self, 20, 4, "P")                 # 100 events
+        got, errors = {"a": [], "b": []}, []
+
+        def consumer(name):
+            try:
+                idle = 0
+                while idle < 3:
+                    rows = self.pooled("SELECT event_id FROM paynotify.claim_events('default', 7)")
+                    if not rows:
+                        idle += 1
+                        continue
+                    idle = 0
+                    ids = [r[0] for r in rows]
+                    got[name] += ids
+                    self.pooled("SELECT paynotify.ack_events('default', ARRAY[%s]::bigint[])"
+                                % ",".join(ids))
+            except Exception as e:  # reported below
+                errors.append(e)
+
+        ts = [threading.Thread(target=consumer, args=(n,)) for n in got]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(120)
+        self.assertEqual(errors, [])
+        self.assertEqual(set(got["a"]) & set(got["b"]), set())
+        self.assertEqual(len(set(got["a"]) | set(got["b"])), 100)
+        self.assertEqual(PG.scalar("SELECT count(*) FROM paynotify.feed"), "0")
+        # one server connection served both consumers
+        self.assertEqual(PG.scalar("SELECT count(*) FROM pg_stat_activity WHERE "
+                                   "backend_type = 'client backend' AND datname = 'paynotify' "
+                                   "AND pid <> pg_backend_pid()"), "1")
 
 
 class ReceiverFeed(unittest.TestCase):
