@@ -102,8 +102,11 @@ serve_cgi(const struct pn_provider *provider, struct pn_config *cfg)
 		cgi_deadline_us = pn_now_us() + cfg->read_timeout_ms * 1000;
 	pn_receiver_init(&rcv, provider, cfg);
 	pn_pipeline_handle(&rcv, &io);
-	if (fflush(stdout) != 0)
+	/* Close stdout first: the web server has the whole answer before the
+	 * wake-up is sent. */
+	if (fclose(stdout) != 0)
 		rc = PN_EXIT_IOERR;
+	pn_pipeline_after_answer(&rcv);
 	pn_receiver_destroy(&rcv);
 	pn_cfg_free(cfg);
 	return rc;

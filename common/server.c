@@ -598,6 +598,7 @@ worker_loop(struct pn_receiver *rcv, int listen_fd, const char *reload_path)
 		deadline_arm(req.ipcFd, timeout_ms);
 		FCGX_Finish_r(&req);
 		deadline_disarm();
+		pn_pipeline_after_answer(rcv);
 	}
 	/* a kept connection, closed: libfcgi drains it, bounded as above */
 	if (req.ipcFd >= 0)
