@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "admin.h"
+#include "crypto.h"
 
 #define EXPIRY_WARN_DAYS 30
 
@@ -66,6 +67,45 @@ print_keys(const char *what, const struct pn_pubkey *k, size_t n, time_t now, in
 		printf("\n");
 	}
 	return problems;
+}
+
+/*
+ * Site binding (issue 11): what the loader accepts but an operator should
+ * know.  Returns the number of warnings printed.
+ */
+static int
+binding_warnings(const struct pn_config *cfg)
+{
+	size_t	i, j, stripe_sites = 0, unmarked = 0;
+	int	warnings = 0;
+
+	for (i = 0; i < cfg->nsites; i++) {
+		const struct pn_site *s = &cfg->sites[i];
+
+		for (j = 0; s->alipay.configured && j < s->alipay.nkeys; j++)
+			if (EVP_PKEY_get_bits(s->alipay.keys[j].pkey) < PN_RSA_MIN_BITS) {
+				printf("WARNING: site %s: Alipay key %s has %d bits (accepted for the "
+				       "legacy sign_type RSA only); move the app to RSA2 with a 2048-bit "
+				       "key\n", s->name, s->alipay.keys[j].id,
+				       EVP_PKEY_get_bits(s->alipay.keys[j].pkey));
+				warnings++;
+			}
+		if (s->stripe.configured) {
+			stripe_sites++;
+			if (s->stripe.site_metadata == NULL)
+				unmarked++;
+		}
+	}
+	if (stripe_sites > 1 && unmarked > 0) {
+		printf("WARNING: %zu sites configure Stripe and %zu of them set no "
+		       "stripe.site_metadata: if they share one Stripe account, every event reaches "
+		       "every endpoint and one site's payment can pay another site's order with the "
+		       "same order id; give each site its own marker (e.g. stripe.site_metadata = "
+		       "site=<name>, set in the PaymentIntent's or Checkout Session's metadata)\n",
+		       stripe_sites, unmarked);
+		warnings++;
+	}
+	return warnings;
 }
 
 static int
@@ -141,6 +181,7 @@ check_config_exec(int argc, char **argv, const char *config_path)
 			print_secrets("secret keys", s->twoc2p.secrets, s->twoc2p.nsecrets);
 		}
 	}
+	warnings += binding_warnings(cfg);
 	conn = pn_db_connect(cfg, &err);
 	if (conn == NULL || !pn_db_schema_version(conn, &version, &err)) {
 		printf("database: ERROR: %s\n", err.msg);

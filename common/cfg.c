@@ -46,6 +46,10 @@ static const struct choice twoc2p_apis[] = {
 	{"jwt", PN_2C2P_JWT}, {"redirect", PN_2C2P_REDIRECT}, {NULL, 0}};
 static const struct choice twoc2p_hashes[] = {
 	{"sha1", PN_2C2P_SHA1}, {"sha256", PN_2C2P_SHA256}, {NULL, 0}};
+static const struct choice twoc2p_invoices[] = {
+	{"empty", PN_2C2P_INVOICE_EMPTY}, {"order_id", PN_2C2P_INVOICE_ORDER_ID}, {NULL, 0}};
+static const struct choice stripe_modes[] = {
+	{"live", PN_STRIPE_LIVE}, {"test", PN_STRIPE_TEST}, {NULL, 0}};
 
 struct keydef {
 	const char *section;	/* database, limits, log, site */
@@ -91,6 +95,13 @@ static const struct keydef keydefs[] = {
 	 NULL, NULL, "endpoint signing secret file(s) (whsec_...), one secret a line: rotation"},
 	{"site", "stripe.test_signing", K_BOOL, S(stripe.test_signing), 0, 0, 0, NULL, "off",
 	 "sandbox sites only: let `paynotify sign` sign test events with the site's secret"},
+	{"site", "stripe.mode", K_CHOICE, S(stripe.mode), 0, 0, 0, stripe_modes, "live",
+	 "live or test: an event whose livemode is the other mode is stored mode_mismatch, "
+	 "acknowledged, never applied"},
+	{"site", "stripe.site_metadata", K_STR, S(stripe.site_metadata), 0, 0, 0, NULL, NULL,
+	 "KEY=VALUE that the event object's metadata must carry (metadata.KEY = VALUE); "
+	 "required in practice when several sites share one Stripe account, which sends every "
+	 "event to every endpoint: an event without it is stored merchant_mismatch"},
 	{"site", "stripe.tolerance_s", K_INT, S(stripe.tolerance_s), 0, 1, 86400, NULL, "300",
 	 "largest accepted age of the Stripe-Signature timestamp (future ones pass, as in the SDKs)"},
 
@@ -125,6 +136,9 @@ static const struct keydef keydefs[] = {
 	 "jwt (PGW v4 backend notification) or redirect (legacy Redirect API)"},
 	{"site", "2c2p.redirect_hash", K_CHOICE, S(twoc2p.redirect_hash), 0, 0, 0, twoc2p_hashes,
 	 "sha1", "HMAC digest of the legacy hash_value"},
+	{"site", "2c2p.redirect_invoice_no", K_CHOICE, S(twoc2p.redirect_invoice_no), 0, 0, 0,
+	 twoc2p_invoices, "empty", "legacy only: what invoice_no carries, empty or order_id "
+	 "itself; anything else is refused, because nothing signs where order_id ends"},
 	{"site", "2c2p.test_signing", K_BOOL, S(twoc2p.test_signing), 0, 0, 0, NULL, "off",
 	 "sandbox sites only: let `paynotify sign` sign test notifications with the site's key"},
 };
@@ -253,13 +267,19 @@ failed:
 	return false;
 }
 
+/*
+ * min_bits: 2048 for every key, except Alipay's (1024), whose floor depends
+ * on alipay.sign_type, which may come later in the section: validate_site
+ * then requires 2048 for RSA2 and accepts 1024 for the legacy RSA.
+ */
 static bool
-load_pubkey(const char *path, struct pn_pubkey **list, size_t *n, struct pn_err *err)
+load_pubkey(const char *path, int min_bits, struct pn_pubkey **list, size_t *n,
+	    struct pn_err *err)
 {
 	struct pn_pubkey k;
 
 	memset(&k, 0, sizeof(k));
-	k.pkey = pn_pubkey_load(path, &k.serial, &k.not_after, err);
+	k.pkey = pn_pubkey_load_bits(path, min_bits, &k.serial, &k.not_after, err);
 	if (k.pkey == NULL) {
 		pn_err_prefix(err, "could not load key \"%s\"", path);
 		return false;
@@ -397,7 +417,9 @@ assign(struct parser *p, const struct keydef *kd, void *base, char *value,
 			if (kd->type == K_SECRETS)
 				ok = load_secrets(path, (struct pn_secret **)field, count, err);
 			else
-				ok = load_pubkey(path, (struct pn_pubkey **)field, count, err);
+				ok = load_pubkey(path, strcmp(kd->key, "alipay.public_key_file") == 0
+						 ? PN_RSA_LEGACY_MIN_BITS : PN_RSA_MIN_BITS,
+						 (struct pn_pubkey **)field, count, err);
 			free(path);
 			if (!ok)
 				return false;
@@ -563,9 +585,26 @@ validate_site(const struct pn_site *s, struct pn_err *err)
 		REQUIRE(s->alipay.app_id, "alipay.app_id is required for Alipay");
 		REQUIRE(s->alipay.seller_id, "alipay.seller_id is required for Alipay");
 		REQUIRE(s->alipay.nkeys > 0, "alipay.public_key_file is required for Alipay");
+		for (i = 0; i < s->alipay.nkeys; i++)
+			if (s->alipay.sign_type == PN_ALIPAY_RSA2
+			    && EVP_PKEY_get_bits(s->alipay.keys[i].pkey) < PN_RSA_MIN_BITS) {
+				pn_err_set(err, "site \"%s\": Alipay key %s has %d bits; alipay.sign_type "
+					   "RSA2 needs at least %d (only the legacy RSA accepts %d)",
+					   s->name, s->alipay.keys[i].id,
+					   EVP_PKEY_get_bits(s->alipay.keys[i].pkey), PN_RSA_MIN_BITS,
+					   PN_RSA_LEGACY_MIN_BITS);
+				return false;
+			}
 	}
-	if (s->stripe.configured)
+	if (s->stripe.configured) {
 		REQUIRE(s->stripe.nsecrets > 0, "stripe.secret_files is required for Stripe");
+		if (s->stripe.site_metadata != NULL && !pn_cfg_stripe_marker(s, NULL, NULL)) {
+			pn_err_set(err, "site \"%s\": invalid stripe.site_metadata \"%s\": expected "
+				   "KEY=VALUE, KEY at most 40 letters, digits, '_' or '-', VALUE 1 to "
+				   "500 characters", s->name, s->stripe.site_metadata);
+			return false;
+		}
+	}
 	if (s->wechatpay.configured) {
 		bool v3 = s->wechatpay.napiv3_keys > 0;
 
@@ -694,6 +733,7 @@ pn_cfg_free(struct pn_config *cfg)
 		EVP_PKEY_free(s->alipay.test_key);
 		EVP_PKEY_free(s->wechatpay.test_key);
 		secrets_free(s->stripe.secrets, s->stripe.nsecrets);
+		free(s->stripe.site_metadata);
 		free(s->wechatpay.mchid);
 		free(s->wechatpay.appid);
 		free(s->wechatpay.public_key_id);
@@ -708,6 +748,25 @@ pn_cfg_free(struct pn_config *cfg)
 	free(cfg->conninfo);
 	free(cfg->path);
 	free(cfg);
+}
+
+bool
+pn_cfg_stripe_marker(const struct pn_site *site, const char **key, size_t *key_len)
+{
+	const char *m = site->stripe.site_metadata, *eq, *p;
+
+	if (m == NULL || (eq = strchr(m, '=')) == NULL || eq == m || eq - m > 40
+	    || eq[1] == '\0' || strlen(eq + 1) > 500)
+		return false;
+	for (p = m; p < eq; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')
+		      || *p == '_' || *p == '-'))
+			return false;
+	if (key)
+		*key = m;
+	if (key_len)
+		*key_len = (size_t)(eq - m);
+	return true;
 }
 
 const struct pn_site *

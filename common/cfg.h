@@ -41,6 +41,8 @@ enum pn_alipay_sign_type { PN_ALIPAY_RSA2 = 0, PN_ALIPAY_RSA = 1 };
 enum pn_wxv2_sign { PN_WXV2_MD5 = 1, PN_WXV2_HMAC_SHA256 = 2 };
 enum pn_2c2p_api { PN_2C2P_JWT = 0, PN_2C2P_REDIRECT = 1 };
 enum pn_2c2p_hash { PN_2C2P_SHA1 = 0, PN_2C2P_SHA256 = 1 };
+enum pn_2c2p_invoice { PN_2C2P_INVOICE_EMPTY = 0, PN_2C2P_INVOICE_ORDER_ID = 1 };
+enum pn_stripe_mode { PN_STRIPE_LIVE = 0, PN_STRIPE_TEST = 1 };
 
 struct pn_site {
 	char   *name;
@@ -62,6 +64,8 @@ struct pn_site {
 		struct pn_secret *secrets;	/* stripe.secret_files, one per line */
 		size_t	nsecrets;
 		int64_t	tolerance_s;
+		int	mode;			/* enum pn_stripe_mode: livemode events accepted */
+		char   *site_metadata;	/* stripe.site_metadata "KEY=VALUE", or NULL */
 		bool	test_signing;		/* stripe.test_signing (paynotify sign) */
 	} stripe;
 
@@ -90,6 +94,7 @@ struct pn_site {
 		size_t	nsecrets;
 		int	api;			/* enum pn_2c2p_api */
 		int	redirect_hash;		/* enum pn_2c2p_hash */
+		int	redirect_invoice_no;	/* enum pn_2c2p_invoice */
 		bool	test_signing;		/* 2c2p.test_signing (paynotify sign) */
 	} twoc2p;
 };
@@ -113,6 +118,13 @@ struct pn_config *pn_cfg_load(const char *path, struct pn_err *err) PN_WUR;
 void pn_cfg_free(struct pn_config *cfg);	/* NULL-safe */
 
 const struct pn_site *pn_cfg_site(const struct pn_config *cfg, const char *name);
+
+/*
+ * The site's stripe.site_metadata split at its first '=': *key (not
+ * NUL-terminated at key_len) and the value after the '='.  false when the
+ * site sets none or it is malformed (the loader refuses those).
+ */
+bool pn_cfg_stripe_marker(const struct pn_site *site, const char **key, size_t *key_len);
 
 /* The path to use: -c FILE, else $PAYNOTIFY_CONFIG, else the built-in default. */
 const char *pn_cfg_default_path(void);
