@@ -294,6 +294,9 @@ class CoreScenarios(pntest.ReceiverScenarios):
         self.assertEqual(n["psp_event_id"], k.event_id(body))
         if k.provider == "stripe":
             self.assertEqual(n["dedup_key"], k.event_id(body))
+        elif k.provider == "alipay":
+            # keyed by Alipay's own trade_no (unique across sellers), not out_trade_no
+            self.assertEqual(n["dedup_key"], n["psp_txn_id"] + ":TRADE_SUCCESS")
         else:
             self.assertIn(oid, n["dedup_key"])
         if self.transport == "cgi":
