@@ -272,20 +272,21 @@ class TestHelpAndMigrate(AdminTest):
     def test_migrate_fresh_twice_and_existing(self):
         sql = os.path.join(REPO, "sql")
         applied = ["applied %s (schema version %d)\n" % (f, int(f[:3])) for f in SQL_FILES]
+        funcs = "applied functions.sql\n"       # every run: one definition per function
         cfg = self.make_db("fresh")
         p = admin("migrate", "--sql-dir", sql, config=cfg)
-        self.assertEqual((p.returncode, p.stdout), (0, "".join(applied)), p.stderr)
+        self.assertEqual((p.returncode, p.stdout), (0, "".join(applied) + funcs), p.stderr)
         p = admin("migrate", "--sql-dir", sql, config=cfg)
         self.assertEqual((p.returncode, p.stdout),
-                         (0, "schema is at version %d: nothing to do\n" % LATEST))
+                         (0, "schema is at version %d: nothing to do\n" % LATEST + funcs))
         # a database at version 1 (applied by hand with psql) gets the rest
         cfg1 = self.make_db("atone", ["001_schema.sql"])
         p = admin("migrate", "--sql-dir", sql, config=cfg1)
-        self.assertEqual((p.returncode, p.stdout), (0, "".join(applied[1:])), p.stderr)
-        # the test database itself was loaded with psql: nothing to do
+        self.assertEqual((p.returncode, p.stdout), (0, "".join(applied[1:]) + funcs), p.stderr)
+        # the test database itself was loaded with psql: nothing to do but the functions
         p = admin("migrate", "--sql-dir", sql)
         self.assertEqual((p.returncode, p.stdout),
-                         (0, "schema is at version %d: nothing to do\n" % LATEST))
+                         (0, "schema is at version %d: nothing to do\n" % LATEST + funcs))
         self.assertEqual(PG.scalar("SELECT string_agg(version::text, ',' ORDER BY version) "
                                    "FROM paynotify.schema_version"),
                          ",".join(str(int(f[:3])) for f in SQL_FILES))
@@ -618,8 +619,11 @@ class TestReport(AdminTest):
                                ("unknown_order", "shop", "NOORDER")])
         self.assertIn("5 items need a human", p.stderr)
         detail = {r["order_id"]: r["detail"] for r in json.loads(p.stdout)}
-        self.assertEqual(detail["AMT"], "paid 100 CNY, order 999 CNY pending")
-        self.assertEqual(detail["NOORDER"], "paid 100 CNY, no such order")
+        # amounts in major units with their currency
+        self.assertEqual(detail["AMT"], "paid 1.00 CNY, order 9.99 CNY pending")
+        self.assertEqual(detail["NOORDER"], "paid 1.00 CNY, no such order")
+        amount = {r["order_id"]: r["amount"] for r in json.loads(p.stdout)}
+        self.assertEqual((amount["AMT"], amount["OLD"]), ("1.00 CNY", "1.00 USD"))
         p = admin("report", "--pending-older-than", "3h", "--format", "csv")
         self.assertEqual(p.returncode, 1)
         rows = list(csv.DictReader(io.StringIO(p.stdout, newline="")))
