@@ -17,6 +17,12 @@
 #   - legacy 2C2P: a genuinely signed decline re-split into payment_status
 #     000 is refused with 400 before the MAC, nothing stored, the order
 #     stays failed; the genuine decline and a later genuine payment apply;
+#   - the money rules (issue 11 items 5-7), driven for Alipay, Stripe,
+#     WeChat Pay v2 and legacy 2C2P by genuinely signed notifications:
+#     a second real payment of a paid order is duplicate_payment (acked,
+#     order unchanged); a payment of a closed/failed order is applied and
+#     flagged paid_after_close; the same event key with other content is
+#     conflicting_duplicate (the first stays authoritative);
 #   - Alipay sign_type RSA with a 1024-bit key loads and verifies
 #     (check-config warns); RSA2 with the same key is refused naming the
 #     site; check-config warns about Stripe sites without a marker.
@@ -182,8 +188,11 @@ class SiteBinding(unittest.TestCase):
                  pntest.alipay_headers())
         self.assertEqual((r.status, r.body), (200, b"success"), r)
         got = rows("site = 'ali-b'")
-        self.assertEqual([(x["outcome"], x["dedup_key"]) for x in got],
-                         [("merchant_mismatch", "2024052022001400000000000A01:TRADE_SUCCESS")])
+        # keyed by A's trade_no, and stored outside B's key space (the store
+        # prefixes flagged keys), so it can never make B's payment a duplicate
+        self.assertEqual([x["outcome"] for x in got], ["merchant_mismatch"])
+        self.assertTrue(got[0]["dedup_key"].endswith("2024052022001400000000000A01:TRADE_SUCCESS"),
+                        got[0]["dedup_key"])
         self.assertEqual(PG.order("ali-b", "ORD-7")["status"], "pending")
         # shop B's own genuine payment for the same out_trade_no is applied
         r = post("alipay", "ali-b", alipay(SELLER_B, "ORD-7", "88.88", "2024052022001400000000000B01"),
@@ -332,6 +341,160 @@ class SiteBinding(unittest.TestCase):
         p = admin("check-config", "-c", bad)
         self.assertEqual(p.returncode, 3, p)
         self.assertIn('invalid value "sandbox" for "stripe.mode"', p.stderr + p.stdout)
+
+
+# ---- the money rules with genuinely signed notifications (items 5-7) -------
+
+class Provider:
+    """One provider's genuinely signed payments for one site of this config."""
+    def __init__(self, name, site, currency, amount_minor, pay, ok):
+        self.name, self.site, self.currency, self.amount_minor = name, site, currency, amount_minor
+        self.pay, self.ok = pay, ok
+
+
+def _alipay_pay(oid, txn, amount_minor):
+    return (alipay(SELLER_B, oid, "%d.%02d" % divmod(amount_minor, 100), "20240520220014" + txn),
+            pntest.alipay_headers())
+
+
+def _stripe_pay(oid, txn, amount_minor, event_id=None):
+    body = pntest.stripe_checkout_completed(oid, amount_minor, payment_intent="pi_" + txn,
+                                            event_id=event_id, metadata={"site": "st-a"})
+    return body, pntest.stripe_headers(None, body, secret=WHSEC)
+
+
+def _wx_pay(oid, txn, amount_minor):
+    return wx_payment(SUB_A, oid, amount_minor, "4200" + txn), {"Content-Type": "text/xml"}
+
+
+def _legacy_pay(oid, txn, amount_minor, status="000"):
+    f = [(k, {"order_id": oid, "amount": "%012d" % amount_minor, "transaction_ref": txn,
+              "payment_status": status, "channel_response_code": "00"}.get(k, v))
+         for k, v in legacy_fields(oid, status, "00")]
+    return legacy_body(f, legacy_hash(f)), {"Content-Type": FORM}
+
+
+def _ok_alipay(t, r):
+    t.assertEqual((r.status, r.body), (200, b"success"), r)
+
+
+def _ok_2xx(t, r):
+    t.assertEqual(r.status // 100, 2, r)
+
+
+PROVIDERS = [
+    Provider("alipay", "ali-b", "CNY", 8888, _alipay_pay, _ok_alipay),
+    Provider("stripe", "st-a", "USD", 1999, _stripe_pay, _ok_2xx),
+    Provider("wechatpay", "wx-a", "CNY", 1000, _wx_pay, _ok_2xx),
+    Provider("2c2p", "legacy", "SGD", 1999, _legacy_pay, _ok_2xx),
+]
+
+
+class MoneyRules(unittest.TestCase):
+    def setUp(self):
+        if not PG.running:
+            PG.start()
+        PG.reset()
+
+    def outcomes(self, p, oid):
+        return [x["outcome"] for x in rows("site = %s AND order_id = %s" % (pntest.q(p.site),
+                                                                            pntest.q(oid)))]
+
+    def send(self, p, body_headers):
+        body, headers = body_headers
+        r = post(p.name, p.site, body, headers)
+        p.ok(self, r)
+        return r
+
+    def test_second_real_payment_is_duplicate_payment(self):
+        for p in PROVIDERS:
+            with self.subTest(provider=p.name):
+                oid = "DUP-" + p.name
+                PG.add_order(p.site, oid, p.amount_minor, p.currency)
+                first = p.pay(oid, "000000000011", p.amount_minor)
+                self.send(p, first)
+                self.send(p, first)                                         # a retry
+                self.send(p, p.pay(oid, "000000000022", p.amount_minor))   # another charge
+                o = PG.order(p.site, oid)
+                self.assertEqual(o["status"], "paid")
+                self.assertTrue(o["psp_txn_id"].endswith("000000000011"), o)
+                self.assertEqual(self.outcomes(p, oid), ["applied", "duplicate_payment"])
+                self.assertEqual(rows("site = %s AND order_id = %s AND outcome = 'applied'"
+                                      % (pntest.q(p.site), pntest.q(oid)))[0]["deliveries"], 2)
+
+    def test_payment_of_closed_or_failed_order_is_paid_after_close(self):
+        for p in PROVIDERS:
+            for status in ("closed", "failed"):
+                with self.subTest(provider=p.name, status=status):
+                    oid = "PAC-%s-%s" % (p.name, status)
+                    PG.add_order(p.site, oid, p.amount_minor, p.currency, status=status)
+                    self.send(p, p.pay(oid, "00000000003" + status[0].replace("c", "1")
+                                       .replace("f", "2"), p.amount_minor))
+                    self.assertEqual(PG.order(p.site, oid)["status"], "paid")
+                    self.assertEqual(self.outcomes(p, oid), ["paid_after_close"])
+
+    def test_legacy_2c2p_decline_then_payment_is_paid_after_close(self):
+        p = PROVIDERS[3]
+        PG.add_order(p.site, "PAC-2", 1999, "SGD")
+        self.send(p, _legacy_pay("PAC-2", "81", 1999, status="002"))
+        self.assertEqual(PG.order(p.site, "PAC-2")["status"], "failed")
+        self.send(p, _legacy_pay("PAC-2", "82", 1999))
+        self.assertEqual(PG.order(p.site, "PAC-2")["status"], "paid")
+        self.assertEqual(self.outcomes(p, "PAC-2"), ["applied", "paid_after_close"])
+
+    def test_same_key_other_content_is_conflicting_duplicate(self):
+        cases = {
+            # same trade_no and status, another amount
+            "alipay": lambda oid: (_alipay_pay(oid, "000000000044", 8888),
+                                   _alipay_pay(oid, "000000000044", 8800)),
+            # the same event id carrying another amount
+            "stripe": lambda oid: (_stripe_pay(oid, "000000000044", 1999, event_id="evt_conf_1"),
+                                   _stripe_pay(oid, "000000000044", 1900, event_id="evt_conf_1")),
+            # same transaction_id and result, another total_fee
+            "wechatpay": lambda oid: (_wx_pay(oid, "000000000044", 1000),
+                                      _wx_pay(oid, "000000000044", 999)),
+        }
+        for p in PROVIDERS[:3]:
+            with self.subTest(provider=p.name):
+                oid = "CONF-" + p.name
+                PG.add_order(p.site, oid, p.amount_minor, p.currency)
+                first, second = cases[p.name](oid)
+                self.send(p, first)
+                self.send(p, second)
+                self.send(p, second)        # its retries count there
+                self.assertEqual(PG.order(p.site, oid)["status"], "paid")
+                got = rows("site = %s AND order_id = %s" % (pntest.q(p.site), pntest.q(oid)))
+                self.assertEqual([(x["outcome"], x["amount_minor"], x["deliveries"]) for x in got],
+                                 [("applied", p.amount_minor, 1),
+                                  ("conflicting_duplicate", got[1]["amount_minor"], 2)])
+                self.assertNotEqual(got[1]["amount_minor"], p.amount_minor)
+
+    def test_legacy_2c2p_resplit_is_conflicting_duplicate(self):
+        """The transaction_ref/approval_code split that formats cannot pin: the
+        same signed form under the same key; the first split stays."""
+        PG.add_order("legacy", "CONF-L", 1999, "SGD")
+        f = [(k, {"order_id": "CONF-L", "channel_response_code": "00", "payment_status": "000"}
+              .get(k, v)) for k, v in legacy_fields("CONF-L", "000", "00")]
+        hv = legacy_hash(f)
+        moved = [(k, {"transaction_ref": "76543211", "approval_code": "23456"}.get(k, v))
+                 for k, v in f]
+        self.assertEqual(legacy_hash(moved), hv)
+        for body in (legacy_body(f, hv), legacy_body(moved, hv)):
+            r = post("2c2p", "legacy", body, {"Content-Type": FORM})
+            self.assertEqual(r.status, 200, r)
+        o = PG.order("legacy", "CONF-L")
+        self.assertEqual((o["status"], o["psp_txn_id"]), ("paid", "7654321"))
+        self.assertEqual([(x["outcome"], x["psp_txn_id"]) for x in rows("site = 'legacy'")],
+                         [("applied", "7654321"), ("conflicting_duplicate", "76543211")])
+
+    def test_report_shows_the_money_outcomes(self):
+        p = PROVIDERS[0]
+        PG.add_order(p.site, "REP-1", 8888, "CNY")
+        self.send(p, p.pay("REP-1", "000000000055", 8888))
+        self.send(p, p.pay("REP-1", "000000000066", 8888))
+        r = admin("-c", CFG, "report")
+        self.assertIn("duplicate_payment", r.stdout, r.stdout + r.stderr)
+        self.assertIn("88.88 CNY", r.stdout)
 
 
 if __name__ == "__main__":
