@@ -82,14 +82,16 @@ binding_warnings(const struct pn_config *cfg)
 	for (i = 0; i < cfg->nsites; i++) {
 		const struct pn_site *s = &cfg->sites[i];
 
-		for (j = 0; s->alipay.configured && j < s->alipay.nkeys; j++)
-			if (EVP_PKEY_get_bits(s->alipay.keys[j].pkey) < PN_RSA_MIN_BITS) {
-				printf("WARNING: site %s: Alipay key %s has %d bits (accepted for the "
-				       "legacy sign_type RSA only); move the app to RSA2 with a 2048-bit "
-				       "key\n", s->name, s->alipay.keys[j].id,
-				       EVP_PKEY_get_bits(s->alipay.keys[j].pkey));
-				warnings++;
-			}
+		for (j = 0; s->alipay.configured && j < s->alipay.nkeys; j++) {
+			const struct pn_pubkey *k = &s->alipay.keys[j];
+
+			if (EVP_PKEY_get_bits(k->pkey) >= PN_RSA_MIN_BITS)
+				continue;
+			printf("WARNING: site %s: Alipay key %s has %d bits (accepted for the "
+			       "legacy sign_type RSA only); move the app to RSA2 with a "
+			       "2048-bit key\n", s->name, k->id, EVP_PKEY_get_bits(k->pkey));
+			warnings++;
+		}
 		if (s->stripe.configured) {
 			stripe_sites++;
 			if (s->stripe.site_metadata == NULL)
@@ -98,10 +100,11 @@ binding_warnings(const struct pn_config *cfg)
 	}
 	if (stripe_sites > 1 && unmarked > 0) {
 		printf("WARNING: %zu sites configure Stripe and %zu of them set no "
-		       "stripe.site_metadata: if they share one Stripe account, every event reaches "
-		       "every endpoint and one site's payment can pay another site's order with the "
-		       "same order id; give each site its own marker (e.g. stripe.site_metadata = "
-		       "site=<name>, set in the PaymentIntent's or Checkout Session's metadata)\n",
+		       "stripe.site_metadata: if they share one Stripe account, every event "
+		       "reaches every endpoint and one site's payment can pay another site's "
+		       "order with the same order id; give each site its own marker (e.g. "
+		       "stripe.site_metadata = site=<name>, set in the PaymentIntent's or "
+		       "Checkout Session's metadata)\n",
 		       stripe_sites, unmarked);
 		warnings++;
 	}

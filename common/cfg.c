@@ -405,6 +405,8 @@ assign(struct parser *p, const struct keydef *kd, void *base, char *value,
 	case K_PUBKEYS: {
 		size_t *count = (size_t *)((char *)base + kd->count_off);
 		char   *w, *save = NULL;
+		int	min_bits = strcmp(kd->key, "alipay.public_key_file") == 0
+		    ? PN_RSA_LEGACY_MIN_BITS : PN_RSA_MIN_BITS;
 
 		if (p == NULL) {
 			pn_err_set(err, "\"%s\" has no default", kd->key);
@@ -417,9 +419,8 @@ assign(struct parser *p, const struct keydef *kd, void *base, char *value,
 			if (kd->type == K_SECRETS)
 				ok = load_secrets(path, (struct pn_secret **)field, count, err);
 			else
-				ok = load_pubkey(path, strcmp(kd->key, "alipay.public_key_file") == 0
-						 ? PN_RSA_LEGACY_MIN_BITS : PN_RSA_MIN_BITS,
-						 (struct pn_pubkey **)field, count, err);
+				ok = load_pubkey(path, min_bits, (struct pn_pubkey **)field, count,
+						 err);
 			free(path);
 			if (!ok)
 				return false;
@@ -585,23 +586,23 @@ validate_site(const struct pn_site *s, struct pn_err *err)
 		REQUIRE(s->alipay.app_id, "alipay.app_id is required for Alipay");
 		REQUIRE(s->alipay.seller_id, "alipay.seller_id is required for Alipay");
 		REQUIRE(s->alipay.nkeys > 0, "alipay.public_key_file is required for Alipay");
-		for (i = 0; i < s->alipay.nkeys; i++)
-			if (s->alipay.sign_type == PN_ALIPAY_RSA2
-			    && EVP_PKEY_get_bits(s->alipay.keys[i].pkey) < PN_RSA_MIN_BITS) {
-				pn_err_set(err, "site \"%s\": Alipay key %s has %d bits; alipay.sign_type "
-					   "RSA2 needs at least %d (only the legacy RSA accepts %d)",
-					   s->name, s->alipay.keys[i].id,
-					   EVP_PKEY_get_bits(s->alipay.keys[i].pkey), PN_RSA_MIN_BITS,
-					   PN_RSA_LEGACY_MIN_BITS);
-				return false;
-			}
+		for (i = 0; i < s->alipay.nkeys; i++) {
+			int bits = EVP_PKEY_get_bits(s->alipay.keys[i].pkey);
+
+			if (s->alipay.sign_type != PN_ALIPAY_RSA2 || bits >= PN_RSA_MIN_BITS)
+				continue;
+			pn_err_set(err, "site \"%s\": Alipay key %s has %d bits; alipay.sign_type "
+				   "RSA2 needs at least %d (only the legacy RSA accepts %d)", s->name,
+				   s->alipay.keys[i].id, bits, PN_RSA_MIN_BITS, PN_RSA_LEGACY_MIN_BITS);
+			return false;
+		}
 	}
 	if (s->stripe.configured) {
 		REQUIRE(s->stripe.nsecrets > 0, "stripe.secret_files is required for Stripe");
 		if (s->stripe.site_metadata != NULL && !pn_cfg_stripe_marker(s, NULL, NULL)) {
-			pn_err_set(err, "site \"%s\": invalid stripe.site_metadata \"%s\": expected "
-				   "KEY=VALUE, KEY at most 40 letters, digits, '_' or '-', VALUE 1 to "
-				   "500 characters", s->name, s->stripe.site_metadata);
+			pn_err_set(err, "site \"%s\": invalid stripe.site_metadata \"%s\": "
+				   "expected KEY=VALUE, KEY at most 40 letters, digits, '_' or '-', "
+				   "VALUE 1 to 500 characters", s->name, s->stripe.site_metadata);
 			return false;
 		}
 	}
@@ -759,8 +760,8 @@ pn_cfg_stripe_marker(const struct pn_site *site, const char **key, size_t *key_l
 	    || eq[1] == '\0' || strlen(eq + 1) > 500)
 		return false;
 	for (p = m; p < eq; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')
-		      || *p == '_' || *p == '-'))
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')
+		      || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-'))
 			return false;
 	if (key)
 		*key = m;

@@ -689,8 +689,9 @@ pn_2c2p_redirect_check(struct pn_arena *a, const struct pn_form *f, bool invoice
 				pn_err_set(err, "2C2P field %s \"%.40s\" is %zu bytes long, not %u",
 					   r->key, v, n, r->min);
 			else
-				pn_err_set(err, "2C2P field %s \"%.40s\" is %zu bytes long, not %u to "
-					   "%u", r->key, v, n, r->min ? r->min : 1, r->max);
+				pn_err_set(err, "2C2P field %s \"%.40s\" is %zu bytes long, "
+					   "not %u to %u", r->key, v, n, r->min ? r->min : 1,
+					   r->max);
 			return false;
 		}
 		if (memchr(v, '\0', n) != NULL || !valid_class(r->cls, v, n)) {
