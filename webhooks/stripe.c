@@ -228,7 +228,8 @@ payment_intent_of(struct pn_arena *a, json_t *obj)
  *     order must carry metadata.KEY = VALUE on its object, else
  *     merchant_mismatch: Stripe sends every event of an account to every
  *     endpoint, so sites sharing an account are told apart only by what
- *     the merchant put in the object's metadata.
+ *     the merchant put in the object's metadata.  A refund without any
+ *     marker is tied to the site through its PaymentIntent instead.
  * Both are stored and acknowledged, never applied.
  */
 static void
@@ -255,6 +256,18 @@ check_site(struct pn_arena *a, const struct pn_site *site, json_t *root, json_t 
 	mv = json_object_get(json_object_get(obj, "metadata"), pn_arena_strndup(a, key, klen));
 	got = json_is_string(mv) ? pn_arena_strndup(a, json_string_value(mv), json_string_length(mv))
 	    : NULL;
+	if (got == NULL && ev->kind == PN_KIND_REFUND && ev->psp_txn_id != NULL) {
+		/*
+		 * A charge whose metadata lacks the marker (a Checkout Session's
+		 * metadata is not copied to its PaymentIntent's charges unless
+		 * the shop sets payment_intent_data.metadata): its PaymentIntent
+		 * id is unique across Stripe, so the refund may apply to an
+		 * order of this site already paid by that PaymentIntent, and to
+		 * nothing else (weak identity, else txn_mismatch).
+		 */
+		ev->weak_identity = true;
+		return;
+	}
 	if (got == NULL || json_string_length(mv) != strlen(key + klen + 1)
 	    || memcmp(got, key + klen + 1, json_string_length(mv)) != 0) {
 		ev->flag = "merchant_mismatch";
