@@ -12,7 +12,9 @@
 --   order_lock(), order_update(), order_by_txn(), order_rows()
 --                   the order storage: the ONLY functions that read or write
 --                   paynotify.orders.  A site whose orders live in its own
---                   table replaces these four (docs/SHOP-ORDERS.md).
+--                   table replaces these four (docs/SHOP-ORDERS.md); a
+--                   replacement commented 'site: ...' survives re-applying
+--                   this file.
 --   claim_events(), ack_events(), feed_subscribe(), feed_unsubscribe()
 --                   the durable event feed (README "Event feed").
 --
@@ -35,6 +37,30 @@
 -- never become a walk of the table (docs/PERFORMANCE.md).
 
 BEGIN;
+
+-- A site's own replacements of the replaceable functions (order_lock,
+-- order_update, order_by_txn, order_rows, apply_event) carry a comment
+-- starting with "site:" (docs/SHOP-ORDERS.md).  Re-applying this file must
+-- not overwrite them: they are moved aside here, ours are (re)created below
+-- (so that each has one definition to read, here), and at the end of the
+-- file the site's are put back in place of ours.  One transaction: no
+-- session ever sees ours in between, and the site's keep their identity.
+CREATE SCHEMA IF NOT EXISTS paynotify_site_kept;
+DO $keep$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
+               JOIN pg_namespace n ON n.oid = p.pronamespace
+              WHERE n.nspname = 'paynotify'
+                AND p.proname IN ('order_lock', 'order_update', 'order_by_txn', 'order_rows',
+                                  'apply_event')
+                AND obj_description(p.oid, 'pg_proc') LIKE 'site:%'
+    LOOP
+        EXECUTE format('ALTER FUNCTION %s SET SCHEMA paynotify_site_kept', f);
+    END LOOP;
+END;
+$keep$;
 
 -- True unless the setting paynotify.notify is off (or false, no, 0): the
 -- wake-up signal (README "Event feed").
@@ -294,7 +320,8 @@ BEGIN
     INSERT INTO paynotify.feed (consumer, event_id, site, provider, order_id, notification_id,
                                 event_kind, outcome, order_status, amount_minor, currency,
                                 refund_minor, replayed)
-    SELECT c.consumer, v_id, p_site, p_provider, p_order_id, p_notification_id, p_event_kind,
+    SELECT c.consumer, v_id, p_site, p_provider, coalesce(p_order_id, ''), p_notification_id,
+           p_event_kind,
            p_outcome, p_order_status, p_amount_minor, p_currency, p_refund_minor, p_replayed
       FROM paynotify.feed_consumers c;
     RETURN v_id;
@@ -608,5 +635,22 @@ LANGUAGE sql AS $$
         RETURNING 1)
     SELECT count(*)::integer FROM d
 $$;
+
+-- The site's replacements back in place of ours (see the top of the file).
+DO $restore$
+DECLARE
+    f record;
+BEGIN
+    FOR f IN SELECT p.oid::regprocedure AS kept, p.proname,
+                    pg_get_function_identity_arguments(p.oid) AS args
+               FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+              WHERE n.nspname = 'paynotify_site_kept'
+    LOOP
+        EXECUTE format('DROP FUNCTION IF EXISTS paynotify.%I(%s)', f.proname, f.args);
+        EXECUTE format('ALTER FUNCTION %s SET SCHEMA paynotify', f.kept);
+    END LOOP;
+END;
+$restore$;
+DROP SCHEMA paynotify_site_kept;
 
 COMMIT;
