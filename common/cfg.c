@@ -155,6 +155,7 @@ struct parser {
 	/* keys seen in the current section, to refuse duplicates */
 	const char *seen[PN_ARRAY_LEN(keydefs)];
 	size_t	nseen;
+	bool	isolate;	/* a site's key-material error disables that site only */
 };
 
 static char *
@@ -549,7 +550,22 @@ set_key(struct parser *p, char *key, char *value, struct pn_err *err)
 		else if (strncmp(key, "2c2p.", 5) == 0)
 			p->site->twoc2p.configured = true;
 	}
-	return assign(p, kd, p->site ? (void *)p->site : (void *)p->cfg, value, err);
+	if (assign(p, kd, p->site ? (void *)p->site : (void *)p->cfg, value, err))
+		return true;
+	/*
+	 * A key or secret file that cannot be used (missing, readable by
+	 * others, unparsable, too short a key) is the site's own problem:
+	 * when loading for a receiver, that site is disabled (it answers
+	 * "retry later") and every other site keeps working.  Mistakes in the
+	 * file itself (unknown key, bad value) stay fatal.
+	 */
+	if (p->isolate && p->site != NULL
+	    && (kd->type == K_SECRETS || kd->type == K_PUBKEYS || kd->type == K_PRIVKEY)) {
+		if (p->site->disabled == NULL)
+			p->site->disabled = pn_xasprintf("%s:%d: %s", p->path, p->line, err->msg);
+		return true;
+	}
+	return false;
 }
 
 /* Strip an inline comment: ';' or '#' at the start or after a blank. */
@@ -640,6 +656,12 @@ validate_site(const struct pn_site *s, struct pn_err *err)
 struct pn_config *
 pn_cfg_load(const char *path, struct pn_err *err)
 {
+	return pn_cfg_load_flags(path, 0, err);
+}
+
+struct pn_config *
+pn_cfg_load_flags(const char *path, unsigned flags, struct pn_err *err)
+{
 	struct parser p;
 	char   *text = NULL, *line, *next, *dircopy;
 	size_t	len = 0, i;
@@ -647,6 +669,7 @@ pn_cfg_load(const char *path, struct pn_err *err)
 	struct pn_err e;
 
 	memset(&p, 0, sizeof(p));
+	p.isolate = (flags & PN_CFG_ISOLATE_SITES) != 0;
 	cfg->path = pn_xstrdup(path);
 	p.path = cfg->path;
 	p.cfg = cfg;
@@ -695,11 +718,18 @@ pn_cfg_load(const char *path, struct pn_err *err)
 		if (!set_key(&p, key, value, &e))
 			goto line_error;
 	}
-	for (i = 0; i < cfg->nsites; i++)
-		if (!validate_site(&cfg->sites[i], &e)) {
-			pn_err_set(err, "%s:%d: %s", path, cfg->sites[i].line, e.msg);
-			goto failed;
+	for (i = 0; i < cfg->nsites; i++) {
+		struct pn_site *site = &cfg->sites[i];
+
+		if (site->disabled != NULL || validate_site(site, &e))
+			continue;
+		if (p.isolate) {
+			site->disabled = pn_xasprintf("%s:%d: %s", path, site->line, e.msg);
+			continue;
 		}
+		pn_err_set(err, "%s:%d: %s", path, site->line, e.msg);
+		goto failed;
+	}
 	if (cfg->nsites == 0) {
 		pn_err_set(err, "%s: no [site NAME] section: nothing to serve", path);
 		goto failed;
@@ -728,6 +758,7 @@ pn_cfg_free(struct pn_config *cfg)
 		struct pn_site *s = &cfg->sites[i];
 
 		free(s->name);
+		free(s->disabled);
 		free(s->alipay.app_id);
 		free(s->alipay.seller_id);
 		pubkeys_free(s->alipay.keys, s->alipay.nkeys);

@@ -48,6 +48,12 @@ struct pn_site {
 	char   *name;
 	const char *file;
 	int	line;
+	/*
+	 * Loaded with PN_CFG_ISOLATE_SITES: why this site cannot serve ("file:
+	 * line: reason": a key or secret file it names is unusable, or it is
+	 * incomplete), else NULL.  A disabled site answers "retry later".
+	 */
+	char   *disabled;
 
 	struct {
 		bool	configured;
@@ -115,6 +121,16 @@ struct pn_config {
 
 /* Load and validate.  Returns NULL and fills err ("file:line: ...") on error. */
 struct pn_config *pn_cfg_load(const char *path, struct pn_err *err) PN_WUR;
+
+/*
+ * PN_CFG_ISOLATE_SITES: an unusable key or secret file, or an incomplete
+ * site, disables that site only (pn_site.disabled) instead of refusing the
+ * whole file; syntax errors and unknown keys stay fatal.  The receivers
+ * load this way at start (one site's expired key must not make every site
+ * answer 503); check-config, -t and reloads stay strict.
+ */
+#define PN_CFG_ISOLATE_SITES 0x1u
+struct pn_config *pn_cfg_load_flags(const char *path, unsigned flags, struct pn_err *err) PN_WUR;
 void pn_cfg_free(struct pn_config *cfg);	/* NULL-safe */
 
 const struct pn_site *pn_cfg_site(const struct pn_config *cfg, const char *name);

@@ -23,6 +23,8 @@
 #     order unchanged); a payment of a closed/failed order is applied and
 #     flagged paid_after_close; the same event key with other content is
 #     conflicting_duplicate (the first stays authoritative);
+#   - a site whose key file is unusable answers 503 (retry later) while the
+#     other sites of the file keep working; check-config stays strict;
 #   - Alipay sign_type RSA with a 1024-bit key loads and verifies
 #     (check-config warns); RSA2 with the same key is refused naming the
 #     site; check-config warns about Stripe sites without a marker.
@@ -343,6 +345,32 @@ class SiteBinding(unittest.TestCase):
         p = admin("check-config", "-c", cfg("RSA2"))
         self.assertEqual(p.returncode, 3, p)
         self.assertIn('site "old": Alipay key old.pem has 1024 bits', p.stderr + p.stdout)
+
+    def test_bad_key_disables_only_its_own_site(self):
+        d = pntest.temp_dir("pntest-badkey.")
+        with open(os.path.join(d, "bad.pem"), "w") as f:
+            f.write("-----BEGIN PUBLIC KEY-----\nnot a key\n-----END PUBLIC KEY-----\n")
+        cfg = pntest.write_site_config(PG, [
+            "[site good]", "alipay.app_id = %s" % APP_ID, "alipay.seller_id = %s" % SELLER_A,
+            "alipay.public_key_file = ali.pem", "",
+            "[site broken]", "alipay.app_id = %s" % APP_ID, "alipay.seller_id = %s" % SELLER_B,
+            "alipay.public_key_file = %s" % os.path.join(d, "bad.pem")],
+            files=[(ALI_PUB, "ali.pem")], prefix="pntest-badkey-cfg.")
+        PG.add_order("good", "G-1", 100, "CNY")
+        PG.add_order("broken", "G-1", 100, "CNY")
+        r = post("alipay", "good", alipay(SELLER_A, "G-1", "1.00", "2024052022001400000000000D01"),
+                 pntest.alipay_headers(), cfg)
+        self.assertEqual((r.status, r.body), (200, b"success"), r)
+        self.assertEqual(PG.order("good", "G-1")["status"], "paid")
+        r = post("alipay", "broken", alipay(SELLER_B, "G-1", "1.00", "2024052022001400000000000D02"),
+                 pntest.alipay_headers(), cfg)
+        self.assertEqual((r.status, r.body), (503, b"fail"), r)    # Alipay retries
+        self.assertIn("site broken is disabled", r.stderr)
+        self.assertEqual(PG.order("broken", "G-1")["status"], "pending")
+        # the operator's check stays strict
+        p = admin("check-config", "-c", cfg)
+        self.assertEqual(p.returncode, 3, p)
+        self.assertIn("bad.pem", p.stdout + p.stderr)
 
     def test_check_config_warns_unmarked_stripe_sites(self):
         two = pntest.write_site_config(PG, [

@@ -208,6 +208,45 @@ START_TEST(test_rsa_key_sizes)
 }
 END_TEST
 
+/* PN_CFG_ISOLATE_SITES: a site's unusable key disables that site only. */
+START_TEST(test_isolate_sites)
+{
+	char	text[1024];
+	struct pn_err err;
+	struct pn_config *cfg;
+	const char *path;
+
+	write_file("ok", "whsec_x\n", 0600);
+	write_file("loose", "whsec_x\n", 0644);
+	snprintf(text, sizeof(text),
+		 "[site good]\nstripe.secret_files = ok\n"
+		 "[site missing]\nstripe.secret_files = nosuchfile\n"
+		 "[site loose]\nstripe.secret_files = loose\n"
+		 "[site weak]\nalipay.app_id = 1\nalipay.seller_id = 2\nalipay.public_key_file = %s\n"
+		 "[site incomplete]\nalipay.app_id = 1\n",
+		 fixture_path("unit/keys/weak-1024.pub.pem"));
+	path = write_file("pn.conf", text, 0644);
+	ck_assert(pn_cfg_load(path, &err) == NULL);	/* strict: the whole file */
+	ck_assert_msg(strstr(err.msg, "nosuchfile") != NULL, "%s", err.msg);
+	cfg = pn_cfg_load_flags(path, PN_CFG_ISOLATE_SITES, &err);
+	ck_assert_msg(cfg != NULL, "%s", err.msg);
+	ck_assert(pn_cfg_site(cfg, "good")->disabled == NULL);
+	ck_assert_msg(strstr(pn_cfg_site(cfg, "missing")->disabled, "pn.conf:4: could not stat "
+			     "secret file") != NULL, "%s", pn_cfg_site(cfg, "missing")->disabled);
+	ck_assert(strstr(pn_cfg_site(cfg, "loose")->disabled, "group or others") != NULL);
+	ck_assert_msg(strstr(pn_cfg_site(cfg, "weak")->disabled, "1024 bits") != NULL, "%s",
+		      pn_cfg_site(cfg, "weak")->disabled);
+	ck_assert(strstr(pn_cfg_site(cfg, "incomplete")->disabled, "alipay.seller_id is "
+			 "required") != NULL);
+	pn_cfg_free(cfg);
+	/* a mistake in the file itself stays fatal */
+	path = write_file("pn.conf", "[site good]\nstripe.secret_files = ok\n[site b]\n"
+			  "stripe.secret_file = ok\n", 0644);
+	ck_assert(pn_cfg_load_flags(path, PN_CFG_ISOLATE_SITES, &err) == NULL);
+	ck_assert(strstr(err.msg, "unknown key") != NULL);
+}
+END_TEST
+
 START_TEST(test_wechat_key_length)
 {
 	char	text[1024];
@@ -258,6 +297,7 @@ suite_cfg(void)
 	tcase_add_test(tc, test_wechat_key_length);
 	tcase_add_test(tc, test_stripe_binding_keys);
 	tcase_add_test(tc, test_rsa_key_sizes);
+	tcase_add_test(tc, test_isolate_sites);
 	tcase_add_test(tc, test_keys_documented);
 	suite_add_tcase(s, tc);
 	return s;
