@@ -515,11 +515,32 @@ begin_section(struct parser *p, char *name, struct pn_err *err)
 	return false;
 }
 
+/* Does a secret file named in value exist with group or other access? */
+static bool
+loose_secret(const struct parser *p, const struct keydef *kd, char *value)
+{
+	char   *w, *save = NULL;
+	bool	loose = false;
+
+	if (kd->type == K_PUBKEYS)
+		return false;
+	for (w = strtok_r(value, " \t", &save); w && !loose; w = strtok_r(NULL, " \t", &save)) {
+		char   *path = resolve_path(p, w);
+		struct stat st;
+
+		loose = stat(path, &st) == 0 && (st.st_mode & 077) != 0;
+		free(path);
+	}
+	return loose;
+}
+
 static bool
 set_key(struct parser *p, char *key, char *value, struct pn_err *err)
 {
 	const struct keydef *kd = NULL;
 	size_t	i;
+	bool	files, isolated;
+	char   *copy;
 
 	if (p->section == NULL) {
 		pn_err_set(err, "key \"%s\" outside of any section", key);
@@ -550,17 +571,24 @@ set_key(struct parser *p, char *key, char *value, struct pn_err *err)
 		else if (strncmp(key, "2c2p.", 5) == 0)
 			p->site->twoc2p.configured = true;
 	}
-	if (assign(p, kd, p->site ? (void *)p->site : (void *)p->cfg, value, err))
+	files = kd->type == K_SECRETS || kd->type == K_PUBKEYS || kd->type == K_PRIVKEY;
+	copy = p->isolate && files ? pn_xstrdup(value) : NULL;	/* assign() splits value */
+	if (assign(p, kd, p->site ? (void *)p->site : (void *)p->cfg, value, err)) {
+		free(copy);
 		return true;
+	}
 	/*
-	 * A key or secret file that cannot be used (missing, readable by
-	 * others, unparsable, too short a key) is the site's own problem:
-	 * when loading for a receiver, that site is disabled (it answers
-	 * "retry later") and every other site keeps working.  Mistakes in the
-	 * file itself (unknown key, bad value) stay fatal.
+	 * A key or secret file that cannot be used (missing, unparsable, too
+	 * short a key) is the site's own problem: when loading for a
+	 * receiver, that site is disabled (it answers "retry later") and
+	 * every other site keeps working.  Mistakes in the file itself
+	 * (unknown key, bad value) stay fatal, and so does a secret file
+	 * readable by group or others: that is a security policy, and the
+	 * receivers refuse to start until it is fixed (docs/RELIABILITY.md).
 	 */
-	if (p->isolate && p->site != NULL
-	    && (kd->type == K_SECRETS || kd->type == K_PUBKEYS || kd->type == K_PRIVKEY)) {
+	isolated = copy != NULL && p->site != NULL && !loose_secret(p, kd, copy);
+	free(copy);
+	if (isolated) {
 		if (p->site->disabled == NULL)
 			p->site->disabled = pn_xasprintf("%s:%d: %s", p->path, p->line, err->msg);
 		return true;

@@ -125,7 +125,8 @@ struct pn_config *pn_cfg_load(const char *path, struct pn_err *err) PN_WUR;
 /*
  * PN_CFG_ISOLATE_SITES: an unusable key or secret file, or an incomplete
  * site, disables that site only (pn_site.disabled) instead of refusing the
- * whole file; syntax errors and unknown keys stay fatal.  The receivers
+ * whole file; syntax errors, unknown keys and secret files readable by
+ * group or others stay fatal.  The receivers
  * load this way at start (one site's expired key must not make every site
  * answer 503); check-config, -t and reloads stay strict.
  */
