@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "admin.h"
+#include "crypto.h"
 
 #define EXPIRY_WARN_DAYS 30
 #define MAX_GROUPS 256
@@ -107,6 +108,48 @@ print_keys(struct check *c, const struct pn_site *s, const char *key, const char
 		}
 		printf("\n");
 	}
+}
+
+/*
+ * Site binding (issue 11): what the loader accepts but an operator should
+ * know.  Returns the number of warnings printed.
+ */
+static int
+binding_warnings(const struct pn_config *cfg)
+{
+	size_t	i, j, stripe_sites = 0, unmarked = 0;
+	int	warnings = 0;
+
+	for (i = 0; i < cfg->nsites; i++) {
+		const struct pn_site *s = &cfg->sites[i];
+
+		for (j = 0; s->alipay.configured && j < s->alipay.nkeys; j++) {
+			const struct pn_pubkey *k = &s->alipay.keys[j];
+
+			if (EVP_PKEY_get_bits(k->pkey) >= PN_RSA_MIN_BITS)
+				continue;
+			printf("WARNING: site %s: Alipay key %s has %d bits (accepted for the "
+			       "legacy sign_type RSA only); move the app to RSA2 with a "
+			       "2048-bit key\n", s->name, k->id, EVP_PKEY_get_bits(k->pkey));
+			warnings++;
+		}
+		if (s->stripe.configured) {
+			stripe_sites++;
+			if (s->stripe.site_metadata == NULL)
+				unmarked++;
+		}
+	}
+	if (stripe_sites > 1 && unmarked > 0) {
+		printf("WARNING: %zu sites configure Stripe and %zu of them set no "
+		       "stripe.site_metadata: if they share one Stripe account, every event "
+		       "reaches every endpoint and one site's payment can pay another site's "
+		       "order with the same order id; give each site its own marker (e.g. "
+		       "stripe.site_metadata = site=<name>, set in the PaymentIntent's or "
+		       "Checkout Session's metadata)\n",
+		       stripe_sites, unmarked);
+		warnings++;
+	}
+	return warnings;
 }
 
 static void
@@ -388,7 +431,7 @@ check_config_exec(int argc, char **argv, const char *config_path)
 	int	opt, version = 0, rc;
 	size_t	errors, warnings;
 	bool	db_ok = false;
-	int	repl_problems = 0, repl_warnings = 0;
+	int	repl_problems = 0, repl_warnings = 0, binding_warns = 0;
 
 	optind = 0;	/* glibc: 0 re-initialises getopt after main() used it */
 	while ((opt = getopt_long(argc, argv, "c:u:h", longopts, NULL)) != -1) {
@@ -422,6 +465,7 @@ check_config_exec(int argc, char **argv, const char *config_path)
 		       (long long)c.cfg->statement_timeout_ms, (long long)c.cfg->max_body_bytes,
 		       (long long)c.cfg->read_timeout_ms);
 		print_sites(&c);
+		binding_warns = binding_warnings(c.cfg);
 		if (!check_access(&c, user)) {
 			pn_cfg_findings_free(&c.fd);
 			pn_cfg_free(c.cfg);
@@ -444,7 +488,8 @@ check_config_exec(int argc, char **argv, const char *config_path)
 		printf("configuration %s: NOT loaded\n", config_path);
 	print_findings(&c.fd);
 	errors = c.fd.n - pn_cfg_findings_count(&c.fd, PN_CFG_WARNING);
-	warnings = pn_cfg_findings_count(&c.fd, PN_CFG_WARNING) + (size_t)repl_warnings;
+	warnings = pn_cfg_findings_count(&c.fd, PN_CFG_WARNING) + (size_t)repl_warnings
+	    + (size_t)binding_warns;
 	if (repl_problems > 0)		/* connected only to a standby: cannot ingest */
 		db_ok = false;
 	printf("%zu problem%s, %zu warning%s\n", errors + !(db_ok || c.cfg == NULL),

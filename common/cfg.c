@@ -57,6 +57,10 @@ static const struct choice fwd_headers[] = {
 	{"X-Forwarded-For", PN_FWD_X_FORWARDED_FOR}, {"Forwarded", PN_FWD_FORWARDED}, {NULL, 0}};
 static const struct choice twoc2p_hashes[] = {
 	{"sha1", PN_2C2P_SHA1}, {"sha256", PN_2C2P_SHA256}, {NULL, 0}};
+static const struct choice twoc2p_invoices[] = {
+	{"empty", PN_2C2P_INVOICE_EMPTY}, {"order_id", PN_2C2P_INVOICE_ORDER_ID}, {NULL, 0}};
+static const struct choice stripe_modes[] = {
+	{"live", PN_STRIPE_LIVE}, {"test", PN_STRIPE_TEST}, {NULL, 0}};
 
 struct keydef {
 	const char *section;	/* database, limits, log, metrics, site */
@@ -121,6 +125,13 @@ static const struct keydef keydefs[] = {
 	 NULL, NULL, "endpoint signing secret file(s) (whsec_...), one secret a line: rotation"},
 	{"site", "stripe.test_signing", K_BOOL, S(stripe.test_signing), 0, 0, 0, NULL, "off",
 	 "sandbox sites only: let `paynotify sign` sign test events with the site's secret"},
+	{"site", "stripe.mode", K_CHOICE, S(stripe.mode), 0, 0, 0, stripe_modes, "live",
+	 "live or test: an event whose livemode is the other mode is stored mode_mismatch, "
+	 "acknowledged, never applied"},
+	{"site", "stripe.site_metadata", K_STR, S(stripe.site_metadata), 0, 0, 0, NULL, NULL,
+	 "KEY=VALUE that the event object's metadata must carry (metadata.KEY = VALUE); "
+	 "required in practice when several sites share one Stripe account, which sends every "
+	 "event to every endpoint: an event without it is stored merchant_mismatch"},
 	{"site", "stripe.tolerance_s", K_INT, S(stripe.tolerance_s), 0, 1, 86400, NULL, "300",
 	 "largest accepted age of the Stripe-Signature timestamp (future ones pass, as in the SDKs)"},
 
@@ -155,9 +166,14 @@ static const struct keydef keydefs[] = {
 	 "jwt (PGW v4 backend notification) or redirect (legacy Redirect API)"},
 	{"site", "2c2p.redirect_hash", K_CHOICE, S(twoc2p.redirect_hash), 0, 0, 0, twoc2p_hashes,
 	 "sha1", "HMAC digest of the legacy hash_value"},
+	{"site", "2c2p.redirect_invoice_no", K_CHOICE, S(twoc2p.redirect_invoice_no), 0, 0, 0,
+	 twoc2p_invoices, "empty", "legacy only: what invoice_no carries, empty or order_id "
+	 "itself; anything else is refused, because nothing signs where order_id ends"},
 	{"site", "2c2p.test_signing", K_BOOL, S(twoc2p.test_signing), 0, 0, 0, NULL, "off",
 	 "sandbox sites only: let `paynotify sign` sign test notifications with the site's key"},
 };
+/* parser.failed keeps one bit per key of this table */
+_Static_assert(PN_ARRAY_LEN(keydefs) <= 64, "parser.failed needs more than 64 bits");
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -177,6 +193,7 @@ struct parser {
 	const char *seen[PN_ARRAY_LEN(keydefs)];
 	size_t	nseen;
 	uint64_t *failed;	/* per site (same index): keys whose value was refused */
+	bool	isolate;	/* a site's key-material error disables that site only */
 };
 
 /* ---- findings ------------------------------------------------------------ */
@@ -411,8 +428,14 @@ wrong_kind(const char *path, const char *key, bool want_private)
 	return NULL;
 }
 
+/*
+ * min_bits: 2048 for every key, except Alipay's (1024), whose floor depends
+ * on alipay.sign_type, which may come later in the section: validate_site
+ * then requires 2048 for RSA2 and accepts 1024 for the legacy RSA.
+ */
 static bool
-load_pubkey(const char *path, const char *key, struct pn_pubkey **list, size_t *n,
+load_pubkey(const char *path, const char *key, int min_bits, struct pn_pubkey **list,
+	    size_t *n,
 	    struct pn_err *err)
 {
 	struct pn_pubkey k;
@@ -421,7 +444,7 @@ load_pubkey(const char *path, const char *key, struct pn_pubkey **list, size_t *
 	int	derlen;
 
 	memset(&k, 0, sizeof(k));
-	k.pkey = pn_pubkey_load(path, &k.serial, &k.not_after, err);
+	k.pkey = pn_pubkey_load_bits(path, min_bits, &k.serial, &k.not_after, err);
 	if (k.pkey == NULL) {
 		if ((why = wrong_kind(path, key, false)) != NULL)
 			pn_err_set(err, "could not load key \"%s\" for \"%s\": %s", path, key, why);
@@ -684,6 +707,8 @@ assign(struct parser *p, const struct keydef *kd, void *base, char *value,
 	case K_PUBKEYS: {
 		size_t *count = (size_t *)((char *)base + kd->count_off);
 		char   *w, *save = NULL;
+		int	min_bits = strcmp(kd->key, "alipay.public_key_file") == 0
+		    ? PN_RSA_LEGACY_MIN_BITS : PN_RSA_MIN_BITS;
 
 		if (p == NULL) {
 			pn_err_set(err, "\"%s\" has no default", kd->key);
@@ -697,7 +722,8 @@ assign(struct parser *p, const struct keydef *kd, void *base, char *value,
 			if (kd->type == K_SECRETS)
 				ok = load_secrets(path, (struct pn_secret **)field, count, err);
 			else
-				ok = load_pubkey(path, kd->key, (struct pn_pubkey **)field, count, err);
+				ok = load_pubkey(path, kd->key, min_bits, (struct pn_pubkey **)field,
+						 count, err);
 			free(path);
 			if (!ok)
 				return false;
@@ -798,11 +824,32 @@ begin_section(struct parser *p, char *name, struct pn_err *err)
 	return false;
 }
 
+/* Does a secret file named in value exist with group or other access? */
+static bool
+loose_secret(const struct parser *p, const struct keydef *kd, char *value)
+{
+	char   *w, *save = NULL;
+	bool	loose = false;
+
+	if (kd->type == K_PUBKEYS)
+		return false;
+	for (w = strtok_r(value, " \t", &save); w && !loose; w = strtok_r(NULL, " \t", &save)) {
+		char   *path = resolve_path(p, w);
+		struct stat st;
+
+		loose = stat(path, &st) == 0 && (st.st_mode & 077) != 0;
+		free(path);
+	}
+	return loose;
+}
+
 static bool
 set_key(struct parser *p, char *key, char *value, struct pn_err *err)
 {
 	const struct keydef *kd = NULL;
 	size_t	i;
+	bool	files, isolated;
+	char   *copy;
 
 	if (p->skip)
 		return true;	/* its section header was refused (and said so) */
@@ -835,12 +882,34 @@ set_key(struct parser *p, char *key, char *value, struct pn_err *err)
 		else if (strncmp(key, "2c2p.", 5) == 0)
 			p->site->twoc2p.configured = true;
 	}
-	if (!assign(p, kd, p->site ? (void *)p->site : (void *)p->cfg, value, err)) {
-		if (p->site != NULL)
-			p->failed[p->cfg->nsites - 1] |= UINT64_C(1) << (kd - keydefs);
-		return false;
+	files = kd->type == K_SECRETS || kd->type == K_PUBKEYS || kd->type == K_PRIVKEY;
+	copy = p->isolate && files ? pn_xstrdup(value) : NULL;	/* assign() splits value */
+	if (assign(p, kd, p->site ? (void *)p->site : (void *)p->cfg, value, err)) {
+		free(copy);
+		return true;
 	}
-	return true;
+	if (p->site != NULL)
+		p->failed[p->cfg->nsites - 1] |= UINT64_C(1) << (kd - keydefs);
+	/*
+	 * A key or secret file that cannot be used (missing, unparsable, too
+	 * short a key) is the site's own problem: when loading for a
+	 * receiver, that site is disabled (it answers "retry later"), the
+	 * reason is logged, and every other site keeps working.  Mistakes in
+	 * the file itself (unknown key, bad value) stay fatal, and so does a
+	 * secret file readable by group or others: that is a security
+	 * policy, and the receivers refuse to start until it is fixed
+	 * (docs/RELIABILITY.md).
+	 */
+	isolated = copy != NULL && p->site != NULL && !loose_secret(p, kd, copy);
+	free(copy);
+	if (isolated) {
+		if (p->site->disabled == NULL)
+			p->site->disabled = pn_xasprintf("%s:%d: %s", p->path, p->line, err->msg);
+		pn_cfg_finding_add(p->fd, PN_CFG_SITE_ERROR, p->path, p->line,
+				   "site \"%s\" disabled: %s", p->site->name, err->msg);
+		return true;
+	}
+	return false;
 }
 
 /* Was a value for site key `key` given and refused (so "is required" would mislead)? */
@@ -906,10 +975,26 @@ validate_site(const struct pn_site *s, uint64_t failed, struct pn_cfg_findings *
 			"alipay.seller_id is required for Alipay");
 		REQUIRE(s->alipay.nkeys > 0, "alipay.public_key_file",
 			"alipay.public_key_file is required for Alipay");
+		for (i = 0; i < s->alipay.nkeys; i++) {
+			int bits = EVP_PKEY_get_bits(s->alipay.keys[i].pkey);
+
+			if (s->alipay.sign_type != PN_ALIPAY_RSA2 || bits >= PN_RSA_MIN_BITS)
+				continue;
+			site_finding(fd, PN_CFG_ERROR, s, "Alipay key %s has %d bits; alipay.sign_type "
+				     "RSA2 needs at least %d (only the legacy RSA accepts %d)",
+				     s->alipay.keys[i].id, bits, PN_RSA_MIN_BITS,
+				     PN_RSA_LEGACY_MIN_BITS);
+		}
 	}
-	if (s->stripe.configured)
+	if (s->stripe.configured) {
 		REQUIRE(s->stripe.nsecrets > 0, "stripe.secret_files",
 			"stripe.secret_files is required for Stripe");
+		if (s->stripe.site_metadata != NULL && !pn_cfg_stripe_marker(s, NULL, NULL)) {
+			site_finding(fd, PN_CFG_ERROR, s, "invalid stripe.site_metadata \"%s\": "
+				     "expected KEY=VALUE, KEY at most 40 letters, digits, '_' or '-', "
+				     "VALUE 1 to 500 characters", s->stripe.site_metadata);
+		}
+	}
 	if (s->wechatpay.configured) {
 		bool v3 = s->wechatpay.napiv3_keys > 0 || key_failed(failed, "wechatpay.apiv3_key_file");
 
@@ -1036,8 +1121,8 @@ check_secret_forms(const struct pn_site *s, struct pn_cfg_findings *fd)
 		}
 }
 
-struct pn_config *
-pn_cfg_load_all(const char *path, struct pn_cfg_findings *fd)
+static struct pn_config *
+load(const char *path, unsigned flags, struct pn_cfg_findings *fd)
 {
 	struct parser p;
 	char   *text = NULL, *line, *next, *dircopy;
@@ -1046,6 +1131,7 @@ pn_cfg_load_all(const char *path, struct pn_cfg_findings *fd)
 	struct pn_err e;
 
 	memset(&p, 0, sizeof(p));
+	p.isolate = (flags & PN_CFG_ISOLATE_SITES) != 0;
 	cfg->path = pn_xstrdup(path);
 	p.path = cfg->path;
 	p.cfg = cfg;
@@ -1101,8 +1187,21 @@ line_error:
 		pn_cfg_finding_add(fd, PN_CFG_ERROR, path, p.line, "%s", e.msg);
 	}
 	for (i = 0; i < cfg->nsites; i++) {
-		validate_site(&cfg->sites[i], p.failed[i], fd);
-		check_secret_forms(&cfg->sites[i], fd);
+		struct pn_site *site = &cfg->sites[i];
+		size_t	before = fd->n, j;
+
+		validate_site(site, p.failed[i], fd);
+		check_secret_forms(site, fd);
+		if (!p.isolate)
+			continue;
+		/* loading for a receiver: what is wrong with one site disables it */
+		for (j = before; j < fd->n; j++) {
+			if (fd->v[j].severity != PN_CFG_ERROR)
+				continue;
+			fd->v[j].severity = PN_CFG_SITE_ERROR;
+			if (site->disabled == NULL)
+				site->disabled = pn_cfg_finding_text(&fd->v[j]);
+		}
 	}
 	if (cfg->nsites == 0 && pn_cfg_findings_count(fd, PN_CFG_ERROR) == 0)
 		pn_cfg_finding_add(fd, PN_CFG_ERROR, path, 0,
@@ -1123,10 +1222,22 @@ failed:
 }
 
 struct pn_config *
+pn_cfg_load_all(const char *path, struct pn_cfg_findings *fd)
+{
+	return load(path, 0, fd);
+}
+
+struct pn_config *
 pn_cfg_load(const char *path, struct pn_err *err)
 {
+	return pn_cfg_load_flags(path, 0, err);
+}
+
+struct pn_config *
+pn_cfg_load_flags(const char *path, unsigned flags, struct pn_err *err)
+{
 	struct pn_cfg_findings fd = {NULL, 0};
-	struct pn_config *cfg = pn_cfg_load_all(path, &fd);
+	struct pn_config *cfg = load(path, flags, &fd);
 	size_t	i, nerr = pn_cfg_findings_count(&fd, PN_CFG_ERROR);
 
 	for (i = 0; i < fd.n; i++) {
@@ -1162,12 +1273,14 @@ pn_cfg_free(struct pn_config *cfg)
 		struct pn_site *s = &cfg->sites[i];
 
 		free(s->name);
+		free(s->disabled);
 		free(s->alipay.app_id);
 		free(s->alipay.seller_id);
 		pubkeys_free(s->alipay.keys, s->alipay.nkeys);
 		EVP_PKEY_free(s->alipay.test_key);
 		EVP_PKEY_free(s->wechatpay.test_key);
 		secrets_free(s->stripe.secrets, s->stripe.nsecrets);
+		free(s->stripe.site_metadata);
 		free(s->wechatpay.mchid);
 		free(s->wechatpay.appid);
 		free(s->wechatpay.public_key_id);
@@ -1188,6 +1301,25 @@ pn_cfg_free(struct pn_config *cfg)
 	free(cfg->conninfo);
 	free(cfg->path);
 	free(cfg);
+}
+
+bool
+pn_cfg_stripe_marker(const struct pn_site *site, const char **key, size_t *key_len)
+{
+	const char *m = site->stripe.site_metadata, *eq, *p;
+
+	if (m == NULL || (eq = strchr(m, '=')) == NULL || eq == m || eq - m > 40
+	    || eq[1] == '\0' || strlen(eq + 1) > 500)
+		return false;
+	for (p = m; p < eq; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')
+		      || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-'))
+			return false;
+	if (key)
+		*key = m;
+	if (key_len)
+		*key_len = (size_t)(eq - m);
+	return true;
 }
 
 const struct pn_site *

@@ -62,11 +62,19 @@ enum pn_alipay_sign_type { PN_ALIPAY_RSA2 = 0, PN_ALIPAY_RSA = 1 };
 enum pn_wxv2_sign { PN_WXV2_MD5 = 1, PN_WXV2_HMAC_SHA256 = 2 };
 enum pn_2c2p_api { PN_2C2P_JWT = 0, PN_2C2P_REDIRECT = 1 };
 enum pn_2c2p_hash { PN_2C2P_SHA1 = 0, PN_2C2P_SHA256 = 1 };
+enum pn_2c2p_invoice { PN_2C2P_INVOICE_EMPTY = 0, PN_2C2P_INVOICE_ORDER_ID = 1 };
+enum pn_stripe_mode { PN_STRIPE_LIVE = 0, PN_STRIPE_TEST = 1 };
 
 struct pn_site {
 	char   *name;
 	const char *file;
 	int	line;
+	/*
+	 * Loaded with PN_CFG_ISOLATE_SITES: why this site cannot serve ("file:
+	 * line: reason": a key or secret file it names is unusable, or it is
+	 * incomplete), else NULL.  A disabled site answers "retry later".
+	 */
+	char   *disabled;
 
 	struct {
 		bool	configured;
@@ -83,6 +91,8 @@ struct pn_site {
 		struct pn_secret *secrets;	/* stripe.secret_files, one per line */
 		size_t	nsecrets;
 		int64_t	tolerance_s;
+		int	mode;			/* enum pn_stripe_mode: livemode events accepted */
+		char   *site_metadata;	/* stripe.site_metadata "KEY=VALUE", or NULL */
 		bool	test_signing;		/* stripe.test_signing (paynotify sign) */
 	} stripe;
 
@@ -111,6 +121,7 @@ struct pn_site {
 		size_t	nsecrets;
 		int	api;			/* enum pn_2c2p_api */
 		int	redirect_hash;		/* enum pn_2c2p_hash */
+		int	redirect_invoice_no;	/* enum pn_2c2p_invoice */
 		bool	test_signing;		/* 2c2p.test_signing (paynotify sign) */
 	} twoc2p;
 };
@@ -192,6 +203,17 @@ struct pn_config *pn_cfg_load_all(const char *path, struct pn_cfg_findings *out)
  * level and warnings at info level, each time the file is loaded.
  */
 struct pn_config *pn_cfg_load(const char *path, struct pn_err *err) PN_WUR;
+
+/*
+ * PN_CFG_ISOLATE_SITES: an unusable key or secret file, or an incomplete
+ * site, disables that site only (pn_site.disabled) instead of refusing the
+ * whole file; syntax errors, unknown keys and secret files readable by
+ * group or others stay fatal.  The receivers
+ * load this way at start (one site's expired key must not make every site
+ * answer 503); check-config, -t and reloads stay strict.
+ */
+#define PN_CFG_ISOLATE_SITES 0x1u
+struct pn_config *pn_cfg_load_flags(const char *path, unsigned flags, struct pn_err *err) PN_WUR;
 void pn_cfg_free(struct pn_config *cfg);	/* NULL-safe */
 
 const struct pn_site *pn_cfg_site(const struct pn_config *cfg, const char *name);
@@ -210,6 +232,13 @@ enum pn_key_state {
 				 * configured: what it named cannot be told */
 };
 enum pn_key_state pn_cfg_site_key_state(const struct pn_site *s, const char *key_id);
+
+/*
+ * The site's stripe.site_metadata split at its first '=': *key (not
+ * NUL-terminated at key_len) and the value after the '='.  false when the
+ * site sets none or it is malformed (the loader refuses those).
+ */
+bool pn_cfg_stripe_marker(const struct pn_site *site, const char **key, size_t *key_len);
 
 /* The path to use: -c FILE, else $PAYNOTIFY_CONFIG, else the built-in default. */
 const char *pn_cfg_default_path(void);

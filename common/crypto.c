@@ -489,6 +489,13 @@ EVP_PKEY *
 pn_pubkey_parse(const char *text, size_t len, char **serial, time_t *not_after,
 		struct pn_err *err)
 {
+	return pn_pubkey_parse_bits(text, len, PN_RSA_MIN_BITS, serial, not_after, err);
+}
+
+EVP_PKEY *
+pn_pubkey_parse_bits(const char *text, size_t len, int min_bits, char **serial,
+		     time_t *not_after, struct pn_err *err)
+{
 	BIO    *bio = NULL;
 	EVP_PKEY *pkey = NULL;
 	X509   *cert = NULL;
@@ -554,9 +561,9 @@ pn_pubkey_parse(const char *text, size_t len, char **serial, time_t *not_after,
 		EVP_PKEY_free(pkey);
 		pkey = NULL;
 	}
-	if (pkey != NULL && EVP_PKEY_get_bits(pkey) < 2048) {
-		pn_err_set(err, "RSA key has %d bits; at least 2048 are required",
-			   EVP_PKEY_get_bits(pkey));
+	if (pkey != NULL && EVP_PKEY_get_bits(pkey) < min_bits) {
+		pn_err_set(err, "RSA key has %d bits; at least %d are required",
+			   EVP_PKEY_get_bits(pkey), min_bits);
 		EVP_PKEY_free(pkey);
 		pkey = NULL;
 	}
@@ -574,13 +581,20 @@ done:
 EVP_PKEY *
 pn_pubkey_load(const char *path, char **serial, time_t *not_after, struct pn_err *err)
 {
+	return pn_pubkey_load_bits(path, PN_RSA_MIN_BITS, serial, not_after, err);
+}
+
+EVP_PKEY *
+pn_pubkey_load_bits(const char *path, int min_bits, char **serial, time_t *not_after,
+		    struct pn_err *err)
+{
 	char   *text = NULL;
 	size_t	len = 0;
 	EVP_PKEY *pkey;
 
 	if (!pn_read_file(path, 65536, &text, &len, err))
 		return NULL;
-	pkey = pn_pubkey_parse(text, len, serial, not_after, err);
+	pkey = pn_pubkey_parse_bits(text, len, min_bits, serial, not_after, err);
 	free(text);
 	return pkey;
 }

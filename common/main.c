@@ -230,7 +230,17 @@ main(int argc, char **argv)
 	pn_log_init(provider->program, PN_LOG_INFO);
 	signal(SIGPIPE, SIG_IGN);
 
-	cfg = pn_cfg_load(opts.config_path, &err);
+	/* -t checks strictly; serving isolates a site whose keys are unusable */
+	cfg = check_only ? pn_cfg_load(opts.config_path, &err)
+	    : pn_cfg_load_flags(opts.config_path, PN_CFG_ISOLATE_SITES, &err);
+	if (cfg != NULL && !check_only) {
+		size_t	i;
+
+		for (i = 0; i < cfg->nsites; i++)
+			if (cfg->sites[i].disabled != NULL)
+				pn_log(PN_LOG_ERROR, "site %s is disabled (answers 503 until fixed): %s",
+				       cfg->sites[i].name, cfg->sites[i].disabled);
+	}
 	if (check_only) {
 		if (cfg == NULL) {
 			fprintf(stderr, "%s\n", err.msg);

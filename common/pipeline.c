@@ -220,6 +220,15 @@ pn_pipeline_handle(struct pn_receiver *r, struct pn_io *io)
 		p->answer(&req, &r->res, status, "unknown site");
 		goto respond;
 	}
+	if (site->disabled != NULL) {
+		/* its keys could not be loaded: the provider retries until fixed */
+		status = 503;
+		rl.outcome = "unavailable";
+		rl.reason = pn_arena_printf(r->arena, "site %s is disabled: %s", site->name,
+					    site->disabled);
+		p->answer(&req, &r->res, status, "temporarily unavailable, retry later");
+		goto respond;
+	}
 
 	{
 		struct pn_verify_ctx vc = {&req, site, r->arena, r->clock(), true};

@@ -60,4 +60,14 @@ enum pn_kind pn_2c2p_kind(const char *resp_code);
  */
 char *pn_2c2p_redirect_content(struct pn_arena *a, const struct pn_form *f, size_t *len);
 
+/*
+ * Check every legacy Redirect API field against its documented format
+ * (docs/2C2P.md "Field formats"), before the hash is computed, so that the
+ * separator-less signed content has one split only.  invoice_is_order:
+ * invoice_no must be order_id itself (2c2p.redirect_invoice_no =
+ * order_id); otherwise it must be empty.  false with the reason in err.
+ */
+bool pn_2c2p_redirect_check(struct pn_arena *a, const struct pn_form *f, bool invoice_is_order,
+			    struct pn_err *err) PN_WUR;
+
 #endif

@@ -159,6 +159,7 @@ normalise(struct pn_arena *a, const struct pn_form *f, const struct pn_site *sit
 	const char *total = nonempty(f, "total_amount");
 	const char *app_id = pn_form_get(f, "app_id"), *seller_id = pn_form_get(f, "seller_id");
 	bool	refund = biz != NULL || refund_fee != NULL || nonempty(f, "gmt_refund") != NULL;
+	const char *trade;
 	struct pn_err err;
 
 	ev->event_type = status;
@@ -180,16 +181,28 @@ normalise(struct pn_arena *a, const struct pn_form *f, const struct pn_site *sit
 		    : pn_arena_printf(a, "unkeyed:%s", pn_form_get(f, "sign"));
 		return;
 	}
+	/*
+	 * The dedup key names the event by Alipay's own trade id (trade_no is
+	 * unique across every merchant of Alipay; out_trade_no is only unique
+	 * within one seller, and two sellers on one app may both have order
+	 * 42).  Payments and closes: <trade_no>:<trade_status>; refunds add
+	 * :refund:<out_biz_no or refund_fee>.  Alipay documents trade_no as
+	 * always present in a trade notification; one without it cannot be
+	 * keyed by the trade, so it falls back to the seller's order id under
+	 * the prefix "otn:", deterministic (retries share it) and disjoint
+	 * from trade_no keys (trade_no is digits only).
+	 */
+	trade = ev->psp_txn_id != NULL ? ev->psp_txn_id : pn_arena_printf(a, "otn:%s", otn);
 	if (refund) {
 		ev->kind = PN_KIND_REFUND;
 		ev->refund_cumulative = true;	/* refund_fee is the total refunded so far */
-		ev->dedup_key = pn_arena_printf(a, "%s:%s:refund:%s", otn, status,
+		ev->dedup_key = pn_arena_printf(a, "%s:%s:refund:%s", trade, status,
 						biz ? biz : refund_fee ? refund_fee : "-");
 		if (refund_fee == NULL || !pn_money_parse(refund_fee, 2, &ev->refund_minor, &err))
 			flag_amount(ev, a, "refund_fee", refund_fee,
 				    refund_fee ? err.msg : "missing on a refund notification");
 	} else {
-		ev->dedup_key = pn_arena_printf(a, "%s:%s", otn, status);
+		ev->dedup_key = pn_arena_printf(a, "%s:%s", trade, status);
 		if (strcmp(status, "TRADE_SUCCESS") == 0 || strcmp(status, "TRADE_FINISHED") == 0)
 			ev->kind = PN_KIND_PAID;
 		else if (strcmp(status, "TRADE_CLOSED") == 0)

@@ -203,9 +203,92 @@ order_id_of(struct pn_arena *a, json_t *obj)
 	return id && *id ? id : NULL;
 }
 
+/*
+ * The PaymentIntent an object belongs to: its "payment_intent" member, a
+ * string id or (expanded) an object with an id.  NULL when there is none
+ * (a Checkout Session in setup mode, a legacy Charge): then the event
+ * carries no PSP transaction rather than an id of another kind, so the SQL
+ * rules that compare transactions only ever compare PaymentIntent ids.
+ */
+static const char *
+payment_intent_of(struct pn_arena *a, json_t *obj)
+{
+	const char *id = pn_json_str(a, obj, "payment_intent");
+
+	if (id == NULL)
+		id = pn_json_str(a, obj, "payment_intent.id");
+	return id && *id ? id : NULL;
+}
+
+/*
+ * Is the event this site's?  (DESIGN "Who may change an order".)
+ *   - livemode, which Stripe signs with the rest of the body, must be the
+ *     site's stripe.mode, else mode_mismatch;
+ *   - with stripe.site_metadata = KEY=VALUE, an event that would move an
+ *     order must carry metadata.KEY = VALUE on its object, else
+ *     merchant_mismatch: Stripe sends every event of an account to every
+ *     endpoint, so sites sharing an account are told apart only by what
+ *     the merchant put in the object's metadata.  A refund without any
+ *     marker is tied to the site through its PaymentIntent instead.
+ * Both are stored and acknowledged, never applied.
+ */
+static void
+check_site(struct pn_arena *a, const struct pn_site *site, json_t *root, json_t *obj,
+	   struct pn_event *ev)
+{
+	json_t *live = json_object_get(root, "livemode"), *mv;
+	bool	want_live = site->stripe.mode == PN_STRIPE_LIVE;
+	const char *key, *got;
+	size_t	klen;
+
+	if (!json_is_boolean(live) || json_is_true(live) != want_live) {
+		ev->flag = "mode_mismatch";
+		ev->flag_detail = pn_arena_printf(a, "livemode is %s; site %s takes %s events "
+						  "(stripe.mode = %s)",
+						  !json_is_boolean(live) ? "missing"
+						  : json_is_true(live) ? "true" : "false", site->name,
+						  want_live ? "live" : "test", want_live ? "live" : "test");
+		return;
+	}
+	if (!pn_cfg_stripe_marker(site, &key, &klen) || ev->kind == PN_KIND_IGNORED
+	    || ev->kind == PN_KIND_PENDING || obj == NULL)
+		return;
+	mv = json_object_get(json_object_get(obj, "metadata"), pn_arena_strndup(a, key, klen));
+	got = json_is_string(mv) ? pn_arena_strndup(a, json_string_value(mv), json_string_length(mv))
+	    : NULL;
+	if (got == NULL && ev->kind == PN_KIND_REFUND && ev->psp_txn_id != NULL) {
+		/*
+		 * A charge whose metadata lacks the marker (a Checkout Session's
+		 * metadata is not copied to its PaymentIntent's charges unless
+		 * the shop sets payment_intent_data.metadata): its PaymentIntent
+		 * id is unique across Stripe, so the refund may apply to an
+		 * order of this site already paid by that PaymentIntent, and to
+		 * nothing else (weak identity, else txn_mismatch).
+		 */
+		ev->weak_identity = true;
+		return;
+	}
+	if (got == NULL || json_string_length(mv) != strlen(key + klen + 1)
+	    || memcmp(got, key + klen + 1, json_string_length(mv)) != 0) {
+		ev->flag = "merchant_mismatch";
+		ev->flag_detail = pn_arena_printf(a, "metadata.%.*s is %s%.64s%s, not site %s's "
+						  "\"%s\" (stripe.site_metadata)", (int)klen, key,
+						  got ? "\"" : "", got ? got : "absent",
+						  got ? "\"" : "", site->name, key + klen + 1);
+	}
+}
+
 enum pn_verdict
 pn_stripe_normalise(struct pn_arena *a, const unsigned char *body, size_t body_len,
 		    struct pn_event *ev, struct pn_err *err)
+{
+	return pn_stripe_normalise_site(a, NULL, body, body_len, ev, err);
+}
+
+enum pn_verdict
+pn_stripe_normalise_site(struct pn_arena *a, const struct pn_site *site,
+			 const unsigned char *body, size_t body_len, struct pn_event *ev,
+			 struct pn_err *err)
 {
 	json_t *root, *obj;
 	const char *type, *object, *why = NULL;
@@ -238,6 +321,8 @@ pn_stripe_normalise(struct pn_arena *a, const unsigned char *body, size_t body_l
 		ev->dedup_key = ev->psp_event_id;
 		ev->event_type = type;
 		ev->kind = PN_KIND_IGNORED;
+		if (site != NULL)
+			check_site(a, site, root, NULL, ev);
 		goto done;
 	}
 	ev->dedup_key = ev->psp_event_id;
@@ -259,9 +344,7 @@ pn_stripe_normalise(struct pn_arena *a, const unsigned char *body, size_t body_l
 	} else if (strncmp(type, "checkout.session.", 17) == 0) {
 		const char *sub = type + 17, *ps = pn_json_str(a, obj, "payment_status");
 
-		ev->psp_txn_id = pn_json_str(a, obj, "payment_intent");
-		if (ev->psp_txn_id == NULL)
-			ev->psp_txn_id = pn_json_str(a, obj, "id");
+		ev->psp_txn_id = payment_intent_of(a, obj);
 		if (strcmp(sub, "completed") == 0 || strcmp(sub, "async_payment_succeeded") == 0) {
 			/* completed with payment_status "unpaid" is a delayed method:
 			 * pending until async_payment_succeeded/_failed. */
@@ -283,9 +366,7 @@ pn_stripe_normalise(struct pn_arena *a, const unsigned char *body, size_t body_l
 	} else if (strcmp(type, "charge.refunded") == 0) {
 		ev->kind = PN_KIND_REFUND;
 		ev->refund_cumulative = true;	/* amount_refunded is the running total */
-		ev->psp_txn_id = pn_json_str(a, obj, "payment_intent");
-		if (ev->psp_txn_id == NULL)
-			ev->psp_txn_id = pn_json_str(a, obj, "id");
+		ev->psp_txn_id = payment_intent_of(a, obj);
 		if (!stripe_amount(a, obj, "amount_refunded", pn_json_str(a, obj, "currency"),
 				   &ev->refund_minor, &ev->currency, &why))
 			flag_amount(ev, why);
@@ -294,6 +375,8 @@ pn_stripe_normalise(struct pn_arena *a, const unsigned char *body, size_t body_l
 			ev->amount_minor = -1;	/* the refund total alone is enough */
 	} else
 		ev->kind = PN_KIND_IGNORED;
+	if (site != NULL)
+		check_site(a, site, root, obj, ev);
 done:
 	json_decref(root);
 	return verdict;
@@ -339,7 +422,7 @@ stripe_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_er
 		}
 	}
 	ev->key_id = key_id;
-	return pn_stripe_normalise(ctx->arena, req->body, req->body_len, ev, err);
+	return pn_stripe_normalise_site(ctx->arena, site, req->body, req->body_len, ev, err);
 }
 
 static bool
@@ -379,7 +462,8 @@ stripe_sign(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err *e
 	unsigned char mac[64];
 	size_t	maclen, i;
 	struct pn_iov iov[3];
-	const char *t;
+	const char *t, *mkey;
+	size_t	mklen;
 
 	if (!site->stripe.test_signing) {
 		pn_err_set(err, "site %s does not set stripe.test_signing = on: refusing to sign",
@@ -433,10 +517,22 @@ stripe_sign(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err *e
 		pn_err_set(err, "no Stripe test event for \"%s\"", pn_kind_name(r->kind));
 		return false;
 	}
+	if (obj != NULL && pn_cfg_stripe_marker(site, &mkey, &mklen)) {
+		/* the site's own marker, as the shop sets it on its objects */
+		json_t *md = json_object_get(obj, "metadata");
+
+		if (md == NULL) {
+			md = json_object();
+			json_object_set_new(obj, "metadata", md);
+		}
+		json_object_set_new(md, pn_arena_strndup(a, mkey, mklen),
+				    json_string(mkey + mklen + 1));
+	}
+	/* livemode as the site's stripe.mode takes it, so the site accepts it */
 	ev = json_pack("{s:s, s:s, s:s, s:I, s:b, s:s, s:{s:o}}", "id",
 		       pn_arena_printf(a, "evt_%s", r->id), "object", "event", "api_version",
-		       "2024-06-20", "created", (json_int_t)r->now, "livemode", 0, "type", type,
-		       "data", "object", obj);
+		       "2024-06-20", "created", (json_int_t)r->now, "livemode",
+		       site->stripe.mode == PN_STRIPE_LIVE, "type", type, "data", "object", obj);
 	text = json_dumps(ev, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	json_decref(ev);
 	if (text == NULL) {

@@ -31,5 +31,13 @@ bool pn_stripe_verify_sig(const struct pn_stripe_sig *sig, const unsigned char *
 /* Turn a verified event body into a pn_event. */
 enum pn_verdict pn_stripe_normalise(struct pn_arena *a, const unsigned char *body,
 				    size_t body_len, struct pn_event *ev, struct pn_err *err);
+/*
+ * The same, then the site binding: livemode against stripe.mode
+ * (mode_mismatch) and stripe.site_metadata against the object's metadata
+ * (merchant_mismatch).  site NULL: no binding checks.
+ */
+enum pn_verdict pn_stripe_normalise_site(struct pn_arena *a, const struct pn_site *site,
+					 const unsigned char *body, size_t body_len,
+					 struct pn_event *ev, struct pn_err *err);
 
 #endif

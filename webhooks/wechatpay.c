@@ -844,11 +844,25 @@ v2_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_err *e
 		if (!v2_open_refund(ctx, req_info, &in, &key_id, err))
 			return PN_UNVERIFIED;
 		v2_refund(ctx->arena, &in, ev);
-	} else {
-		if (!v2_check_sign(ctx, &x, &key_id, err))
-			return PN_UNVERIFIED;
-		v2_payment(ctx->arena, &x, ev);
+		/*
+		 * Nothing signed ties a v2 refund result to this site: the
+		 * outer mch_id/sub_mch_id/appid are not covered by anything
+		 * (a sender may edit them freely), and req_info is AES-256-ECB
+		 * without integrity (blocks of other genuine refunds under the
+		 * same APIv2 key can be spliced in).  So the outer ids decide
+		 * nothing, not even a merchant_mismatch flag; the refund may
+		 * change an order only when it matches a payment this site
+		 * verified (same transaction_id, not above what was paid), which
+		 * the store checks (weak_identity, else txn_mismatch).
+		 */
+		ev->weak_identity = true;
+		ev->key_id = key_id;
+		ev->dedup_key = bound_key(ctx->arena, ev->dedup_key);
+		return PN_VERIFIED;
 	}
+	if (!v2_check_sign(ctx, &x, &key_id, err))
+		return PN_UNVERIFIED;
+	v2_payment(ctx->arena, &x, ev);
 	ev->key_id = key_id;
 	m.mchid = v2_get(ctx->arena, &x, "mch_id");
 	m.sub_mchid = v2_get(ctx->arena, &x, "sub_mch_id");

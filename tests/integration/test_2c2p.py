@@ -365,7 +365,9 @@ class Scenarios(pntest.ReceiverScenarios):
         self.assertEqual(self.status(oid, LEGACY_SITE), "paid")
         rows = self.rows()
         self.assertEqual([(r["dedup_key"], r["outcome"], r["amount_minor"], r["currency"])
-                          for r in rows], [(oid + ":000:L-" + oid, "applied", 1999, "SGD")])
+                          for r in rows],
+                         [(oid + ":000:" + urllib.parse.parse_qs(body.decode())["hash_value"][0],
+                           "applied", 1999, "SGD")])
         self.ok(self.send(body, site=LEGACY_SITE, ctype=FORM_TYPE))
         self.assertEqual(self.rows()[0]["deliveries"], 2)
 

@@ -79,6 +79,8 @@ def site_lines(name, app_id="2021000000000001", seller_id="2088000000000001",
         "alipay.public_key_file = test-public.pem",
         "alipay.test_private_key_file = test-private.pem",
         "stripe.secret_files = stripe-whsec",
+        # the sites share one Stripe secret (one account): each its own marker
+        "stripe.site_metadata = site=%s" % name,
         "stripe.tolerance_s = %d" % stripe_tolerance,
         "stripe.test_signing = on",
         "2c2p.merchant_id = JT01",
@@ -109,7 +111,7 @@ def config_text(conninfo, stripe_tolerance=300):
         # production-like: no test keys
         + ["[site nokeys]", "alipay.app_id = 2021000000000009",
            "alipay.seller_id = 2088000000000009", "alipay.public_key_file = test-public.pem",
-           "stripe.secret_files = stripe-whsec", ""])
+           "stripe.secret_files = stripe-whsec", "stripe.site_metadata = site=nokeys", ""])
 
 
 def write_config(name, conninfo, **kw):

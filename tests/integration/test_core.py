@@ -297,6 +297,9 @@ class CoreScenarios(pntest.ReceiverScenarios):
         self.assertEqual(n["psp_event_id"], k.event_id(body))
         if k.provider == "stripe":
             self.assertEqual(n["dedup_key"], k.event_id(body))
+        elif k.provider == "alipay":
+            # keyed by Alipay's own trade_no (unique across sellers), not out_trade_no
+            self.assertEqual(n["dedup_key"], n["psp_txn_id"] + ":TRADE_SUCCESS")
         else:
             self.assertIn(oid, n["dedup_key"])
         if self.transport == "cgi":
@@ -690,7 +693,8 @@ class AlipayOnly:
 class StartupRefusals(unittest.TestCase):
     """A bad configuration is refused: a CGI request gets the provider's
     failure form (5xx, so the provider retries) and a FastCGI worker exits at
-    start-up instead of serving."""
+    start-up instead of serving; a site whose key file is unusable (not a
+    loose secret: that is always fatal) is disabled alone."""
 
     def setUp(self):
         PG.reset()
@@ -739,6 +743,32 @@ class StartupRefusals(unittest.TestCase):
                 self.assertIsNotNone(code, "a worker with a bad config must exit")
                 self.assertNotEqual(code, 0)
                 self.assertIn(needle, srv.log_text())
+
+    def test_fastcgi_unusable_key_disables_only_its_site(self):
+        """shop-a's Alipay key file is not a key (issue 11: one site's key must
+        not make every site answer 503): shop-a gets 503 + the failure form
+        and the log names the file; shop-b is served by the same worker."""
+        cfg = pntest.write_config(PG)
+        for name in os.listdir(os.path.join(cfg.dir, "keys")):
+            if name.startswith("shop-a-alipay"):
+                with open(os.path.join(cfg.dir, "keys", name), "w") as f:
+                    f.write("-----BEGIN PUBLIC KEY-----\nnot a key\n-----END PUBLIC KEY-----\n")
+        kit = AlipayKit()
+        srv = pntest.FcgiServer(pntest.binary("alipay"), cfg.path, workers=1).start()
+        try:
+            for site, status in ((SITE_A, 503), (SITE_B, 200)):
+                oid = "ORD-isolated-%s" % site.name
+                kit.add_order(site, oid)
+                h, body = kit.paid(site, oid)
+                r = srv.request("POST", "/notify/alipay/%s" % site.name, h, body)
+                self.assertEqual(r.status, status, r)
+                self.assertEqual(r.body, b"fail" if status == 503 else b"success", r)
+                self.assertEqual(PG.order(site.name, oid)["status"],
+                                 "pending" if status == 503 else "paid")
+            self.assertIn("site shop-a is disabled", srv.log_text())
+            self.assertIn("shop-a-alipay", srv.log_text())
+        finally:
+            srv.stop()
 
 
 class AlipayCgi(AlipayOnly, CoreScenarios, unittest.TestCase):

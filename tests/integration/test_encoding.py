@@ -34,10 +34,12 @@ def tearDownModule():
         PG.destroy()
 
 
-def gbk_notification(order_bytes):
-    """A signed Alipay notification whose out_trade_no is GBK bytes."""
+def gbk_notification(order_bytes, trade_no=b"2024GBK1"):
+    """A signed Alipay notification whose out_trade_no is GBK bytes (trade_no
+    None: without one, so the key falls back to out_trade_no)."""
     params = [(b"app_id", SITE.alipay_app_id.encode()), (b"seller_id", SITE.alipay_seller_id.encode()),
-              (b"charset", b"gbk"), (b"out_trade_no", order_bytes), (b"trade_no", b"2024GBK1"),
+              (b"charset", b"gbk"), (b"out_trade_no", order_bytes)] + (
+                  [(b"trade_no", trade_no)] if trade_no else []) + [
               (b"trade_status", b"TRADE_SUCCESS"), (b"total_amount", b"1.00"),
               (b"subject", "会员".encode("gbk")), (b"notify_id", b"gbk-1"),
               (b"notify_type", b"trade_status_sync"), (b"version", b"1.0")]
@@ -60,11 +62,20 @@ class NonUtf8Ids(unittest.TestCase):
         self.assertEqual((r.status, r.body), (200, b"success"), r)
         rows = PG.psql("SELECT dedup_key, order_id, outcome, deliveries, raw_body = '\\x%s'::bytea "
                        "FROM paynotify.notifications" % body.hex())
-        self.assertEqual(rows, [("\\xb6\\xa9\\xb5\\xa5:TRADE_SUCCESS", "\\xb6\\xa9\\xb5\\xa5",
+        # keyed by Alipay's trade_no (issue 11); the order id is escaped
+        self.assertEqual(rows, [("2024GBK1:TRADE_SUCCESS", "\\xb6\\xa9\\xb5\\xa5",
                                  "unknown_order", "1", "t")])
-        r = self.send(body)                      # a redelivery: same escaped key
+        r = self.send(body)                      # a redelivery: same key
         self.assertEqual((r.status, r.body), (200, b"success"), r)
         self.assertEqual(PG.scalar("SELECT deliveries FROM paynotify.notifications"), "2")
+        # without trade_no the key falls back to out_trade_no: escaped, deterministic
+        body = gbk_notification("订单".encode("gbk"), trade_no=None)
+        for n in ("1", "2"):
+            r = self.send(body)
+            self.assertEqual((r.status, r.body), (200, b"success"), r)
+            self.assertEqual(PG.psql("SELECT dedup_key, deliveries FROM paynotify.notifications "
+                                     "WHERE dedup_key LIKE 'otn:%'"),
+                             [("otn:\\xb6\\xa9\\xb5\\xa5:TRADE_SUCCESS", n)])
 
 
 if __name__ == "__main__":

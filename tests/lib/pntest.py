@@ -1095,7 +1095,9 @@ def alipay_params(site, out_trade_no, total_amount, trade_status="TRADE_SUCCESS"
         ("version", "1.0"),
         ("out_trade_no", out_trade_no),
         ("total_amount", total_amount),
-        ("trade_no", "2024052022001400" + out_trade_no.encode().hex()[:12]),
+        # Alipay's trade id: digits, one per trade (the dedup key names it)
+        ("trade_no", "2024052022001400%012d"
+         % (int(hashlib.sha1(out_trade_no.encode()).hexdigest()[:12], 16) % 10 ** 12)),
         ("auth_app_id", site.alipay_app_id),
         ("buyer_logon_id", "tes***@example.com"),
         ("point_amount", "0.00"),
@@ -1121,10 +1123,18 @@ ALIPAY_CONTENT_TYPE = "application/x-www-form-urlencoded; text/html; charset=utf
 STRIPE_CONTENT_TYPE = "application/json; charset=utf-8"
 
 
-def _stripe_event(event_id, etype, obj, created=None):
+def _stripe_event(event_id, etype, obj, created=None, livemode=True, metadata=None):
+    """livemode True by default: the sites written here take live events
+    (stripe.mode defaults to live; a test-mode event is mode_mismatch).
+    metadata: extra members merged into the object's metadata (a site
+    marker, stripe.site_metadata)."""
+    if metadata:
+        md = dict(obj.get("metadata") or {})
+        md.update(metadata)
+        obj["metadata"] = md
     ev = collections.OrderedDict([
         ("id", event_id), ("object", "event"), ("api_version", "2024-06-20"),
-        ("created", int(created or time.time())), ("livemode", False),
+        ("created", int(created or time.time())), ("livemode", livemode),
         ("pending_webhooks", 1), ("type", etype), ("data", {"object": obj}),
     ])
     return json.dumps(ev, separators=(",", ":")).encode("utf-8")
@@ -1132,7 +1142,7 @@ def _stripe_event(event_id, etype, obj, created=None):
 
 def stripe_checkout_completed(order_id, amount_minor, currency="usd", event_id=None,
                               payment_status="paid", etype="checkout.session.completed",
-                              payment_intent=None):
+                              payment_intent=None, livemode=True, metadata=None):
     """A checkout.session.* event body (bytes); by default completed + paid."""
     n = _next()
     obj = collections.OrderedDict([
@@ -1143,11 +1153,12 @@ def stripe_checkout_completed(order_id, amount_minor, currency="usd", event_id=N
         ("payment_status", payment_status),
         ("status", "expired" if etype.endswith("expired") else "complete"),
     ])
-    return _stripe_event(event_id or "evt_test_" + n, etype, obj)
+    return _stripe_event(event_id or "evt_test_" + n, etype, obj, livemode=livemode,
+                         metadata=metadata)
 
 
 def stripe_charge_refunded(order_id, amount_minor, amount_refunded, currency="usd",
-                           event_id=None, payment_intent=None):
+                           event_id=None, payment_intent=None, livemode=True, metadata=None):
     """A charge.refunded event body (amount_refunded is cumulative).  With
     order_id None the charge carries no metadata (as when the Checkout
     Session's metadata was not copied to the PaymentIntent)."""
@@ -1160,7 +1171,8 @@ def stripe_charge_refunded(order_id, amount_minor, amount_refunded, currency="us
         ("payment_intent", payment_intent or "pi_test_" + n), ("paid", True),
         ("refunded", amount_refunded >= amount_minor), ("status", "succeeded"),
     ])
-    return _stripe_event(event_id or "evt_test_" + n, "charge.refunded", obj)
+    return _stripe_event(event_id or "evt_test_" + n, "charge.refunded", obj, livemode=livemode,
+                         metadata=metadata)
 
 
 def stripe_customer_created(event_id=None):

@@ -179,6 +179,112 @@ START_TEST(test_legacy_vector)
 }
 END_TEST
 
+/*
+ * pn_2c2p_redirect_check on one field replaced in the §B14.3 form: the
+ * field formats (docs/2C2P.md "Field formats"), each bound and one step past
+ * it.  value NULL removes the field.  Signed cases: tests/fixtures/2c2p.
+ */
+static const struct {
+	const char *field, *value;
+	bool	ok;
+	bool	invoice_is_order;
+} formats[] = {
+	{"version", "7.0", true, false}, {"version", "10.25", true, false},
+	{"version", "7", false, false}, {"version", "7.0.1", false, false},
+	{"version", "100.25", false, false}, {"version", NULL, false, false},
+	{"request_timestamp", "2024-02-29 23:59:59", true, false},
+	{"request_timestamp", "2023-02-29 12:00:00", false, false},
+	{"request_timestamp", "2024-04-31 12:00:00", false, false},
+	{"request_timestamp", "2024-01-01 12:00:60", false, false},
+	{"request_timestamp", "2024-01-01_12:00:00", false, false},
+	{"request_timestamp", NULL, false, false},
+	{"merchant_id", "JT_sub-01", true, false},
+	{"merchant_id", "1234567890123456789012345", true, false},
+	{"merchant_id", "12345678901234567890123456", false, false},
+	{"order_id", "12345678901234567890123456789012345678901234567890", true, false},
+	{"order_id", "123456789012345678901234567890123456789012345678901", false, false},
+	{"order_id", "ORD 42", false, false}, {"order_id", "ORD:42", false, false},
+	{"order_id", "", false, false},
+	{"invoice_no", "", true, false}, {"invoice_no", "ORDER42", false, false},
+	{"invoice_no", "ORDER42", true, true}, {"invoice_no", "ORDER4", false, true},
+	{"invoice_no", "", false, true},
+	{"currency", "392", true, false}, {"currency", "999", false, false},
+	{"currency", "70", false, false}, {"currency", "SGD", false, false},
+	{"amount", "000000000000", true, false}, {"amount", "00000000199", false, false},
+	{"amount", "0000000001999", false, false}, {"amount", "+00000001999", false, false},
+	{"transaction_ref", "1234567890123456789012345678", true, false},
+	{"transaction_ref", "12345678901234567890123456789", false, false},
+	{"transaction_ref", NULL, true, false},
+	{"approval_code", "1234567", false, false}, {"eci", "123", false, false},
+	{"eci", "7", true, false},
+	{"transaction_datetime", "2024-01-01 12:00:05 ", false, false},
+	{"transaction_datetime", NULL, false, false},
+	{"payment_channel", "001002", false, false}, {"payment_channel", "01", false, false},
+	{"payment_channel", NULL, false, false},
+	{"payment_status", "000", true, false}, {"payment_status", "0000", false, false},
+	{"payment_status", "00", false, false}, {"payment_status", NULL, false, false},
+	{"channel_response_code", "12345678", true, false},
+	{"channel_response_code", "123456789", false, false},
+	{"channel_response_desc", "ok\x7f", false, false},
+	{"channel_response_desc", "ok\x01", false, false},
+	{"masked_pan", "4111111111111111111", true, false},
+	{"masked_pan", "41111111111111111111", false, false},
+	{"ippInterestRate", "0.80", true, false}, {"ippInterestRate", "0..8", false, false},
+	{"ippInterestType", "A", true, false}, {"ippInterestType", "AA", false, false},
+};
+
+START_TEST(test_redirect_formats)
+{
+	static const char *base[][2] = {
+		{"version", "7.0"}, {"request_timestamp", "2024-01-01 12:00:00"},
+		{"merchant_id", "JT01"}, {"order_id", "ORDER42"}, {"invoice_no", ""},
+		{"currency", "702"}, {"amount", "000000001999"}, {"transaction_ref", "1234567"},
+		{"approval_code", "123456"}, {"eci", "05"},
+		{"transaction_datetime", "2024-01-01 12:00:05"}, {"payment_channel", "001"},
+		{"payment_status", "000"}, {"channel_response_code", "00"},
+		{"channel_response_desc", "success"}, {"masked_pan", "411111XXXXXX1111"},
+	};
+	struct pn_arena *a = pn_arena_new();
+	struct pn_form f;
+	struct pn_err err;
+	size_t	i, n = 0;
+	bool	seen = false, ok;
+
+	f.fields = pn_arena_alloc(a, (PN_ARRAY_LEN(base) + 1) * sizeof(*f.fields));
+	for (i = 0; i < PN_ARRAY_LEN(base); i++) {
+		const char *v = base[i][1];
+
+		if (strcmp(base[i][0], formats[_i].field) == 0) {
+			seen = true;
+			v = formats[_i].value;
+			if (formats[_i].invoice_is_order && strcmp(base[i][0], "invoice_no") != 0)
+				v = base[i][1];
+		} else if (formats[_i].invoice_is_order && strcmp(base[i][0], "invoice_no") == 0)
+			v = "ORDER42";
+		if (v == NULL)
+			continue;
+		f.fields[n].key = base[i][0];
+		f.fields[n].value = v;
+		f.fields[n++].value_len = strlen(v);
+	}
+	if (!seen && formats[_i].value != NULL) {
+		f.fields[n].key = formats[_i].field;
+		f.fields[n].value = formats[_i].value;
+		f.fields[n++].value_len = strlen(formats[_i].value);
+	}
+	f.n = n;
+	memset(&err, 0, sizeof(err));
+	ok = pn_2c2p_redirect_check(a, &f, formats[_i].invoice_is_order, &err);
+	ck_assert_msg(ok == formats[_i].ok, "%s=\"%s\"%s: expected %s, got %s (%s)",
+		      formats[_i].field, formats[_i].value ? formats[_i].value : "(absent)",
+		      formats[_i].invoice_is_order ? " (invoice_no = order_id site)" : "",
+		      formats[_i].ok ? "accepted" : "refused", ok ? "accepted" : "refused", err.msg);
+	if (!ok)	/* the reason names the field */
+		ck_assert_msg(strstr(err.msg, formats[_i].field) != NULL, "%s", err.msg);
+	pn_arena_free(a);
+}
+END_TEST
+
 START_TEST(test_answers)
 {
 	struct pn_response res = {0, NULL, PN_BUF_INIT};
@@ -227,6 +333,7 @@ suite_2c2p(void)
 	tcase_add_test(tc, test_raw_member);
 	tcase_add_loop_test(tc, test_resp_code_table, 0, (int)PN_ARRAY_LEN(kinds));
 	tcase_add_test(tc, test_legacy_vector);
+	tcase_add_loop_test(tc, test_redirect_formats, 0, (int)PN_ARRAY_LEN(formats));
 	tcase_add_test(tc, test_answers);
 	tcase_add_test(tc, test_configured);
 	tcase_add_loop_test(tc, test_2c2p_case, 0, (int)ncases);

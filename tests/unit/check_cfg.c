@@ -145,6 +145,16 @@ static const struct {
 	{"[metrics]\nstatus_path = /st atus\n", "invalid character ' '"},
 	{"[metrics]\nallow = 127.0.0.1 localhost\n", "invalid address \"localhost\" in \"allow\""},
 	{"[metric]\n", "unknown section"},
+	{"[site a]\nstripe.secret_files = ok\nstripe.mode = sandbox\n", "expected one of live, test"},
+	{"[site a]\nstripe.secret_files = ok\nstripe.site_metadata = shop-a\n",
+	 "invalid stripe.site_metadata \"shop-a\""},
+	{"[site a]\nstripe.secret_files = ok\nstripe.site_metadata = =shop-a\n",
+	 "invalid stripe.site_metadata"},
+	{"[site a]\nstripe.secret_files = ok\nstripe.site_metadata = site=\n",
+	 "invalid stripe.site_metadata"},
+	{"[site a]\nstripe.secret_files = ok\nstripe.site_metadata = a.b=shop\n",
+	 "invalid stripe.site_metadata"},
+	{"[site a]\n2c2p.redirect_invoice_no = invoice\n", "expected one of empty, order_id"},
 };
 
 START_TEST(test_bad_configs)
@@ -159,6 +169,104 @@ START_TEST(test_bad_configs)
 		      bad[_i].error, msg);
 	/* every error names the file */
 	ck_assert_msg(strstr(msg, "pn.conf") != NULL || strstr(msg, dir) != NULL, "%s", msg);
+}
+END_TEST
+
+START_TEST(test_stripe_binding_keys)
+{
+	struct pn_err err;
+	struct pn_config *cfg;
+	const struct pn_site *s;
+	const char *key;
+	size_t	klen;
+
+	write_file("ok", "whsec_x\n", 0600);
+	cfg = pn_cfg_load(write_file("pn.conf", "[site a]\nstripe.secret_files = ok\n"
+				     "stripe.site_metadata = site=shop=a\n"
+				     "[site b]\nstripe.secret_files = ok\nstripe.mode = test\n", 0644),
+			  &err);
+	ck_assert_msg(cfg != NULL, "%s", err.msg);
+	s = pn_cfg_site(cfg, "a");
+	ck_assert_int_eq(s->stripe.mode, PN_STRIPE_LIVE);	/* the default */
+	ck_assert(pn_cfg_stripe_marker(s, &key, &klen));
+	ck_assert_uint_eq(klen, 4);
+	ck_assert(strncmp(key, "site", 4) == 0);
+	ck_assert_str_eq(key + klen + 1, "shop=a");	/* split at the first '=' */
+	s = pn_cfg_site(cfg, "b");
+	ck_assert_int_eq(s->stripe.mode, PN_STRIPE_TEST);
+	ck_assert(!pn_cfg_stripe_marker(s, NULL, NULL));
+	pn_cfg_free(cfg);
+}
+END_TEST
+
+/* Alipay's legacy RSA accepts a 1024-bit key; RSA2 and WeChat Pay need 2048. */
+START_TEST(test_rsa_key_sizes)
+{
+	char	text[1024];
+	const char *weak = fixture_path("unit/keys/weak-1024.pub.pem"), *msg;
+
+	snprintf(text, sizeof(text), "[site a]\nalipay.app_id = 1\nalipay.seller_id = 2\n"
+		 "alipay.public_key_file = %s\nalipay.sign_type = RSA\n", weak);
+	msg = load(text);
+	ck_assert_msg(*msg == '\0', "%s", msg);
+	snprintf(text, sizeof(text), "[site a]\nalipay.sign_type = RSA\nalipay.app_id = 1\n"
+		 "alipay.seller_id = 2\nalipay.public_key_file = %s\n", weak);
+	msg = load(text);
+	ck_assert_msg(*msg == '\0', "sign_type before the key: %s", msg);
+	snprintf(text, sizeof(text), "[site a]\nalipay.app_id = 1\nalipay.seller_id = 2\n"
+		 "alipay.public_key_file = %s\n", weak);
+	msg = load(text);
+	ck_assert_msg(strstr(msg, "site \"a\": Alipay key weak-1024.pub.pem has 1024 bits; "
+			     "alipay.sign_type RSA2 needs at least 2048") != NULL, "%s", msg);
+	snprintf(text, sizeof(text), "[site w]\nwechatpay.mchid = 1\nwechatpay.appid = wx1\n"
+		 "wechatpay.apiv2_key_file = ok\nwechatpay.public_key_id = PUB_KEY_ID_1\n"
+		 "wechatpay.public_key_file = %s\n", weak);
+	write_file("ok", "k\n", 0600);
+	msg = load(text);
+	ck_assert_msg(strstr(msg, "RSA key has 1024 bits; at least 2048 are required") != NULL, "%s",
+		      msg);
+}
+END_TEST
+
+/* PN_CFG_ISOLATE_SITES: a site's unusable key disables that site only. */
+START_TEST(test_isolate_sites)
+{
+	char	text[1024];
+	struct pn_err err;
+	struct pn_config *cfg;
+	const char *path;
+
+	write_file("ok", "whsec_x\n", 0600);
+	write_file("loose", "whsec_x\n", 0644);
+	snprintf(text, sizeof(text),
+		 "[site good]\nstripe.secret_files = ok\n"
+		 "[site missing]\nstripe.secret_files = nosuchfile\n"
+		 "[site weak]\nalipay.app_id = 1\nalipay.seller_id = 2\nalipay.public_key_file = %s\n"
+		 "[site incomplete]\nalipay.app_id = 1\n",
+		 fixture_path("unit/keys/weak-1024.pub.pem"));
+	path = write_file("pn.conf", text, 0644);
+	ck_assert(pn_cfg_load(path, &err) == NULL);	/* strict: the whole file */
+	ck_assert_msg(strstr(err.msg, "nosuchfile") != NULL, "%s", err.msg);
+	cfg = pn_cfg_load_flags(path, PN_CFG_ISOLATE_SITES, &err);
+	ck_assert_msg(cfg != NULL, "%s", err.msg);
+	ck_assert(pn_cfg_site(cfg, "good")->disabled == NULL);
+	ck_assert_msg(strstr(pn_cfg_site(cfg, "missing")->disabled, "pn.conf:4: could not stat "
+			     "secret file") != NULL, "%s", pn_cfg_site(cfg, "missing")->disabled);
+	ck_assert_msg(strstr(pn_cfg_site(cfg, "weak")->disabled, "1024 bits") != NULL, "%s",
+		      pn_cfg_site(cfg, "weak")->disabled);
+	ck_assert(strstr(pn_cfg_site(cfg, "incomplete")->disabled, "alipay.seller_id is "
+			 "required") != NULL);
+	pn_cfg_free(cfg);
+	/* a secret readable by group or others stays fatal (security policy) */
+	path = write_file("pn.conf", "[site good]\nstripe.secret_files = ok\n[site b]\n"
+			  "stripe.secret_files = ok loose\n", 0644);
+	ck_assert(pn_cfg_load_flags(path, PN_CFG_ISOLATE_SITES, &err) == NULL);
+	ck_assert_msg(strstr(err.msg, "group or others") != NULL, "%s", err.msg);
+	/* a mistake in the file itself stays fatal */
+	path = write_file("pn.conf", "[site good]\nstripe.secret_files = ok\n[site b]\n"
+			  "stripe.secret_file = ok\n", 0644);
+	ck_assert(pn_cfg_load_flags(path, PN_CFG_ISOLATE_SITES, &err) == NULL);
+	ck_assert(strstr(err.msg, "unknown key") != NULL);
 }
 END_TEST
 
@@ -416,6 +524,9 @@ suite_cfg(void)
 	tcase_add_test(tc, test_good_config);
 	tcase_add_loop_test(tc, test_bad_configs, 0, (int)(sizeof(bad) / sizeof(bad[0])));
 	tcase_add_test(tc, test_wechat_key_length);
+	tcase_add_test(tc, test_stripe_binding_keys);
+	tcase_add_test(tc, test_rsa_key_sizes);
+	tcase_add_test(tc, test_isolate_sites);
 	tcase_add_test(tc, test_keys_documented);
 	tcase_add_test(tc, test_address_lists);
 	tcase_add_test(tc, test_all_errors_reported);

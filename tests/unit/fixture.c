@@ -121,6 +121,12 @@ event_field(const struct pn_event *ev, const char *key, char *buf, size_t sz)
 	}
 	if (strcmp(key, "refund_cumulative") == 0)
 		return ev->refund_cumulative ? "true" : "false";
+	if (strcmp(key, "psp_time") == 0)
+		return ev->psp_time;
+	if (strcmp(key, "weak_identity") == 0)
+		return ev->weak_identity ? "true" : "false";
+	if (strcmp(key, "flag_detail") == 0)
+		return ev->flag_detail;
 	ck_abort_msg("unknown expectation field \"%s\"", key);
 	return NULL;
 }
