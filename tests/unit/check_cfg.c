@@ -216,8 +216,9 @@ START_TEST(test_rsa_key_sizes)
 	snprintf(text, sizeof(text), "[site a]\nalipay.app_id = 1\nalipay.seller_id = 2\n"
 		 "alipay.public_key_file = %s\n", weak);
 	msg = load(text);
-	ck_assert_msg(strstr(msg, "site \"a\": Alipay key weak-1024.pub.pem has 1024 bits; "
-			     "alipay.sign_type RSA2 needs at least 2048") != NULL, "%s", msg);
+	ck_assert_msg(strstr(msg, "site \"a\": Alipay key weak-1024.pub.pem:") != NULL
+		      && strstr(msg, " has 1024 bits; alipay.sign_type RSA2 needs at least 2048")
+		      != NULL, "%s", msg);
 	snprintf(text, sizeof(text), "[site w]\nwechatpay.mchid = 1\nwechatpay.appid = wx1\n"
 		 "wechatpay.apiv2_key_file = ok\nwechatpay.public_key_id = PUB_KEY_ID_1\n"
 		 "wechatpay.public_key_file = %s\n", weak);
