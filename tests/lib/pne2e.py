@@ -171,9 +171,11 @@ def demo_config(cluster, directory=None, forger=False, stripe_secrets=("whsec_de
 
 
 def sign(config, provider, order, amount="12.34", currency=None, site="demo", v2=False,
-         event=None):
-    """A signed test notification from `paynotify sign`."""
-    argv = [os.path.join(REPO, "paynotify"), "-c", config, "sign", provider, "--site", site,
+         event=None, program=None):
+    """A signed test notification from `paynotify sign` (program: another
+    paynotify than the tree's, e.g. the installed /usr/bin/paynotify)."""
+    argv = [program or os.path.join(REPO, "paynotify"), "-c", config, "sign", provider,
+            "--site", site,
             "--order", order, "--amount", amount,
             "--currency", currency or CURRENCY[provider]]
     if v2:
@@ -320,8 +322,11 @@ class _Proc:
 class Receiver(_Proc):
     """paynotify-<provider> --listen unix:<sockdir>/<provider>.sock --workers N."""
 
-    def __init__(self, provider, config, sockdir, workers=2, extra_args=()):
+    def __init__(self, provider, config, sockdir, workers=2, extra_args=(), binary=None,
+                 prefix=()):
         super().__init__()
+        self.binary = binary or pntest.binary(provider)
+        self.prefix = list(prefix)     # e.g. setpriv --reuid=... -- (one that execs)
         self.provider = provider
         self.config = config
         self.sock = os.path.join(sockdir, provider + ".sock")
@@ -332,7 +337,7 @@ class Receiver(_Proc):
     def start(self, timeout=10):
         if os.path.exists(self.sock):
             os.unlink(self.sock)
-        argv = [pntest.binary(self.provider), "-c", self.config,
+        argv = self.prefix + [self.binary, "-c", self.config,
                 "--listen", "unix:" + self.sock, "--workers", str(self.workers),
                 "--socket-mode", "0666"] + self.extra_args
         self._popen(argv, os.path.join(self.logdir, self.provider + ".log"))
@@ -378,10 +383,12 @@ def run_dir(prefix):
 
 class Nginx(_Proc):
     """nginx on 127.0.0.1:port, the server block including the shipped
-    conf/nginx/paynotify.conf with /run/paynotify/ replaced by sockdir."""
+    conf/nginx/paynotify.conf (or the snippet file given, e.g. the installed
+    one) with /run/paynotify/ replaced by sockdir."""
 
-    def __init__(self, sockdir, port=None):
+    def __init__(self, sockdir, port=None, snippet=None):
         super().__init__()
+        self.snippet = snippet or os.path.join(CONF, "nginx", "paynotify.conf")
         self.sockdir = sockdir.rstrip("/") + "/"
         self.port = port or free_port()
         self.dir = run_dir("pne2e-nginx.")
@@ -391,8 +398,8 @@ class Nginx(_Proc):
         for sub in ("tmp", "logs"):
             os.makedirs(os.path.join(d, sub), exist_ok=True)
         with open(os.path.join(d, "paynotify.conf"), "w") as f:
-            f.write(substitute(shipped("nginx", "paynotify.conf"),
-                               {SHIPPED_SOCK_DIR: self.sockdir}))
+            with open(self.snippet) as snippet:
+                f.write(substitute(snippet.read(), {SHIPPED_SOCK_DIR: self.sockdir}))
         shutil.copyfile("/etc/nginx/fastcgi_params", os.path.join(d, "fastcgi_params"))
         user = "user nobody nogroup;" if pntest.IS_ROOT else ""
         conf = """%(user)s
