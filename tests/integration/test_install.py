@@ -50,8 +50,12 @@ def run(argv, **kw):
                           env=pntest.clean_env(), **kw)
 
 
+# the build the binaries come from (PN_BIN_DIR: tests/sanitize.sh's build-asan)
+BUILD = BIN_DIR if os.path.exists(os.path.join(BIN_DIR, "Makefile")) else REPO
+
+
 def configured():
-    return os.path.exists(os.path.join(REPO, "Makefile"))
+    return os.path.exists(os.path.join(BUILD, "Makefile"))
 
 
 def longopts(path):
@@ -90,7 +94,7 @@ class TestDefaultConfig(unittest.TestCase):
     def test_compiled_default_is_sysconfdir_rule(self):
         if not configured():
             self.skipTest("the tree is not configured")
-        p = run(["make", "-s", "-C", REPO, "print-default-config"])
+        p = run(["make", "-s", "-C", BUILD, "print-default-config"])
         self.assertEqual(p.returncode, 0, p.stderr)
         expected = p.stdout.strip()
         self.assertTrue(expected.endswith("/paynotify/paynotify.conf"), expected)
@@ -98,7 +102,7 @@ class TestDefaultConfig(unittest.TestCase):
             self.assertEqual(self.compiled(prog), expected, prog)
         # the built man pages name exactly this one
         for page in ("paynotify.1", "paynotify.conf.5", "paynotify-receiver.8"):
-            with open(os.path.join(REPO, "build", "man", page)) as f:
+            with open(os.path.join(BUILD, "build", "man", page)) as f:
                 self.assertIn(expected.replace("-", r"\-"), f.read(), page)
 
     def test_docs_state_the_rule(self):
@@ -162,9 +166,9 @@ class TestMakeInstall(unittest.TestCase):
             self.skipTest("the tree is not configured")
         dest = tempfile.mkdtemp(prefix="pntest-install.")
         pntest.add_cleanup(lambda: shutil.rmtree(dest, ignore_errors=True))
-        p = run(["make", "-s", "-C", REPO, "install", "DESTDIR=" + dest])
+        p = run(["make", "-s", "-C", BUILD, "install", "DESTDIR=" + dest])
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-        conf = run(["make", "-s", "-C", REPO, "print-default-config"]).stdout.strip()
+        conf = run(["make", "-s", "-C", BUILD, "print-default-config"]).stdout.strip()
         files = []
         for root, _, names in os.walk(dest):
             files += [os.path.join(root, n)[len(dest):] for n in names]
