@@ -6,6 +6,10 @@
 #   - a login role without those grants cannot ingest: 503 + failure form,
 #     nothing stored, the order untouched (so the test above can fail)
 #   - paynotify_admin's grants run report, stats and replay --apply
+#   - retention (the two shell blocks of docs/DATABASE.md, run as written
+#     but for the database name and the notification id): rows delivered
+#     over a year ago are archived to CSV and deleted, unknown_order ones
+#     stay; the archive loads back and `paynotify replay` verifies it
 
 import os
 import re
@@ -123,6 +127,52 @@ class TestGrants(unittest.TestCase):
                                timeout=60)
             self.assertIn(p.returncode, ok, "%s: %s%s" % (args, p.stdout, p.stderr))
         self.assertEqual(PG.order(SITE_A.name, "G-3")["status"], "paid")
+
+
+def sh_blocks():
+    _, text = doc_sql_blocks()
+    return re.findall(r"```sh\n(.*?)```", text, re.S)
+
+
+class TestRetention(unittest.TestCase):
+    def test_archive_and_reload(self):
+        archive = [b for b in sh_blocks() if "notifications-archive.csv' WITH" in b
+                   and "DELETE FROM" in b]
+        reload_ = [b for b in sh_blocks() if "\\copy paynotify.notifications FROM" in b]
+        self.assertEqual((len(archive), len(reload_)), (1, 1), "the doc's retention blocks")
+        cfg = pntest.write_config(PG)
+        ids = []
+        for order, known in (("R-1", True), ("R-2", True), ("R-3", False)):
+            if known:
+                PG.add_order(SITE_A.name, order, 900, "USD")
+            r, _ = stripe_post(cfg, order, 900)
+            self.assertEqual(r.status, 200, r.stderr)
+            ids.append(PG.scalar("SELECT id FROM paynotify.notifications WHERE order_id = %s"
+                                 % pntest.q(order)))
+        PG.psql("UPDATE paynotify.notifications SET received_at = now() - interval '2 years', "
+                "last_delivery_at = now() - interval '2 years' WHERE order_id LIKE 'R-%'")
+        work = pntest.temp_dir("pntest-archive.")
+        env = pntest.clean_env(PG.libpq_env())
+        env["PATH"] = os.path.dirname(ADMIN) + ":" + env["PATH"]
+        env["PAYNOTIFY_CONFIG"] = cfg.path
+        db = "-d %s " % pntest.PG_DB
+
+        def sh(script):
+            p = subprocess.run(["bash", "-e", "-c", script.replace("-d shop ", db)], cwd=work,
+                               env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            return p
+
+        sh(archive[0])
+        self.assertTrue(os.path.exists(os.path.join(work, "notifications-archive.csv.gz")))
+        left = PG.psql("SELECT order_id, outcome FROM paynotify.notifications "
+                       "WHERE order_id LIKE 'R-%' ORDER BY order_id")
+        self.assertEqual(left, [("R-3", "unknown_order")])
+        p = sh(reload_[0].replace("--id 17", "--id %s --format csv" % ids[0]))
+        self.assertEqual(PG.scalar("SELECT count(*) FROM paynotify.notifications "
+                                   "WHERE order_id IN ('R-1', 'R-2')"), "2")
+        self.assertIn("%s,%s,stripe,R-1,paid,yes," % (ids[0], SITE_A.name), p.stdout)
 
 
 if __name__ == "__main__":
