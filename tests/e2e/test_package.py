@@ -1,6 +1,7 @@
 # test_package.py: the INSTALLED Debian package (scripts/build-deb, dpkg -i;
 # .ci/run does both before scripts/test).  Everything here runs the files
 # the package put on the machine, never the tree's build:
+#   - the installed units pass systemd-analyze verify (with /usr/bin paths)
 #   - the files: receivers and paynotify in /usr/bin, the SQL in
 #     /usr/share/paynotify/sql (the tree's sql/ files, byte for byte), the
 #     snippets, units, man pages (paynotify-<provider>(8) links), docs the
@@ -175,6 +176,24 @@ class TestInstalledFiles(unittest.TestCase):
         self.assertIn("SetEnv PAYNOTIFY_CONFIG /etc/paynotify/paynotify.conf\n", cgi)
         with open(SHARE + "/nginx/paynotify.conf") as f:
             self.assertIn("include /usr/share/paynotify/nginx/paynotify.conf;", f.read())
+
+    def test_installed_units_verify(self):
+        exe = shutil.which("systemd-analyze")
+        if exe is None:
+            self.skipTest("systemd-analyze not installed (Debian package systemd)")
+        d = pne2e.run_dir("pnpkg-units.")
+        files = []
+        for p in pne2e.PROVIDERS:   # the installed templates, instantiated as systemd would
+            for kind in ("service", "socket"):
+                dst = os.path.join(d, "paynotify@%s.%s" % (p, kind))
+                shutil.copyfile(os.path.join(UNITDIR, "paynotify@." + kind), dst)
+                files.append(dst)
+        p = subprocess.run([exe, "verify", "--man=no"] + files, cwd=d, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60,
+                           env=pntest.clean_env())
+        out = p.stdout.decode("utf-8", "replace")
+        ours = [line for line in out.splitlines() if "paynotify" in line or d in line]
+        self.assertEqual((p.returncode, ours), (0, []), out)
 
     def test_configuration_conffile_and_permissions(self):
         p = run(["dpkg-query", "-W", "-f", "${Conffiles}", "paynotify"])
