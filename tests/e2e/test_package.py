@@ -18,7 +18,9 @@
 #     as shipped (no key files) it fails naming the first missing file
 #   - a signed notification through nginx with the INSTALLED snippet to the
 #     INSTALLED receiver running as the package's user paynotify: applied,
-#     acked; the duplicate counted; the health check 200
+#     acked; the duplicate counted; the health check 200; the same through
+#     the installed Apache snippets (mod_proxy_fcgi, and CGI running
+#     /usr/bin/paynotify-alipay)
 #   - lintian has nothing to say about the .deb (PN_PACKAGE_DEB, set by .ci/run)
 # Without the package installed the tests skip, saying how to install it;
 # PN_REQUIRE_PACKAGE=1 (.ci/run) makes that a failure instead.
@@ -342,6 +344,35 @@ class TestInstalledThroughNginx(unittest.TestCase):
         r = pne2e.http(nginx.port, "GET", "/notify/stripe/demo")
         self.assertEqual((r.status, r.body), (200, b"ok\n"))
         rcv.wait_log(r"outcome=applied", 5)
+        self.assertEqual(rcv.stop(), 0)
+
+
+class TestInstalledThroughApache(unittest.TestCase):
+    def test_installed_apache_snippets(self):
+        """The installed Apache snippets: mod_proxy_fcgi to the installed
+        receiver (as user paynotify), and CGI running /usr/bin/paynotify-*
+        itself (as Apache's user, who owns that configuration)."""
+        if shutil.which("apache2") is None:
+            self.skipTest("apache2 not installed")
+        ensure_schema()
+        pw = pwd.getpwnam("paynotify")
+        cfg = pne2e.demo_config(PG, owner=(pw.pw_uid, pw.pw_gid))
+        cgi_cfg = pne2e.demo_config(PG, owner=pne2e.nobody_ids())
+        sockdir = pne2e.run_dir("pnpkg-asock.")
+        os.chown(sockdir, pw.pw_uid, pw.pw_gid)
+        rcv = pne2e.Receiver("alipay", cfg, sockdir, workers=1, binary=BIN + "/paynotify-alipay",
+                             prefix=["setpriv", "--reuid=paynotify", "--regid=paynotify",
+                                     "--init-groups", "--"]).start()
+        apache = pne2e.Apache(sockdir, BIN, cgi_cfg, snippet_dir=SHARE + "/apache",
+                              shipped_bindir=BIN + "/",
+                              shipped_config=ETC + "/paynotify.conf").start()
+        for port, order in ((apache.fcgi_port, "PKG-A1"), (apache.cgi_port, "PKG-A2")):
+            PG.psql("INSERT INTO paynotify.orders (site, order_id, amount_minor, currency) "
+                    "VALUES ('demo', '%s', 1234, 'CNY')" % order)
+            n = pne2e.sign(cfg, "alipay", order, "12.34", program=BIN + "/paynotify")
+            r = pne2e.http(port, "POST", n.path, n.headers, n.body)
+            self.assertEqual((r.status, r.body), (200, b"success"), apache.log_text())
+            self.assertEqual(PG.order("demo", order)["status"], "paid")
         self.assertEqual(rcv.stop(), 0)
 
 

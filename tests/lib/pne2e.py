@@ -449,8 +449,15 @@ class Apache(_Proc):
     shipped conf/apache/paynotify-cgi.conf (mod_cgid, the receivers in
     bindir reading config)."""
 
-    def __init__(self, sockdir, bindir, config):
+    def __init__(self, sockdir, bindir, config, snippet_dir=None,
+                 shipped_bindir=SHIPPED_BIN_DIR, shipped_config=SHIPPED_CONFIG):
+        """snippet_dir: where paynotify.conf and paynotify-cgi.conf are
+        (default conf/apache; the installed package: /usr/share/paynotify/apache,
+        whose CGI snippet names shipped_bindir /usr/bin/)."""
         super().__init__()
+        self.snippet_dir = snippet_dir or os.path.join(CONF, "apache")
+        self.shipped_bindir = shipped_bindir
+        self.shipped_config = shipped_config
         self.sockdir = sockdir.rstrip("/") + "/"
         self.bindir = bindir.rstrip("/") + "/"
         self.config = config
@@ -464,12 +471,15 @@ class Apache(_Proc):
         d = self.dir
         os.makedirs(os.path.join(d, "logs"), exist_ok=True)
         os.makedirs(os.path.join(d, "run"), exist_ok=True)
+        def snippet(name):
+            with open(os.path.join(self.snippet_dir, name)) as f:
+                return f.read()
         with open(os.path.join(d, "paynotify-fcgi.conf"), "w") as f:
-            f.write(substitute(shipped("apache", "paynotify.conf"),
-                               {SHIPPED_SOCK_DIR: self.sockdir}))
+            f.write(substitute(snippet("paynotify.conf"), {SHIPPED_SOCK_DIR: self.sockdir}))
         with open(os.path.join(d, "paynotify-cgi.conf"), "w") as f:
-            f.write(substitute(shipped("apache", "paynotify-cgi.conf"),
-                               {SHIPPED_BIN_DIR: self.bindir, SHIPPED_CONFIG: self.config}))
+            f.write(substitute(snippet("paynotify-cgi.conf"),
+                               {self.shipped_bindir: self.bindir,
+                                self.shipped_config: self.config}))
         loads = "\n".join("LoadModule %s_module /usr/lib/apache2/modules/mod_%s.so" % (m, m)
                           for m in APACHE_MODULES)
         user = "User nobody\nGroup nogroup" if pntest.IS_ROOT else ""
