@@ -171,9 +171,11 @@ def demo_config(cluster, directory=None, forger=False, stripe_secrets=("whsec_de
 
 
 def sign(config, provider, order, amount="12.34", currency=None, site="demo", v2=False,
-         event=None):
-    """A signed test notification from `paynotify sign`."""
-    argv = [os.path.join(REPO, "paynotify"), "-c", config, "sign", provider, "--site", site,
+         event=None, program=None):
+    """A signed test notification from `paynotify sign` (program: another
+    paynotify than the tree's, e.g. the installed /usr/bin/paynotify)."""
+    argv = [program or os.path.join(REPO, "paynotify"), "-c", config, "sign", provider,
+            "--site", site,
             "--order", order, "--amount", amount,
             "--currency", currency or CURRENCY[provider]]
     if v2:
@@ -320,8 +322,11 @@ class _Proc:
 class Receiver(_Proc):
     """paynotify-<provider> --listen unix:<sockdir>/<provider>.sock --workers N."""
 
-    def __init__(self, provider, config, sockdir, workers=2, extra_args=()):
+    def __init__(self, provider, config, sockdir, workers=2, extra_args=(), binary=None,
+                 prefix=()):
         super().__init__()
+        self.binary = binary or pntest.binary(provider)
+        self.prefix = list(prefix)     # e.g. setpriv --reuid=... -- (one that execs)
         self.provider = provider
         self.config = config
         self.sock = os.path.join(sockdir, provider + ".sock")
@@ -332,7 +337,7 @@ class Receiver(_Proc):
     def start(self, timeout=10):
         # a socket left behind is the receiver's business: it replaces a
         # stale one and refuses one that answers (tests/e2e/test_process_safety.py)
-        argv = [pntest.binary(self.provider), "-c", self.config,
+        argv = self.prefix + [self.binary, "-c", self.config,
                 "--listen", "unix:" + self.sock, "--workers", str(self.workers),
                 "--socket-mode", "0666"] + self.extra_args
         self._popen(argv, os.path.join(self.logdir, self.provider + ".log"))
@@ -389,13 +394,14 @@ def public_bindir():
 
 class Nginx(_Proc):
     """nginx on 127.0.0.1:port, the server block including the shipped
-    conf/nginx/paynotify.conf (and the other shipped snippets named in
-    snippets, e.g. paynotify-status.conf) with /run/paynotify/ replaced by
-    sockdir."""
+    conf/nginx/paynotify.conf (or the snippet file given, e.g. the installed
+    one) and the other shipped snippets named in snippets (e.g.
+    paynotify-status.conf), with /run/paynotify/ replaced by sockdir."""
 
-    def __init__(self, sockdir, port=None, snippets=("paynotify.conf",)):
+    def __init__(self, sockdir, port=None, snippets=("paynotify.conf",), snippet=None):
         super().__init__()
         self.snippets = tuple(snippets)
+        self.snippet = snippet or os.path.join(CONF, "nginx", "paynotify.conf")
         self.sockdir = sockdir.rstrip("/") + "/"
         self.port = port or free_port()
         self.dir = run_dir("pne2e-nginx.")
@@ -405,8 +411,9 @@ class Nginx(_Proc):
         for sub in ("tmp", "logs"):
             os.makedirs(os.path.join(d, sub), exist_ok=True)
         for name in self.snippets:
-            with open(os.path.join(d, name), "w") as f:
-                f.write(substitute(shipped("nginx", name), {SHIPPED_SOCK_DIR: self.sockdir}))
+            path = self.snippet if name == "paynotify.conf" else os.path.join(CONF, "nginx", name)
+            with open(os.path.join(d, name), "w") as f, open(path) as snippet:
+                f.write(substitute(snippet.read(), {SHIPPED_SOCK_DIR: self.sockdir}))
         shutil.copyfile("/etc/nginx/fastcgi_params", os.path.join(d, "fastcgi_params"))
         user = "user nobody nogroup;" if pntest.IS_ROOT else ""
         conf = """%(user)s
@@ -457,8 +464,15 @@ class Apache(_Proc):
     shipped conf/apache/paynotify-cgi.conf (mod_cgid, the receivers in
     bindir reading config)."""
 
-    def __init__(self, sockdir, bindir, config):
+    def __init__(self, sockdir, bindir, config, snippet_dir=None,
+                 shipped_bindir=SHIPPED_BIN_DIR, shipped_config=SHIPPED_CONFIG):
+        """snippet_dir: where paynotify.conf and paynotify-cgi.conf are
+        (default conf/apache; the installed package: /usr/share/paynotify/apache,
+        whose CGI snippet names shipped_bindir /usr/bin/)."""
         super().__init__()
+        self.snippet_dir = snippet_dir or os.path.join(CONF, "apache")
+        self.shipped_bindir = shipped_bindir
+        self.shipped_config = shipped_config
         self.sockdir = sockdir.rstrip("/") + "/"
         self.bindir = bindir.rstrip("/") + "/"
         self.config = config
@@ -472,12 +486,15 @@ class Apache(_Proc):
         d = self.dir
         os.makedirs(os.path.join(d, "logs"), exist_ok=True)
         os.makedirs(os.path.join(d, "run"), exist_ok=True)
+        def snippet(name):
+            with open(os.path.join(self.snippet_dir, name)) as f:
+                return f.read()
         with open(os.path.join(d, "paynotify-fcgi.conf"), "w") as f:
-            f.write(substitute(shipped("apache", "paynotify.conf"),
-                               {SHIPPED_SOCK_DIR: self.sockdir}))
+            f.write(substitute(snippet("paynotify.conf"), {SHIPPED_SOCK_DIR: self.sockdir}))
         with open(os.path.join(d, "paynotify-cgi.conf"), "w") as f:
-            f.write(substitute(shipped("apache", "paynotify-cgi.conf"),
-                               {SHIPPED_BIN_DIR: self.bindir, SHIPPED_CONFIG: self.config}))
+            f.write(substitute(snippet("paynotify-cgi.conf"),
+                               {self.shipped_bindir: self.bindir,
+                                self.shipped_config: self.config}))
         loads = "\n".join("LoadModule %s_module /usr/lib/apache2/modules/mod_%s.so" % (m, m)
                           for m in APACHE_MODULES)
         user = "User nobody\nGroup nogroup" if pntest.IS_ROOT else ""

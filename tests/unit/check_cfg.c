@@ -515,6 +515,35 @@ START_TEST(test_keys_documented)
 }
 END_TEST
 
+/* Every key in the table has its own entry (".TP" then ".B key") in
+ * paynotify.conf(5). */
+START_TEST(test_keys_in_man_page)
+{
+	const struct pn_cfg_keydoc *docs;
+	size_t	n = pn_cfg_keydocs(&docs), i;
+	char   *man = NULL;
+	struct pn_err err;
+
+	ck_assert_msg(pn_read_file(fixture_path("../../doc/man/paynotify.conf.5.in"), 1 << 20, &man,
+				   NULL, &err), "%s", err.msg);
+	for (i = 0; i < n; i++) {
+		char needle[160], section[64];
+		const char *at;
+
+		snprintf(needle, sizeof(needle), "\n.TP\n.B %s\n", docs[i].key);
+		ck_assert_msg(strstr(man, needle) != NULL,
+			      "key %s is not documented in doc/man/paynotify.conf.5.in", docs[i].key);
+		snprintf(section, sizeof(section), "\n.SH %s[%s", strcmp(docs[i].section, "site") == 0
+			 ? "\"" : "", docs[i].section);
+		at = strstr(man, section);
+		ck_assert_msg(at != NULL && at < strstr(man, needle),
+			      "key %s is not under a [%s] section in doc/man/paynotify.conf.5.in",
+			      docs[i].key, docs[i].section);
+	}
+	free(man);
+}
+END_TEST
+
 Suite *
 suite_cfg(void)
 {
@@ -533,6 +562,7 @@ suite_cfg(void)
 	tcase_add_test(tc, test_all_errors_reported);
 	tcase_add_test(tc, test_secret_forms);
 	tcase_add_test(tc, test_key_state);
+	tcase_add_test(tc, test_keys_in_man_page);
 	suite_add_tcase(s, tc);
 	return s;
 }
