@@ -40,6 +40,7 @@ extern const struct pn_cmd pn_cmd_replay;
 extern const struct pn_cmd pn_cmd_report;
 extern const struct pn_cmd pn_cmd_sign;
 extern const struct pn_cmd pn_cmd_stats;
+extern const struct pn_cmd pn_cmd_query;
 
 /* ---- rows (table.c) ------------------------------------------------------ */
 

@@ -185,6 +185,15 @@ stripe_amount(struct pn_arena *a, json_t *obj, const char *field, const char *ra
 	return true;
 }
 
+/* Shared with `paynotify query` (admin/query_stripe.c): a PaymentIntent's
+ * amount is converted exactly as a notification's. */
+bool
+pn_stripe_amount(struct pn_arena *a, json_t *obj, const char *field, const char *raw_cur,
+		 int64_t *minor, const char **currency, const char **why)
+{
+	return stripe_amount(a, obj, field, raw_cur, minor, currency, why);
+}
+
 static void
 flag_amount(struct pn_event *ev, const char *why)
 {
