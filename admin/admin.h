@@ -17,7 +17,7 @@
 #include "util.h"
 
 /* The schema version this build expects (the highest sql/NNN_*.sql). */
-#define PN_SCHEMA_VERSION 4
+#define PN_SCHEMA_VERSION 6
 
 /* Exit codes shared by the subcommands. */
 #define PN_EXIT_OK 0

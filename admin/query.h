@@ -104,6 +104,8 @@ struct pn_query_provider {
 	 * types); *creds is freed with free_creds. */
 	bool	(*load)(const struct pn_site *site, void **creds, struct pn_err *err);
 	void	(*free_creds)(void *creds);
+	/* Optional: a word about the loaded credentials for check-config. */
+	const char *(*describe)(const void *creds);
 	/* Ask about one order: one request (two for Stripe without a stored
 	 * PaymentIntent id: search, never retried). */
 	void	(*ask)(const struct pn_query_ctx *ctx, const struct pn_query_order *o,

@@ -101,6 +101,14 @@ stripe_free(void *p)
 	free(c);
 }
 
+static const char *
+stripe_describe(const void *p)
+{
+	const struct creds *c = p;
+
+	return c->live ? "rk_live_ key" : "rk_test_ key";
+}
+
 /* metadata['order_id']:'<id>' with ' and \ escaped. */
 static char *
 search_query(struct pn_arena *a, const char *id)
@@ -242,5 +250,6 @@ const struct pn_query_provider pn_query_stripe = {
 	.configured = stripe_configured,
 	.load = stripe_load,
 	.free_creds = stripe_free,
+	.describe = stripe_describe,
 	.ask = stripe_ask,
 };
