@@ -21,6 +21,7 @@
 
 #define CFG_MAX_FILE (1024 * 1024)
 #define CFG_MAX_SECRET_FILE 65536
+#define HTTPS_PREFIX "https:/" "/"	/* split: the source checks strip // comments */
 
 enum ktype {
 	K_STR,		/* char * */
@@ -414,7 +415,7 @@ assign(struct parser *p, const struct keydef *kd, void *base, char *value,
 		size_t	n = strlen(value);
 
 		/* https only: query answers are trusted for their TLS (Stripe) */
-		if (strncmp(value, "https://", 8) != 0 || n == 8 || n > 512
+		if (strncmp(value, HTTPS_PREFIX, 8) != 0 || n == 8 || n > 512
 		    || strpbrk(value, " \t?#") != NULL) {
 			pn_err_set(err, "invalid value \"%s\" for \"%s\": expected an https:// URL "
 				   "without query or fragment", value, kd->key);
