@@ -176,6 +176,8 @@ class Base:
         self.assertEqual(len(stored), 1)
         self.assertIn(self.oid.encode(), self.raw_text(stored[0]["raw_body"]),
                       "the verified answer is kept byte for byte")
+        self.assertEqual(PG.scalar("SELECT source FROM paynotify.notifications WHERE id = %d"
+                                   % stored[0]["id"]), "query")
         self.deliver()
         self.assertEqual(PG.order(SITE, self.oid)["status"], "paid")
         self.assertEqual(len(self.applied_rows()), 1, "a second application")
