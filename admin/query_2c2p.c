@@ -11,7 +11,8 @@
  * by pn_2c2p_normalise (merchantID checked, respCode mapped, the same
  * "<invoiceNo>:<respCode>:<tranRef>" dedup key as the backend
  * notification).  An answer without a payload is 2C2P's unsigned error
- * form ({"respCode","respDesc"}): it changes nothing.
+ * form ({"respCode","respDesc"}): it changes nothing (2002 "Transaction
+ * not found" is reported as not found, anything else as an error).
  */
 #include "config.h"
 
@@ -22,6 +23,8 @@
 #include "crypto.h"
 #include "json.h"
 #include "query.h"
+
+#define NOT_FOUND "2002"	/* respCode "Transaction not found" */
 
 static bool
 twoc2p_configured(const struct pn_site *site, const char **why)
@@ -118,7 +121,10 @@ twoc2p_ask(const struct pn_query_ctx *ctx, const struct pn_query_order *o,
 	if (answer_jwt == NULL) {
 		rc = pn_json_str(a, root, "respCode");
 		ans->psp_state = rc;
-		pn_query_set(ctx, ans, PN_Q_ERROR, "2C2P answered without a payload: respCode %.16s "
+		/* 2002 "Transaction not found" (response-code-payment); unsigned,
+		 * but it changes nothing either way */
+		pn_query_set(ctx, ans, rc && strcmp(rc, NOT_FOUND) == 0 ? PN_Q_NOT_FOUND : PN_Q_ERROR,
+			     "2C2P answered without a payload: respCode %.16s "
 			     "%.120s", rc ? rc : "-", pn_json_str(a, root, "respDesc")
 			     ? pn_json_str(a, root, "respDesc") : "");
 		goto done;
@@ -146,8 +152,10 @@ twoc2p_ask(const struct pn_query_ctx *ctx, const struct pn_query_order *o,
 		goto done;
 	}
 	if (ev->kind != PN_KIND_PAID && ev->kind != PN_KIND_CLOSED && ev->kind != PN_KIND_FAILED) {
-		/* 0001/2001 pending; anything else is not a final payment result */
-		pn_query_set(ctx, ans, ev->kind == PN_KIND_PENDING ? PN_Q_WAITING : PN_Q_NOT_FOUND,
+		/* 0001/2001 pending, 2002 not found; 0999, 2003, 9xxx: no answer */
+		pn_query_set(ctx, ans, ev->kind == PN_KIND_PENDING ? PN_Q_WAITING
+			     : ev->event_type && strcmp(ev->event_type, NOT_FOUND) == 0
+			     ? PN_Q_NOT_FOUND : PN_Q_ERROR,
 			     "2C2P respCode %.16s: %.120s", ev->event_type ? ev->event_type : "-",
 			     pn_json_str(a, root, "respDesc") ? pn_json_str(a, root, "respDesc") : "");
 		goto done;

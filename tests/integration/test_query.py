@@ -428,10 +428,19 @@ class TestTwoC2P(Base, unittest.TestCase):
         return psp_standins.b64u_dec(json.loads(raw)["payload"].split(".")[1])
 
     def test_not_found_changes_nothing(self):
-        # 2C2P's not-found answer is unsigned ({"respCode","respDesc"}): an error
+        # 2C2P's not-found answer is unsigned ({"respCode":"2002",...}); it
+        # changes nothing either way
+        rc, rows, err = self.run_query("--apply")
+        self.assertEqual(rc, 0, (rows, err))
+        self.assertEqual(rows[0]["result"], "not_found", rows)
+        self.assertIn("2002", rows[0]["detail"])
+        self.assert_unchanged()
+
+    def test_signed_system_error_is_an_error(self):
+        self.set_paid("0999")
         rc, rows, err = self.run_query("--apply")
         self.assertEqual(rc, 3, (rows, err))
-        self.assertIn("4005", rows[0]["detail"])
+        self.assertEqual(rows[0]["result"], "error", rows)
         self.assert_unchanged()
 
     def test_failed_fails_the_order(self):

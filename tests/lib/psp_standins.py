@@ -378,7 +378,7 @@ class Standins:
         inv = req["invoiceNo"]
         st = self.state.get(("2c2p", inv))
         if st is None:
-            self._send(h, 200, b'{"respCode":"4005","respDesc":"Transaction not found"}')
+            self._send(h, 200, b'{"respCode":"2002","respDesc":"Transaction not found"}')
             return
         payload = ('{"merchantID":"%s","invoiceNo":"%s","accountNo":"411111XXXXXX1111",'
                    '"amount":%s,"currencyCode":"%s","tranRef":"%s","referenceNo":"R1",'
