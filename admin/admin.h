@@ -17,7 +17,7 @@
 #include "util.h"
 
 /* The schema version this build expects (the highest sql/NNN_*.sql). */
-#define PN_SCHEMA_VERSION 4
+#define PN_SCHEMA_VERSION 6
 
 /* Exit codes shared by the subcommands. */
 #define PN_EXIT_OK 0
@@ -40,6 +40,7 @@ extern const struct pn_cmd pn_cmd_replay;
 extern const struct pn_cmd pn_cmd_report;
 extern const struct pn_cmd pn_cmd_sign;
 extern const struct pn_cmd pn_cmd_stats;
+extern const struct pn_cmd pn_cmd_query;
 
 /* ---- rows (table.c) ------------------------------------------------------ */
 

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "admin.h"
+#include "query.h"
 
 #define EXPIRY_WARN_DAYS 30
 
@@ -64,6 +65,41 @@ print_keys(const char *what, const struct pn_pubkey *k, size_t n, time_t now, in
 			}
 		}
 		printf("\n");
+	}
+	return problems;
+}
+
+/* The credentials only `paynotify query` loads: load them here too. */
+static int
+check_query(const struct pn_site *s)
+{
+	const struct pn_query_provider *const *qp;
+	int	problems = 0;
+
+	for (qp = pn_query_providers; *qp; qp++) {
+		const char *why = NULL, *url = NULL;
+		struct pn_err err;
+		void   *creds = NULL;
+
+		if (!(*qp)->configured(s, &why))
+			continue;
+		if (strcmp((*qp)->name, "alipay") == 0)
+			url = s->alipay.query_url;
+		else if (strcmp((*qp)->name, "wechatpay") == 0)
+			url = s->wechatpay.query_url;
+		else if (strcmp((*qp)->name, "stripe") == 0)
+			url = s->stripe.query_url;
+		else
+			url = s->twoc2p.query_url;
+		if (!(*qp)->load(s, &creds, &err)) {
+			printf("  query %s: ERROR: %s\n", (*qp)->name, err.msg);
+			problems++;
+			continue;
+		}
+		printf("  query %s: ok%s%s%s, %s\n", (*qp)->name,
+		       (*qp)->describe ? " (" : "", (*qp)->describe ? (*qp)->describe(creds) : "",
+		       (*qp)->describe ? ")" : "", url);
+		(*qp)->free_creds(creds);
 	}
 	return problems;
 }
@@ -140,6 +176,7 @@ check_config_exec(int argc, char **argv, const char *config_path)
 			       s->twoc2p.test_signing ? ", test signing on" : "");
 			print_secrets("secret keys", s->twoc2p.secrets, s->twoc2p.nsecrets);
 		}
+		problems += check_query(s);
 	}
 	conn = pn_db_connect(cfg, &err);
 	if (conn == NULL || !pn_db_schema_version(conn, &version, &err)) {

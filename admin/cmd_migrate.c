@@ -1,10 +1,13 @@
 /*
- * cmd_migrate.c: paynotify migrate — apply the numbered sql/ files in order.
+ * cmd_migrate.c: paynotify migrate — apply the numbered sql/ files in order,
+ * then sql/functions.sql.
  *
- * Each file NNN_name.sql is one transaction that ends by recording version
- * NNN in paynotify.schema_version.  migrate applies, in order, the files
- * above the recorded version, under an advisory lock so that two runs
- * cannot interleave.  Running it again is a no-op.
+ * Each file NNN_name.sql holds tables and data changes, in one transaction
+ * that ends by recording version NNN in paynotify.schema_version.  migrate
+ * applies, in order, the files above the recorded version, then re-applies
+ * functions.sql (every function's one current definition, CREATE OR
+ * REPLACE), every run, under an advisory lock so that two runs cannot
+ * interleave.  Running it again changes nothing.
  */
 #include "config.h"
 
@@ -19,6 +22,7 @@
 #define PN_SQLDIR "/usr/local/share/paynotify/sql"
 #endif
 
+#define FUNCTIONS_FILE "functions.sql"
 #define MIGRATE_LOCK "SELECT pg_advisory_lock(hashtext('paynotify migrate'))"
 #define MIGRATE_UNLOCK "SELECT pg_advisory_unlock(hashtext('paynotify migrate'))"
 
@@ -27,8 +31,9 @@ help(FILE *f)
 {
 	fprintf(f, "usage: paynotify migrate [--sql-dir DIR]\n\n"
 		"Apply the numbered schema files (NNN_*.sql) above the version recorded in\n"
-		"paynotify.schema_version, in order, each in its own transaction.  Safe to\n"
-		"run twice and on an existing database.\n\n"
+		"paynotify.schema_version, in order, each in its own transaction; then\n"
+		"(re)define every function from " FUNCTIONS_FILE ".  Safe to run twice and\n"
+		"on an existing database.\n\n"
 		"  --sql-dir DIR  where the files are (default: $PAYNOTIFY_SQL_DIR, else\n"
 		"                 " PN_SQLDIR ")\n");
 }
@@ -135,9 +140,27 @@ migrate_exec(int argc, char **argv, const char *config_path)
 	}
 	if (applied == 0)
 		printf("schema is at version %d: nothing to do\n", version);
-	if (version < PN_SCHEMA_VERSION)
-		fprintf(stderr, "paynotify: warning: this build expects schema version %d but %s "
-			"only goes to %d\n", PN_SCHEMA_VERSION, dir, version);
+	/* The functions of this build belong to its schema version, exactly. */
+	if (version != PN_SCHEMA_VERSION) {
+		fprintf(stderr, "paynotify: this build expects schema version %d but the database is "
+			"at %d (files in %s): not applying %s\n", PN_SCHEMA_VERSION, version, dir,
+			FUNCTIONS_FILE);
+		goto done;
+	}
+	{
+		char   *path = pn_xasprintf("%s/%s", dir, FUNCTIONS_FILE), *sql = NULL;
+		bool	ok;
+
+		ok = pn_read_file(path, 16 * 1024 * 1024, &sql, NULL, &err)
+		    && pn_db_script(conn, sql, &err);
+		free(sql);
+		free(path);
+		if (!ok) {
+			fprintf(stderr, "paynotify: %s: %s\n", FUNCTIONS_FILE, err.msg);
+			goto done;
+		}
+		printf("applied %s\n", FUNCTIONS_FILE);
+	}
 	rc = PN_EXIT_OK;
 done:
 	if (conn) {

@@ -145,9 +145,9 @@ redeliver(struct replay *r, const struct pn_request *req, const char *provider,
 static bool
 needs_human(const char *outcome)
 {
-	return outcome && (strcmp(outcome, "unknown_order") == 0
-			   || strcmp(outcome, "amount_mismatch") == 0
-			   || strcmp(outcome, "merchant_mismatch") == 0);
+	/* Everything but a plain transition or nothing to do (README "Outcomes"). */
+	return outcome && *outcome && strcmp(outcome, "applied") != 0
+	    && strcmp(outcome, "already_applied") != 0 && strcmp(outcome, "ignored") != 0;
 }
 
 static const char *
@@ -161,29 +161,77 @@ static bool
 reapply(struct replay *r, const char *id, const struct pn_event *ev, const char **now,
 	const char **status, struct pn_err *err)
 {
-	const char *params[9] = {
+	const char *params[10] = {
 		id, pn_kind_name(ev->kind), ev->order_id, ev->psp_txn_id,
 		i64(r->a, ev->amount_minor), ev->currency, i64(r->a, ev->refund_minor),
 		ev->refund_cumulative ? "true" : "false", ev->flag,
+		ev->weak_identity ? "true" : "false",
 	};
 	struct pn_table t;
 	bool	dry = r->mode != MODE_APPLY;
+	const char *wakeup = NULL;
 
 	if (dry && !pn_db_query(r->conn, "BEGIN", 0, NULL, NULL, err))
 		return false;
 	if (!pn_db_query(r->conn,
-			 "SELECT outcome_now, order_status FROM paynotify.reapply($1::bigint, $2, $3, "
-			 "$4, $5::bigint, $6, $7::bigint, $8::boolean, $9)", 9, params, &t, err)) {
+			 "SELECT outcome_now, order_status, wakeup FROM paynotify.reapply($1::bigint, "
+			 "$2, $3, $4, $5::bigint, $6, $7::bigint, $8::boolean, $9, $10::boolean)", 10,
+			 params, &t, err)) {
 		if (dry && !pn_db_query(r->conn, "ROLLBACK", 0, NULL, NULL, err))
 			return false;
 		return false;
 	}
 	*now = t.nrows ? pn_arena_strdup(r->a, t.cells[0] ? t.cells[0] : "") : "";
 	*status = t.nrows && t.cells[1] ? pn_arena_strdup(r->a, t.cells[1]) : "";
+	if (t.nrows && t.cells[2])
+		wakeup = pn_arena_strdup(r->a, t.cells[2]);
 	pn_table_free(&t);
 	if (dry && !pn_db_query(r->conn, "ROLLBACK", 0, NULL, NULL, err))
 		return false;
+	/* The LISTEN wake-up, after the commit, as the receivers send it. */
+	if (!dry && wakeup != NULL) {
+		struct pn_err werr;
+
+		if (!pn_db_query(r->conn, "SELECT pg_notify('paynotify', $1)", 1, &wakeup, NULL,
+				 &werr))
+			fprintf(stderr, "paynotify: notification %s: wake-up not sent: %s\n", id,
+				werr.msg);
+	}
 	return true;
+}
+
+/*
+ * Does a stored key belong to the re-derived event key?  ingest stores a
+ * flagged event under "!<flag>:<key>" and a conflicting duplicate under
+ * "!conflicting_duplicate:<key>:<md5>" (sql/functions.sql).
+ */
+static bool
+same_event_key(const char *stored, const char *derived)
+{
+	static const char conflict[] = "!conflicting_duplicate:";
+	size_t	n = strlen(stored), dn = strlen(derived);
+
+	if (strcmp(stored, derived) == 0)
+		return true;
+	if (strncmp(stored, conflict, sizeof(conflict) - 1) == 0) {
+		stored += sizeof(conflict) - 1;
+		n -= sizeof(conflict) - 1;
+		if (n < 33 || stored[n - 33] != ':')
+			return false;
+		n -= 33;
+		if (n == dn && memcmp(stored, derived, dn) == 0)
+			return true;
+	}
+	if (n > 0 && stored[0] == '!') {
+		const char *colon = memchr(stored, ':', n);
+
+		if (colon == NULL)
+			return false;
+		n -= (size_t)(colon + 1 - stored);
+		stored = colon + 1;
+		return n == dn && memcmp(stored, derived, dn) == 0;
+	}
+	return false;
 }
 
 /* One stored notification. */
@@ -225,7 +273,7 @@ replay_row(struct replay *r, const struct pn_table *rows, size_t i, struct pn_er
 		} else
 			note = pn_arena_strdup(r->a, verr.msg);
 	}
-	if (strcmp(verified, "yes") == 0 && strcmp(ev.dedup_key, stored_key) != 0) {
+	if (strcmp(verified, "yes") == 0 && !same_event_key(stored_key, ev.dedup_key)) {
 		note = pn_arena_printf(r->a, "re-derived event key \"%s\" differs from the stored one",
 				       ev.dedup_key);
 		verified = "no";
@@ -247,8 +295,9 @@ replay_row(struct replay *r, const struct pn_table *rows, size_t i, struct pn_er
 				return false;
 			if (needs_human(now))
 				r->attention++;
-			if (r->mode == MODE_APPLY && strcmp(now, "applied") == 0
-			    && strcmp(recorded, "applied") != 0)
+			if (r->mode == MODE_APPLY && (strcmp(now, "applied") == 0
+						      || strcmp(now, "paid_after_close") == 0)
+			    && strcmp(recorded, now) != 0)
 				r->applied++;
 		}
 	}

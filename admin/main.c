@@ -20,6 +20,7 @@ static const struct pn_cmd *const commands[] = {
 	&pn_cmd_report,
 	&pn_cmd_sign,
 	&pn_cmd_stats,
+	&pn_cmd_query,
 	NULL,
 };
 

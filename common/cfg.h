@@ -64,6 +64,8 @@ struct pn_site {
 		size_t	nkeys;
 		int	sign_type;		/* enum pn_alipay_sign_type */
 		EVP_PKEY *test_key;		/* alipay.test_private_key_file (paynotify sign) */
+		char   *query_key_path;		/* alipay.query_private_key_file: path only */
+		char   *query_url;		/* alipay.query_url (gateway) */
 	} alipay;
 
 	struct {
@@ -72,6 +74,8 @@ struct pn_site {
 		size_t	nsecrets;
 		int64_t	tolerance_s;
 		bool	test_signing;		/* stripe.test_signing (paynotify sign) */
+		char   *query_key_path;		/* stripe.query_key_file: path only */
+		char   *query_url;		/* stripe.query_url */
 	} stripe;
 
 	struct {
@@ -90,6 +94,9 @@ struct pn_site {
 		size_t	npublic_keys;
 		int64_t	tolerance_s;
 		EVP_PKEY *test_key;		/* wechatpay.test_private_key_file (paynotify sign) */
+		char   *query_key_path;		/* wechatpay.query_private_key_file: path only */
+		char   *query_cert_serial;	/* wechatpay.query_cert_serial */
+		char   *query_url;		/* wechatpay.query_url */
 	} wechatpay;
 
 	struct {
@@ -100,6 +107,7 @@ struct pn_site {
 		int	api;			/* enum pn_2c2p_api */
 		int	redirect_hash;		/* enum pn_2c2p_hash */
 		bool	test_signing;		/* 2c2p.test_signing (paynotify sign) */
+		char   *query_url;		/* 2c2p.query_url */
 	} twoc2p;
 };
 
@@ -120,6 +128,10 @@ struct pn_config {
 	char   *status_path;		/* NULL: no status path */
 	struct pn_addr *status_allow;	/* REMOTE_ADDRs the status path answers */
 	size_t	nstatus_allow;
+	/* [query] (paynotify query only) */
+	int64_t	query_connect_timeout_ms;
+	int64_t	query_timeout_ms;
+	char   *query_ca_file;		/* CA bundle for the providers' API hosts, or NULL */
 	struct pn_site *sites;
 	size_t	nsites;
 };
@@ -133,6 +145,12 @@ const struct pn_site *pn_cfg_site(const struct pn_config *cfg, const char *name)
 /* Is the textual address (REMOTE_ADDR) in the list?  IPv4-mapped IPv6
  * addresses (::ffff:a.b.c.d) match IPv4 entries.  NULL or unparsable: no. */
 bool pn_addr_match(const struct pn_addr *list, size_t n, const char *text);
+/*
+ * Is path a secret file we may read (a regular file, not accessible by
+ * group or others)?  For the credentials that only `paynotify query`
+ * loads: the configuration keeps their paths, never their bytes.
+ */
+bool pn_cfg_secret_file_ok(const char *path, struct pn_err *err) PN_WUR;
 
 /* The path to use: -c FILE, else $PAYNOTIFY_CONFIG, else the built-in default. */
 const char *pn_cfg_default_path(void);

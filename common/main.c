@@ -72,8 +72,11 @@ serve_cgi(const struct pn_provider *provider, struct pn_config *cfg)
 
 	pn_receiver_init(&rcv, provider, cfg);
 	pn_pipeline_handle(&rcv, &io);
-	if (fflush(stdout) != 0)
+	/* Close stdout first: the web server has the whole answer before the
+	 * wake-up is sent. */
+	if (fclose(stdout) != 0)
 		rc = 1;
+	pn_pipeline_after_answer(&rcv);
 	pn_receiver_destroy(&rcv);
 	pn_cfg_free(cfg);
 	return rc;

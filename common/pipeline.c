@@ -294,3 +294,13 @@ respond:
 	free(headers_json);
 	pn_arena_reset(r->arena);
 }
+
+void
+pn_pipeline_after_answer(struct pn_receiver *r)
+{
+	struct pn_err err;
+
+	err.msg[0] = '\0';
+	if (r->store != NULL && !pn_store_send_wakeup(r->store, &err))
+		pn_log(PN_LOG_INFO, "%s (listeners learn of it from the feed)", err.msg);
+}

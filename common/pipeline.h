@@ -35,4 +35,11 @@ void pn_receiver_destroy(struct pn_receiver *r);
 /* Serve one request read from io and write the answer to io. */
 void pn_pipeline_handle(struct pn_receiver *r, struct pn_io *io);
 
+/*
+ * Once the answer has left (FastCGI request finished, CGI stdout closed):
+ * send the LISTEN wake-up of the event just stored, if any.  Off the
+ * payment transaction and off the provider's critical path.
+ */
+void pn_pipeline_after_answer(struct pn_receiver *r);
+
 #endif

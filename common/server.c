@@ -337,6 +337,7 @@ worker_loop(struct pn_receiver *rcv, int listen_fd, const char *reload_path)
 			pn_pipeline_handle(rcv, &io);
 		}
 		FCGX_Finish_r(&req);
+		pn_pipeline_after_answer(rcv);
 	}
 	FCGX_Free(&req, 1);
 }

@@ -14,10 +14,15 @@
 
 #define INGEST_STMT "pn_ingest"
 #define INGEST_SQL \
-	"SELECT notification_id, outcome, duplicate, deliveries, order_status " \
-	"FROM paynotify.ingest($1, $2, $3, $4, $5, $6, $7, $8, $9::bigint, $10, " \
-	"$11::bigint, $12::boolean, $13, $14, $15, $16, $17::jsonb, $18::bytea)"
-#define INGEST_NPARAMS 18
+	"SELECT notification_id, outcome, duplicate, deliveries, order_status, event_id, " \
+	"wakeup FROM paynotify.ingest($1, $2, $3, $4, $5, $6, $7, $8, $9::bigint, $10, " \
+	"$11::bigint, $12::boolean, $13, $14, $15, $16, $17::jsonb, $18::bytea, " \
+	"$19::boolean, $20)"
+#define INGEST_NPARAMS 20
+#define INGEST_NTEXT 16		/* parameters 0..15 are text that may need escaping */
+
+/* The wake-up: its own statement, after the answer (README "Event feed"). */
+#define WAKEUP_SQL "SELECT pg_notify('paynotify', $1)"
 
 struct pn_store {
 	PGconn *conn;
@@ -26,6 +31,7 @@ struct pn_store {
 	char	connect_timeout[24];
 	char   *application_name;
 	bool	prepared;
+	char   *wakeup;		/* payload of the last ingest's wake-up, or NULL */
 };
 
 struct pn_store *
@@ -51,6 +57,7 @@ pn_store_free(struct pn_store *s)
 		PQfinish(s->conn);
 	free(s->conninfo);
 	free(s->application_name);
+	free(s->wakeup);
 	free(s);
 }
 
@@ -177,6 +184,8 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 	values[17] = (const char *)body;	/* binary: bytes as they arrived */
 	lengths[17] = (int)body_len;
 	formats[17] = 1;
+	values[18] = ev->weak_identity ? "true" : "false";
+	values[19] = ev->source;		/* NULL: "notification" */
 
 	/*
 	 * PostgreSQL refuses text that is not valid UTF-8, and would refuse it
@@ -185,12 +194,14 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 	 * (\xNN, deterministically, so dedup keys stay stable); the raw body
 	 * keeps every byte.
 	 */
-	for (i = 0; i < 16; i++) {
+	for (i = 0; i < INGEST_NTEXT; i++) {
 		orig[i] = values[i];
 		escaped[i] = values[i] ? pn_utf8_escape(values[i]) : NULL;
 		values[i] = escaped[i];
 	}
 	memset(out, 0, sizeof(*out));
+	free(s->wakeup);
+	s->wakeup = NULL;
 	ok = false;
 	for (attempt = 0; attempt < 2 && !ok; attempt++) {
 		PGresult *res;
@@ -211,6 +222,12 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 			out->deliveries = atoi(PQgetvalue(res, 0, 3));
 			v = PQgetisnull(res, 0, 4) ? "" : PQgetvalue(res, 0, 4);
 			snprintf(out->order_status, sizeof(out->order_status), "%s", v);
+			if (PQgetisnull(res, 0, 5) || !pn_parse_i64(PQgetvalue(res, 0, 5),
+								   &out->event_id))
+				out->event_id = 0;
+			if (!PQgetisnull(res, 0, 6))
+				s->wakeup = pn_xstrdup(PQgetvalue(res, 0, 6));
+			out->wakeup = s->wakeup != NULL;
 			PQclear(res);
 			ok = true;
 			break;
@@ -228,9 +245,41 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 			break;
 		disconnect(s);
 	}
-	for (i = 0; i < 16; i++)
+	for (i = 0; i < INGEST_NTEXT; i++)
 		if (escaped[i] != orig[i])
 			free(escaped[i]);
+	return ok;
+}
+
+bool
+pn_store_send_wakeup(struct pn_store *s, struct pn_err *err)
+{
+	const char *values[1];
+	PGresult *res;
+	bool	ok;
+
+	if (s->wakeup == NULL)
+		return true;
+	values[0] = s->wakeup;
+	/*
+	 * No retry and no reconnect: the wake-up is a hint to listeners, the
+	 * feed row committed with the payment is what counts.  Its own
+	 * transaction holds the NOTIFY queue lock only for itself, and writes
+	 * no WAL to wait for.
+	 */
+	if (s->conn == NULL || PQstatus(s->conn) != CONNECTION_OK) {
+		pn_err_set(err, "wake-up not sent: no database connection");
+		ok = false;
+	} else {
+		res = PQexecParams(s->conn, WAKEUP_SQL, 1, NULL, values, NULL, NULL, 0);
+		ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+		if (!ok)
+			set_pq_error(err, "wake-up not sent", PQresultErrorMessage(res)[0]
+				     ? PQresultErrorMessage(res) : PQerrorMessage(s->conn));
+		PQclear(res);
+	}
+	free(s->wakeup);
+	s->wakeup = NULL;
 	return ok;
 }
 

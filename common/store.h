@@ -4,9 +4,13 @@
  * prepared statement; PGresult never leaves this module.
  *
  * Ingest is one round trip: SELECT * FROM paynotify.ingest(...) runs the
- * dedup, the order transition and the NOTIFY in one transaction (see
- * sql/001_schema.sql).  A false return means nothing is known to be
+ * dedup, the order transition and the feed event in one transaction (see
+ * sql/functions.sql).  A false return means nothing is known to be
  * committed: the receiver must answer the provider's failure form.
+ *
+ * The LISTEN wake-up is not part of that transaction: ingest returns its
+ * payload, and the receiver calls pn_store_send_wakeup() once the answer
+ * is written (README "Event feed").
  */
 #ifndef PN_STORE_H
 #define PN_STORE_H
@@ -25,7 +29,10 @@ struct pn_ingest_result {
 	char	outcome[32];		/* applied, already_applied, unknown_order, ... */
 	bool	duplicate;		/* the event was stored before: delivery counted */
 	int	deliveries;
-	char	order_status[32];	/* "" when the order is unknown */
+	char	order_status[32];	/* after this event; "" for duplicates, flagged events
+					 * and unknown orders (the order is not read) */
+	int64_t	event_id;		/* feed event written (0: none) */
+	bool	wakeup;			/* a wake-up is pending: pn_store_send_wakeup() */
 };
 
 /* Never fails: connects lazily.  conninfo is a libpq connection string
@@ -38,6 +45,13 @@ bool pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 		     const struct pn_event *ev, const char *raw_headers_json,
 		     const unsigned char *body, size_t body_len,
 		     struct pn_ingest_result *out, struct pn_err *err) PN_WUR;
+
+/*
+ * Send the wake-up of the last ingest, if any (SELECT pg_notify(...) as its
+ * own statement).  Call after the answer is written.  Best effort: false
+ * (err set) when it could not be sent; never retried.
+ */
+bool pn_store_send_wakeup(struct pn_store *s, struct pn_err *err) PN_WUR;
 
 /* SELECT 1 (health check); connects if needed. */
 bool pn_store_ping(struct pn_store *s, struct pn_err *err) PN_WUR;

@@ -1,26 +1,12 @@
 -- paynotify schema, version 4: the ingest path never caches a sequential scan.
 --
--- PL/pgSQL caches the plans of its statements per session, and after five
--- executions may keep a generic plan.  On a fresh installation the tables
--- are empty when the receivers' sessions start; a generic plan made then is
--- a sequential scan (as cheap as anything on an empty table) and stays for
--- the life of the session, so every later ingest would read every
--- notification of the table: slower with each notification, until
--- statement_timeout turns every answer into "retry later".
---
--- Every lookup these functions make is by a unique or indexed key, so an
--- index scan is always the right plan: the functions run with
--- enable_seqscan off, which makes the planner choose the index whatever the
--- statistics say.  (force_custom_plan would also do, at the price of
--- planning every statement on every call.)
+-- Version 4 set enable_seqscan = off on ingest() and reapply(): a generic
+-- plan cached on empty tables must never become a walk of the table.  The
+-- attribute is now part of their definition in sql/functions.sql (and
+-- ingest() dedups through INSERT ... ON CONFLICT, which uses the unique
+-- index by construction).  This file only records the version.
 
 BEGIN;
-
-ALTER FUNCTION paynotify.ingest(text, text, text, text, text, text, text, text, bigint, text,
-                                bigint, boolean, text, text, text, text, jsonb, bytea)
-    SET enable_seqscan = off;
-ALTER FUNCTION paynotify.reapply(bigint, text, text, text, bigint, text, bigint, boolean, text)
-    SET enable_seqscan = off;
 
 INSERT INTO paynotify.schema_version (version) VALUES (4);
 

@@ -185,6 +185,15 @@ stripe_amount(struct pn_arena *a, json_t *obj, const char *field, const char *ra
 	return true;
 }
 
+/* Shared with `paynotify query` (admin/query_stripe.c): a PaymentIntent's
+ * amount is converted exactly as a notification's. */
+bool
+pn_stripe_amount(struct pn_arena *a, json_t *obj, const char *field, const char *raw_cur,
+		 int64_t *minor, const char **currency, const char **why)
+{
+	return stripe_amount(a, obj, field, raw_cur, minor, currency, why);
+}
+
 static void
 flag_amount(struct pn_event *ev, const char *why)
 {
@@ -397,8 +406,9 @@ stripe_sign(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err *e
 	switch (r->kind) {
 	case PN_KIND_PAID:
 		type = "payment_intent.succeeded";
+		/* one PaymentIntent per order: its refund names the same one */
 		obj = json_pack("{s:s, s:s, s:I, s:I, s:s, s:s, s:{s:s}}", "id",
-				pn_arena_printf(a, "pi_%s", r->id), "object", "payment_intent",
+				pn_arena_printf(a, "pi_%s", r->order_id), "object", "payment_intent",
 				"amount", (json_int_t)amount, "amount_received", (json_int_t)amount,
 				"currency", cur, "status", "succeeded", "metadata", "order_id",
 				r->order_id);
@@ -406,14 +416,15 @@ stripe_sign(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err *e
 	case PN_KIND_FAILED:
 		type = "payment_intent.payment_failed";
 		obj = json_pack("{s:s, s:s, s:I, s:s, s:s, s:{s:s}}", "id",
-				pn_arena_printf(a, "pi_%s", r->id), "object", "payment_intent",
+				pn_arena_printf(a, "pi_%s", r->order_id), "object", "payment_intent",
 				"amount", (json_int_t)amount, "currency", cur, "status",
 				"requires_payment_method", "metadata", "order_id", r->order_id);
 		break;
 	case PN_KIND_REFUND:
 		type = "charge.refunded";
-		obj = json_pack("{s:s, s:s, s:I, s:I, s:s, s:b, s:{s:s}}", "id",
-				pn_arena_printf(a, "ch_%s", r->id), "object", "charge", "amount",
+		obj = json_pack("{s:s, s:s, s:s, s:I, s:I, s:s, s:b, s:{s:s}}", "id",
+				pn_arena_printf(a, "ch_%s", r->id), "object", "charge",
+				"payment_intent", pn_arena_printf(a, "pi_%s", r->order_id), "amount",
 				(json_int_t)amount, "amount_refunded", (json_int_t)amount, "currency",
 				cur, "refunded", 1, "metadata", "order_id", r->order_id);
 		break;

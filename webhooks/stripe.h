@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "arena.h"
 #include "cfg.h"
 #include "event.h"
@@ -31,5 +33,10 @@ bool pn_stripe_verify_sig(const struct pn_stripe_sig *sig, const unsigned char *
 /* Turn a verified event body into a pn_event. */
 enum pn_verdict pn_stripe_normalise(struct pn_arena *a, const unsigned char *body,
 				    size_t body_len, struct pn_event *ev, struct pn_err *err);
+
+/* Stripe amount field of obj (Stripe's unit of raw_cur) -> ISO 4217 minor
+ * units and upper-case currency; false with *why when not exact. */
+bool pn_stripe_amount(struct pn_arena *a, json_t *obj, const char *field, const char *raw_cur,
+		      int64_t *minor, const char **currency, const char **why) PN_WUR;
 
 #endif

@@ -559,6 +559,46 @@ done:
 	return v;
 }
 
+/*
+ * Shared with `paynotify query` (admin/query_wechatpay.c): the answer to an
+ * API v3 request carries the same Wechatpay-* headers and is verified by
+ * exactly the code above; a transaction it returns is normalised as the
+ * decrypted resource of a TRANSACTION.* notification, merchant check
+ * included.
+ */
+bool
+pn_wechatpay_v3_verify_sig(const struct pn_verify_ctx *ctx, const char **key_id,
+			   struct pn_err *err)
+{
+	struct v3_headers h;
+
+	return v3_read_headers(ctx->req, ctx->arena, &h, err)
+	    && (!ctx->check_freshness || v3_fresh(ctx, &h, err))
+	    && v3_signature(ctx, &h, key_id, err);
+}
+
+void
+pn_wechatpay_v3_transaction(struct pn_arena *a, const struct pn_site *site, json_t *p,
+			    const char *event_type, struct pn_event *ev)
+{
+	struct merchant_ids m = {
+		jstr(a, p, "mchid"), jstr(a, p, "sub_mchid"), jstr(a, p, "appid"),
+		jstr(a, p, "sub_appid"), "mchid", "appid"};
+
+	if (m.mchid == NULL) {	/* service-provider mode */
+		m.mchid = jstr(a, p, "sp_mchid");
+		m.mchid_name = "sp_mchid";
+	}
+	if (m.appid == NULL) {
+		m.appid = jstr(a, p, "sp_appid");
+		m.appid_name = "sp_appid";
+	}
+	ev->event_type = event_type;
+	v3_transaction(a, p, "query", ev);
+	check_merchant(a, site, &m, true, ev);
+	ev->dedup_key = bound_key(a, ev->dedup_key);
+}
+
 /* ---- API v2 -------------------------------------------------------------- */
 
 /* Java's String.trim(): every byte <= 0x20 at either end. */
@@ -918,6 +958,16 @@ wechatpay_answer(const struct pn_request *req, struct pn_response *res, int stat
 
 /* ---- test notifications (paynotify sign) -------------------------------- */
 
+/* The test payment's transaction id: one per order, so that a signed refund
+ * names the payment it refunds (the store checks it). */
+static const char *
+test_txn(struct pn_arena *a, const struct pn_sign_req *r)
+{
+	size_t	n = strlen(r->order_id);
+
+	return pn_arena_printf(a, "42%s", pn_hex_encode(a, r->order_id, n > 15 ? 15 : n, false));
+}
+
 static char *
 random_token(struct pn_arena *a, const char *id, size_t len)
 {
@@ -964,7 +1014,7 @@ sign_v3(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err *err)
 		res = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:{s:s}, s:{s:I, s:I, s:s, s:s}}",
 				"mchid", s->wechatpay.mchid, "appid", s->wechatpay.appid,
 				"out_trade_no", r->order_id, "transaction_id",
-				pn_arena_printf(a, "42%s", r->id), "trade_type", "JSAPI",
+				test_txn(a, r), "trade_type", "JSAPI",
 				"trade_state", r->kind == PN_KIND_PAID ? "SUCCESS"
 				: r->kind == PN_KIND_CLOSED ? "CLOSED" : "PAYERROR",
 				"success_time", "2024-05-20T10:00:05+08:00", "payer", "openid", "o-test",
@@ -981,7 +1031,7 @@ sign_v3(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err *err)
 		 * so only the refund amount is checked against the order. */
 		res = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:{s:I, s:I, s:s}}",
 				"mchid", s->wechatpay.mchid, "out_trade_no", r->order_id,
-				"transaction_id", pn_arena_printf(a, "42%s", r->id), "out_refund_no",
+				"transaction_id", test_txn(a, r), "out_refund_no",
 				pn_arena_printf(a, "R%s", r->id), "refund_id",
 				pn_arena_printf(a, "50%s", r->id), "refund_status", "SUCCESS", "amount",
 				"refund", (json_int_t)r->amount_minor, "payer_refund",
@@ -1099,7 +1149,7 @@ sign_v2(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err *err)
 		xml_add(&in, "refund_fee", fen);
 		xml_add(&in, "refund_id", pn_arena_printf(a, "50%s", r->id));
 		xml_add(&in, "refund_status", "SUCCESS");	/* total_fee unknown here */
-		xml_add(&in, "transaction_id", pn_arena_printf(a, "42%s", r->id));
+		xml_add(&in, "transaction_id", test_txn(a, r));
 		ok = pn_wechatpay_v2_refund_key(key, aes);
 		if (ok) {
 			const char *doc = xml_doc(a, "root", &in);
@@ -1117,7 +1167,7 @@ sign_v2(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err *err)
 		alg = (s->wechatpay.v2_sign_types & PN_WXV2_MD5) ? PN_WXV2_MD5 : PN_WXV2_HMAC_SHA256;
 		xml_add(&x, "result_code", r->kind == PN_KIND_PAID ? "SUCCESS" : "FAIL");
 		xml_add(&x, "out_trade_no", r->order_id);
-		xml_add(&x, "transaction_id", pn_arena_printf(a, "42%s", r->id));
+		xml_add(&x, "transaction_id", test_txn(a, r));
 		xml_add(&x, "total_fee", fen);
 		xml_add(&x, "fee_type", r->currency);
 		xml_add(&x, "trade_type", "JSAPI");

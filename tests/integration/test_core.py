@@ -158,7 +158,9 @@ class StripeKit:
         return pntest.stripe_headers(site, body, t=t, secret=secret), body
 
     def paid(self, site, oid, amount=None, currency="usd", t=None, secret=None):
-        body = pntest.stripe_checkout_completed(oid, amount or self.amount_minor, currency)
+        # one PaymentIntent per order: its refunds name the same one (rule (c))
+        body = pntest.stripe_checkout_completed(oid, amount or self.amount_minor, currency,
+                                                payment_intent="pi_" + oid)
         return self._signed(site, body, t, secret)
 
     def resend(self, site, headers, body):
@@ -169,7 +171,8 @@ class StripeKit:
         return self.refund(site, oid, 500, None)
 
     def refund(self, site, oid, refunded_minor, refund_no):
-        body = pntest.stripe_charge_refunded(oid, self.amount_minor, refunded_minor)
+        body = pntest.stripe_charge_refunded(oid, self.amount_minor, refunded_minor,
+                                             payment_intent="pi_" + oid)
         return self._signed(site, body)
 
     def forged(self, site, oid):

@@ -2,7 +2,8 @@
 
 What is here:
   PgCluster     a throwaway PostgreSQL: initdb into a fresh temp dir, unix
-                socket in that dir only, fsync=off, schema from sql/[0-9]*.sql;
+                socket in that dir only, fsync=off, schema from sql/[0-9]*.sql
+                then sql/functions.sql;
                 start/stop/restart, psql() returning rows, add_order().
                 As root, initdb/pg_ctl run as `nobody` (initdb refuses root).
   write_config  an INI config plus key and secret files (0600) in a temp dir,
@@ -289,6 +290,8 @@ class PgCluster:
                 sql_dir = os.environ.get("PN_SQL_DIR") or os.path.join(REPO, "sql")
                 for f in sorted(glob.glob(os.path.join(sql_dir, "[0-9]*.sql"))):
                     self.psql_file(f)
+                # every function's one definition, after the tables (as migrate does)
+                self.psql_file(os.path.join(sql_dir, "functions.sql"))
         return self
 
     def stop(self, mode="fast"):

@@ -1,0 +1,612 @@
+-- paynotify functions: the one current definition of each.
+--
+-- `paynotify migrate` applies this file after the numbered files, on every
+-- run (CREATE OR REPLACE: idempotent).  By hand:
+--     psql -v ON_ERROR_STOP=1 -f sql/functions.sql
+--
+-- Which function does what (docs/ARCHITECTURE.md "SQL"):
+--
+--   ingest()        one verified event: dedup, transition, feed.  The receivers.
+--   reapply()       one stored, re-verified event, again.       paynotify replay.
+--   apply_event()   the money rules (README "Who may change an order").
+--   order_lock(), order_update(), order_by_txn(), order_rows()
+--                   the order storage: the ONLY functions that read or write
+--                   paynotify.orders.  A site whose orders live in its own
+--                   table replaces these four (docs/SHOP-ORDERS.md).
+--   claim_events(), ack_events(), feed_subscribe(), feed_unsubscribe()
+--                   the durable event feed (README "Event feed").
+--
+-- Lock order, the same on every path (ingest, reapply, the feed), so that
+-- no two transactions can wait for each other in a cycle:
+--
+--   1. the notification row: ingest inserts it (the unique index on
+--      (site, provider, dedup_key) is the event lock: a concurrent delivery
+--      of the same event waits in its INSERT ... ON CONFLICT until the
+--      first commits), or locks it through ON CONFLICT DO UPDATE; reapply
+--      locks it FOR UPDATE.  (A conflicting duplicate then inserts its own
+--      row, which only it ever takes second.)
+--   2. the order row: order_lock() ... FOR UPDATE, inside apply_event().
+--   3. the feed: new rows only (nothing on the payment path waits for a
+--      consumer; consumers lock feed rows only).
+--
+-- No advisory locks.  Every function that touches the tables on the request
+-- path runs with enable_seqscan off (inherited by what it calls): a plan
+-- cached by a long-lived receiver session while the tables were empty must
+-- never become a walk of the table (docs/PERFORMANCE.md).
+
+BEGIN;
+
+-- True unless the setting paynotify.notify is off (or false, no, 0): the
+-- wake-up signal (README "Event feed").
+CREATE OR REPLACE FUNCTION paynotify.notify_enabled() RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT lower(coalesce(current_setting('paynotify.notify', true), ''))
+           NOT IN ('off', 'false', 'no', '0', 'f', 'n')
+$$;
+
+-- ---------------------------------------------------------------------------
+-- Order storage.  Replace these four to keep orders elsewhere in the same
+-- database (same signatures); nothing else reads or writes paynotify.orders.
+
+-- Lock the order row (FOR UPDATE) and return what the rules need.  known is
+-- false (the rest NULL) when there is no such order.
+CREATE OR REPLACE FUNCTION paynotify.order_lock(
+    p_site text, p_order_id text,
+    OUT known boolean, OUT amount_minor bigint, OUT currency text, OUT status text,
+    OUT psp text, OUT psp_txn_id text, OUT refunded_minor bigint)
+LANGUAGE plpgsql AS $$
+BEGIN
+    SELECT o.amount_minor, o.currency, o.status, o.psp, o.psp_txn_id, o.refunded_minor
+      INTO amount_minor, currency, status, psp, psp_txn_id, refunded_minor
+      FROM paynotify.orders o
+     WHERE o.site = p_site AND o.order_id = p_order_id
+       FOR UPDATE;
+    known := FOUND;
+END;
+$$;
+
+-- Write the order's new state (the row order_lock() locked).  status is one
+-- of pending, paid, partially_refunded, refunded, closed, failed; when it
+-- is paid or past paid, paid_at is set unless it already is.  Returns
+-- whether a row was written.
+CREATE OR REPLACE FUNCTION paynotify.order_update(
+    p_site text, p_order_id text, p_status text, p_refunded_minor bigint, p_psp text,
+    p_psp_txn_id text)
+RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE paynotify.orders o
+       SET status = p_status, refunded_minor = p_refunded_minor, psp = p_psp,
+           psp_txn_id = p_psp_txn_id,
+           paid_at = CASE WHEN p_status IN ('paid', 'partially_refunded', 'refunded')
+                          THEN coalesce(o.paid_at, now()) ELSE o.paid_at END,
+           updated_at = now()
+     WHERE o.site = p_site AND o.order_id = p_order_id;
+    RETURN FOUND;
+END;
+$$;
+
+-- The order a PSP transaction belongs to (an event without an order id,
+-- e.g. a Stripe refund of a charge whose metadata was not copied), or NULL.
+CREATE OR REPLACE FUNCTION paynotify.order_by_txn(p_site text, p_psp_txn_id text)
+RETURNS text
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v text;
+BEGIN
+    SELECT o.order_id INTO v FROM paynotify.orders o
+     WHERE o.site = p_site AND o.psp_txn_id = p_psp_txn_id
+     ORDER BY o.created_at LIMIT 1;
+    RETURN v;
+END;
+$$;
+
+-- The orders of a site (all sites when p_site is NULL), as `paynotify
+-- report` needs them.  An SQL function PostgreSQL inlines into the report's
+-- query, so the report's conditions reach the table's indexes.
+CREATE OR REPLACE FUNCTION paynotify.order_rows(p_site text)
+RETURNS TABLE (site text, order_id text, amount_minor bigint, currency text, status text,
+               psp text, psp_txn_id text, created_at timestamptz, updated_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT o.site, o.order_id, o.amount_minor, o.currency, o.status, o.psp, o.psp_txn_id,
+           o.created_at, o.updated_at
+      FROM paynotify.orders o
+     WHERE p_site IS NULL OR o.site = p_site
+$$;
+
+-- ---------------------------------------------------------------------------
+-- The money rules (README "Who may change an order", DESIGN.md).  Runs
+-- inside the ingest (or reapply) transaction, after the notification row is
+-- locked; reads the order once, through order_lock().
+--
+--   paid     pending -> paid (amount and currency must match): applied;
+--            closed/failed -> paid: paid_after_close (the money is real; a
+--            human checks the goods were not released or restocked);
+--            already paid: already_applied, or duplicate_payment when the
+--            event's PSP transaction differs from the order's (both known):
+--            a second real charge, money to refund.
+--   refund   -> partially_refunded/refunded; refund_minor is this refund,
+--            or the running total when p_refund_cumulative.  A refund may
+--            come before its payment (it proves the payment), unless weak.
+--   closed, failed   pending -> closed/failed; never overwrites paid.
+--   refund, closed, failed whose PSP transaction differs from the order's
+--            recorded one (both known): txn_mismatch, order unchanged.
+--   p_weak_identity  (nothing signed ties the event to the site: WeChat Pay
+--            v2 refund results) only a refund of a payment this site
+--            verified: the order paid with the same PSP transaction, the
+--            refunds not above the amount paid; anything else txn_mismatch.
+--
+-- The contract a replacement honours: same arguments; returns outcome (one
+-- of the outcomes above or applied, already_applied, unknown_order,
+-- amount_mismatch, ignored), order_id (the order the event was applied to,
+-- or NULL), order_status (its status after the event, or NULL when there
+-- is no such order) and detail (a short human note, or NULL).
+CREATE OR REPLACE FUNCTION paynotify.apply_event(
+    p_site text, p_order_id text, p_kind text, p_provider text, p_psp_txn_id text,
+    p_amount_minor bigint, p_currency text, p_refund_minor bigint,
+    p_refund_cumulative boolean, p_weak_identity boolean,
+    OUT outcome text, OUT order_id text, OUT order_status text, OUT detail text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    o            record;
+    new_refunded bigint;
+    txn_differs  boolean;
+    written      boolean;
+BEGIN
+    order_id := p_order_id;
+    IF p_order_id IS NULL THEN
+        -- A payment or refund we cannot tie to an order needs a human.
+        IF p_weak_identity THEN
+            outcome := 'txn_mismatch';
+            detail := 'no order of this site has this transaction';
+        ELSIF p_kind IN ('paid', 'refund') THEN
+            outcome := 'unknown_order';
+        ELSE
+            outcome := 'ignored';
+        END IF;
+        RETURN;
+    END IF;
+
+    o := paynotify.order_lock(p_site, p_order_id);
+    IF NOT o.known THEN
+        IF p_weak_identity THEN
+            outcome := 'txn_mismatch';
+            detail := 'no such order';
+        ELSE
+            outcome := 'unknown_order';
+        END IF;
+        RETURN;
+    END IF;
+    order_status := o.status;
+    txn_differs := p_psp_txn_id IS NOT NULL AND o.psp_txn_id IS NOT NULL
+                   AND p_psp_txn_id <> o.psp_txn_id;
+
+    IF p_weak_identity AND (p_kind <> 'refund'
+                            OR o.status NOT IN ('paid', 'partially_refunded', 'refunded')
+                            OR o.psp_txn_id IS NULL
+                            OR p_psp_txn_id IS DISTINCT FROM o.psp_txn_id) THEN
+        outcome := 'txn_mismatch';
+        detail := CASE WHEN o.psp_txn_id IS NULL OR o.status NOT IN ('paid', 'partially_refunded',
+                                                                     'refunded')
+                       THEN 'order ' || o.status || ', no verified payment to refund'
+                       ELSE 'order paid by transaction ' || o.psp_txn_id END;
+        RETURN;
+    END IF;
+
+    IF p_kind = 'paid' THEN
+        IF o.status IN ('paid', 'partially_refunded', 'refunded') THEN
+            IF txn_differs THEN
+                outcome := 'duplicate_payment';
+                detail := 'order already paid by transaction ' || o.psp_txn_id;
+            ELSE
+                outcome := 'already_applied';
+            END IF;
+            RETURN;
+        END IF;
+        IF p_amount_minor IS DISTINCT FROM o.amount_minor
+           OR p_currency IS DISTINCT FROM o.currency THEN
+            outcome := 'amount_mismatch';
+            RETURN;
+        END IF;
+        IF o.status IN ('closed', 'failed') THEN
+            outcome := 'paid_after_close';
+            detail := 'order was ' || o.status || ' when the payment arrived';
+        ELSE
+            outcome := 'applied';
+        END IF;
+        written := paynotify.order_update(p_site, p_order_id, 'paid', o.refunded_minor,
+                                          p_provider, coalesce(p_psp_txn_id, o.psp_txn_id));
+        order_status := 'paid';
+        RETURN;
+
+    ELSIF p_kind = 'refund' THEN
+        IF txn_differs THEN
+            outcome := 'txn_mismatch';
+            detail := 'order paid by transaction ' || o.psp_txn_id;
+            RETURN;
+        END IF;
+        IF (p_currency IS NOT NULL AND p_currency IS DISTINCT FROM o.currency)
+           OR (p_amount_minor IS NOT NULL AND p_amount_minor <> o.amount_minor)
+           OR p_refund_minor IS NULL OR p_refund_minor < 0 THEN
+            outcome := CASE WHEN p_weak_identity THEN 'txn_mismatch' ELSE 'amount_mismatch' END;
+            RETURN;
+        END IF;
+        IF p_refund_cumulative THEN
+            new_refunded := greatest(o.refunded_minor, p_refund_minor);
+        ELSE
+            new_refunded := o.refunded_minor + p_refund_minor;
+        END IF;
+        IF new_refunded > o.amount_minor THEN
+            outcome := CASE WHEN p_weak_identity THEN 'txn_mismatch' ELSE 'amount_mismatch' END;
+            detail := 'refunds would total ' || new_refunded || ' of ' || o.amount_minor;
+            RETURN;
+        END IF;
+        IF new_refunded = o.refunded_minor
+           AND o.status IN ('partially_refunded', 'refunded') THEN
+            outcome := 'already_applied';
+            RETURN;
+        END IF;
+        -- A verified refund proves the payment, even if its notification
+        -- has not arrived yet (out of order); the late "paid" then finds the
+        -- order past paid and changes nothing.
+        order_status := CASE WHEN new_refunded >= o.amount_minor
+                             THEN 'refunded' ELSE 'partially_refunded' END;
+        written := paynotify.order_update(p_site, p_order_id, order_status, new_refunded,
+                                          coalesce(o.psp, p_provider),
+                                          coalesce(o.psp_txn_id, p_psp_txn_id));
+        outcome := 'applied';
+        RETURN;
+
+    ELSIF p_kind IN ('closed', 'failed') THEN
+        IF txn_differs THEN
+            outcome := 'txn_mismatch';
+            detail := 'order paid by transaction ' || o.psp_txn_id;
+        ELSIF o.status = 'pending' THEN
+            written := paynotify.order_update(p_site, p_order_id, p_kind, o.refunded_minor, o.psp,
+                                              o.psp_txn_id);
+            order_status := p_kind;
+            outcome := 'applied';
+        ELSIF o.status = p_kind THEN
+            outcome := 'already_applied';
+        ELSE
+            outcome := 'ignored';
+        END IF;
+        RETURN;
+    END IF;
+
+    outcome := 'ignored';
+END;
+$$;
+
+-- ---------------------------------------------------------------------------
+-- The event feed.  One row per applied transition per consumer group,
+-- written in the payment transaction; deleted when that group acknowledges
+-- it.  Returns the event id.
+CREATE OR REPLACE FUNCTION paynotify.feed_append(
+    p_notification_id bigint, p_site text, p_provider text, p_order_id text,
+    p_event_kind text, p_outcome text, p_order_status text, p_amount_minor bigint,
+    p_currency text, p_refund_minor bigint, p_replayed boolean)
+RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_id bigint := nextval('paynotify.feed_event_seq');
+BEGIN
+    INSERT INTO paynotify.feed (consumer, event_id, site, provider, order_id, notification_id,
+                                event_kind, outcome, order_status, amount_minor, currency,
+                                refund_minor, replayed)
+    SELECT c.consumer, v_id, p_site, p_provider, p_order_id, p_notification_id, p_event_kind,
+           p_outcome, p_order_status, p_amount_minor, p_currency, p_refund_minor, p_replayed
+      FROM paynotify.feed_consumers c;
+    RETURN v_id;
+END;
+$$;
+
+-- The wake-up payload (JSON) the receiver sends with pg_notify() AFTER its
+-- answer, or NULL when paynotify.notify is off.
+CREATE OR REPLACE FUNCTION paynotify.wakeup_payload(
+    p_event_id bigint, p_notification_id bigint, p_site text, p_provider text,
+    p_order_id text, p_event_kind text, p_order_status text, p_replayed boolean)
+RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN paynotify.notify_enabled() THEN
+           json_build_object('event_id', p_event_id, 'notification_id', p_notification_id,
+                             'site', p_site, 'provider', p_provider, 'order_id', p_order_id,
+                             'event_kind', p_event_kind, 'order_status', p_order_status,
+                             'replayed', p_replayed)::text END
+$$;
+
+-- ---------------------------------------------------------------------------
+-- Ingest one verified event: one transaction, one round trip.
+--
+-- The dedup goes through the unique key itself: INSERT ... ON CONFLICT
+-- (site, provider, dedup_key) uses its arbiter index whatever the
+-- statistics say.  The row is inserted with the outcome 'applied' and
+-- corrected in the same transaction when apply_event() says otherwise (no
+-- one else can see it before the commit), so a new payment costs: the
+-- insert, the order's lock and update, the feed row.
+--
+--   flagged (p_flag): stored under "!<flag>:<key>", outside the site's key
+--       space, never applied; its retries count deliveries.
+--   duplicate, same content: a delivery is counted; nothing else.
+--   duplicate, different content (event kind, order, PSP transaction,
+--       amount, currency, refund amount): the first stays authoritative;
+--       this one is stored as conflicting_duplicate under
+--       "!conflicting_duplicate:<key>:<md5 of the content>" (its retries
+--       count deliveries there), never applied.
+--   new: apply_event(); an applied transition (applied, paid_after_close)
+--       writes a feed event and returns the wake-up payload.
+--
+-- order_status is the order's status after this event, NULL for
+-- duplicates, flagged events and unknown orders (the order is not read).
+CREATE OR REPLACE FUNCTION paynotify.ingest(
+    p_site text, p_provider text, p_dedup_key text, p_event_kind text,
+    p_event_type text, p_order_id text, p_psp_txn_id text, p_psp_event_id text,
+    p_amount_minor bigint, p_currency text, p_refund_minor bigint,
+    p_refund_cumulative boolean, p_psp_time text, p_key_id text,
+    p_flag text, p_flag_detail text, p_raw_headers jsonb, p_raw_body bytea,
+    p_weak_identity boolean DEFAULT false, p_source text DEFAULT NULL,
+    OUT notification_id bigint, OUT outcome text, OUT duplicate boolean,
+    OUT deliveries integer, OUT order_id text, OUT order_status text,
+    OUT event_id bigint, OUT wakeup text)
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
+DECLARE
+    v_id       bigint := nextval('paynotify.notifications_id_seq');
+    v_key      text := p_dedup_key;
+    v_order_id text := p_order_id;
+    v_outcome  text := 'applied';
+    v_detail   text := p_flag_detail;
+    a          record;
+BEGIN
+    IF p_flag IS NOT NULL THEN
+        v_key := '!' || p_flag || ':' || p_dedup_key;
+        v_outcome := p_flag;
+    ELSIF v_order_id IS NULL AND p_psp_txn_id IS NOT NULL THEN
+        v_order_id := paynotify.order_by_txn(p_site, p_psp_txn_id);
+    END IF;
+
+    -- 1. the notification row: the event lock
+    INSERT INTO paynotify.notifications AS n
+           (id, site, provider, dedup_key, event_kind, event_type, order_id, psp_txn_id,
+            psp_event_id, amount_minor, currency, refund_minor, refund_cumulative, psp_time,
+            outcome, outcome_detail, raw_headers, raw_body, key_id, source)
+    OVERRIDING SYSTEM VALUE
+    VALUES (v_id, p_site, p_provider, v_key, p_event_kind, p_event_type, v_order_id,
+            p_psp_txn_id, p_psp_event_id, p_amount_minor, p_currency, p_refund_minor,
+            coalesce(p_refund_cumulative, false), p_psp_time, v_outcome, v_detail,
+            coalesce(p_raw_headers, '{}'), p_raw_body, p_key_id,
+            coalesce(p_source, 'notification'))
+    ON CONFLICT (site, provider, dedup_key) DO UPDATE
+       SET deliveries = n.deliveries + 1, last_delivery_at = now()
+     WHERE n.event_kind = EXCLUDED.event_kind
+       AND n.psp_txn_id IS NOT DISTINCT FROM EXCLUDED.psp_txn_id
+       AND n.amount_minor IS NOT DISTINCT FROM EXCLUDED.amount_minor
+       AND n.currency IS NOT DISTINCT FROM EXCLUDED.currency
+       AND n.refund_minor IS NOT DISTINCT FROM EXCLUDED.refund_minor
+       AND (p_order_id IS NULL OR n.order_id IS NOT DISTINCT FROM p_order_id)
+    RETURNING n.id, n.outcome, n.deliveries, n.order_id
+         INTO notification_id, outcome, deliveries, order_id;
+
+    IF NOT FOUND THEN
+        -- Same key, different content: stored on its own, never applied.
+        v_key := '!conflicting_duplicate:' || v_key || ':'
+                 || md5(concat_ws('|', p_event_kind, p_order_id, p_psp_txn_id, p_amount_minor,
+                                  p_currency, p_refund_minor));
+        INSERT INTO paynotify.notifications AS n
+               (id, site, provider, dedup_key, event_kind, event_type, order_id, psp_txn_id,
+                psp_event_id, amount_minor, currency, refund_minor, refund_cumulative, psp_time,
+                outcome, outcome_detail, raw_headers, raw_body, key_id, source)
+        OVERRIDING SYSTEM VALUE
+        VALUES (v_id, p_site, p_provider, v_key, p_event_kind, p_event_type, v_order_id,
+                p_psp_txn_id, p_psp_event_id, p_amount_minor, p_currency, p_refund_minor,
+                coalesce(p_refund_cumulative, false), p_psp_time, 'conflicting_duplicate',
+                'same event key as an earlier notification, different content',
+                coalesce(p_raw_headers, '{}'), p_raw_body, p_key_id,
+                coalesce(p_source, 'notification'))
+        ON CONFLICT (site, provider, dedup_key) DO UPDATE
+           SET deliveries = n.deliveries + 1, last_delivery_at = now()
+        RETURNING n.id, n.outcome, n.deliveries, n.order_id
+             INTO notification_id, outcome, deliveries, order_id;
+    END IF;
+
+    duplicate := notification_id <> v_id;
+    IF duplicate OR outcome <> 'applied' THEN
+        RETURN;         -- a duplicate, a flagged or a conflicting one: done
+    END IF;
+
+    -- 2. the order row (through apply_event and order_lock)
+    a := paynotify.apply_event(p_site, v_order_id, p_event_kind, p_provider, p_psp_txn_id,
+                               p_amount_minor, p_currency, p_refund_minor,
+                               coalesce(p_refund_cumulative, false),
+                               coalesce(p_weak_identity, false));
+    outcome := a.outcome;
+    order_id := a.order_id;
+    order_status := a.order_status;
+    IF a.outcome IS DISTINCT FROM 'applied' OR a.order_id IS DISTINCT FROM v_order_id
+       OR a.detail IS NOT NULL THEN
+        UPDATE paynotify.notifications n
+           SET outcome = a.outcome, order_id = a.order_id, outcome_detail = a.detail
+         WHERE n.id = v_id;
+    END IF;
+
+    -- 3. the feed
+    IF outcome IN ('applied', 'paid_after_close') THEN
+        event_id := paynotify.feed_append(v_id, p_site, p_provider, order_id, p_event_kind,
+                                          outcome, order_status, p_amount_minor, p_currency,
+                                          p_refund_minor, false);
+        wakeup := paynotify.wakeup_payload(event_id, v_id, p_site, p_provider, order_id,
+                                           p_event_kind, order_status, false);
+    END IF;
+END;
+$$;
+
+-- ---------------------------------------------------------------------------
+-- Run a stored, re-verified notification through the rules again
+-- (`paynotify replay --apply`; the dry run calls it in a transaction that
+-- is rolled back).  Idempotent: a notification that was applied, needed
+-- nothing, or is final for a human (duplicate_payment, paid_after_close,
+-- conflicting_duplicate) stays as it is; one stored unknown_order,
+-- amount_mismatch, txn_mismatch or flagged is applied once the order is
+-- there and matches (and, if flagged, the re-verification no longer flags
+-- it).  Same lock order as ingest: the notification row, then the order,
+-- then the feed.
+CREATE OR REPLACE FUNCTION paynotify.reapply(
+    p_id bigint, p_event_kind text, p_order_id text, p_psp_txn_id text,
+    p_amount_minor bigint, p_currency text, p_refund_minor bigint,
+    p_refund_cumulative boolean, p_flag text, p_weak_identity boolean DEFAULT false,
+    OUT outcome_before text, OUT outcome_now text, OUT order_status text,
+    OUT order_id text, OUT event_id bigint, OUT wakeup text)
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
+DECLARE
+    n          record;
+    v_order_id text := p_order_id;
+    a          record;
+BEGIN
+    -- 1. the notification row
+    SELECT x.site, x.provider, x.outcome, x.order_id INTO n
+      FROM paynotify.notifications x WHERE x.id = p_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'notification % does not exist', p_id;
+    END IF;
+    outcome_before := n.outcome;
+    order_id := n.order_id;
+
+    IF n.outcome IN ('applied', 'already_applied', 'ignored', 'duplicate_payment',
+                     'paid_after_close', 'conflicting_duplicate') OR p_flag IS NOT NULL THEN
+        outcome_now := CASE WHEN p_flag IS NOT NULL AND n.outcome NOT IN (
+                                 'applied', 'already_applied', 'ignored', 'duplicate_payment',
+                                 'paid_after_close', 'conflicting_duplicate')
+                            THEN p_flag ELSE n.outcome END;
+        -- nothing to apply: the order's status as it is (no lock)
+        SELECT r.status INTO order_status FROM paynotify.order_rows(n.site) r
+         WHERE r.order_id = n.order_id;
+        RETURN;
+    END IF;
+
+    IF v_order_id IS NULL AND p_psp_txn_id IS NOT NULL THEN
+        v_order_id := paynotify.order_by_txn(n.site, p_psp_txn_id);
+    END IF;
+    -- 2. the order row
+    a := paynotify.apply_event(n.site, v_order_id, p_event_kind, n.provider, p_psp_txn_id,
+                               p_amount_minor, p_currency, p_refund_minor,
+                               coalesce(p_refund_cumulative, false),
+                               coalesce(p_weak_identity, false));
+    outcome_now := a.outcome;
+    order_status := a.order_status;
+    order_id := coalesce(a.order_id, n.order_id);
+    IF outcome_now IS DISTINCT FROM n.outcome THEN
+        UPDATE paynotify.notifications x
+           SET outcome = outcome_now, order_id = coalesce(a.order_id, x.order_id),
+               outcome_detail = 'replayed: was ' || n.outcome
+                                || coalesce('; ' || a.detail, '')
+         WHERE x.id = p_id;
+    END IF;
+
+    -- 3. the feed
+    IF outcome_now IN ('applied', 'paid_after_close') THEN
+        event_id := paynotify.feed_append(p_id, n.site, n.provider, order_id, p_event_kind,
+                                          outcome_now, order_status, p_amount_minor, p_currency,
+                                          p_refund_minor, true);
+        wakeup := paynotify.wakeup_payload(event_id, p_id, n.site, n.provider, order_id,
+                                           p_event_kind, order_status, true);
+    END IF;
+END;
+$$;
+
+-- ---------------------------------------------------------------------------
+-- The feed's consumer interface (README "Event feed").  Plain function
+-- calls, no session state: works through a transaction pooler.
+
+-- Add a consumer group; it receives the transitions applied from now on.
+-- Returns false when it already exists.
+CREATE OR REPLACE FUNCTION paynotify.feed_subscribe(p_consumer text)
+RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO paynotify.feed_consumers (consumer) VALUES (p_consumer)
+        ON CONFLICT (consumer) DO NOTHING;
+    RETURN FOUND;
+END;
+$$;
+
+-- Remove a consumer group and its unacknowledged events.  Returns how many
+-- events were dropped.
+CREATE OR REPLACE FUNCTION paynotify.feed_unsubscribe(p_consumer text)
+RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    v bigint;
+BEGIN
+    DELETE FROM paynotify.feed_consumers WHERE consumer = p_consumer;
+    DELETE FROM paynotify.feed WHERE consumer = p_consumer;
+    GET DIAGNOSTICS v = ROW_COUNT;
+    RETURN v;
+END;
+$$;
+
+-- Claim up to p_max events for consumer group p_consumer, oldest first, for
+-- p_lease_seconds.  At least once: an event comes back when its lease runs
+-- out unacknowledged.  Ordered per order: an event is handed out only when
+-- every earlier event of the same order has been acknowledged (so a batch
+-- holds at most one event per order).  Concurrent claimers of one group
+-- never get the same event while its lease runs (FOR UPDATE SKIP LOCKED).
+CREATE OR REPLACE FUNCTION paynotify.claim_events(
+    p_consumer text, p_max integer, p_lease_seconds integer DEFAULT 60)
+RETURNS TABLE (event_id bigint, site text, provider text, order_id text,
+               notification_id bigint, event_kind text, outcome text, order_status text,
+               amount_minor bigint, currency text, refund_minor bigint, replayed boolean,
+               created_at timestamptz, claims integer)
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
+#variable_conflict use_column
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM paynotify.feed_consumers c WHERE c.consumer = p_consumer) THEN
+        RAISE EXCEPTION 'unknown feed consumer "%" (add it with paynotify.feed_subscribe())',
+                        p_consumer USING ERRCODE = 'undefined_object';
+    END IF;
+    IF p_max IS NULL OR p_max < 1 OR p_max > 10000 THEN
+        RAISE EXCEPTION 'claim_events: max must be 1 to 10000, not %', p_max
+              USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_lease_seconds IS NULL OR p_lease_seconds < 1 OR p_lease_seconds > 86400 THEN
+        RAISE EXCEPTION 'claim_events: lease must be 1 to 86400 seconds, not %', p_lease_seconds
+              USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+    WITH pick AS (
+        SELECT f.consumer, f.event_id
+          FROM paynotify.feed f
+         WHERE f.consumer = p_consumer
+           AND (f.lease_until IS NULL OR f.lease_until < clock_timestamp())
+           AND NOT EXISTS (SELECT 1 FROM paynotify.feed e
+                            WHERE e.consumer = f.consumer AND e.site = f.site
+                              AND e.order_id = f.order_id AND e.event_id < f.event_id)
+         ORDER BY f.event_id
+         LIMIT p_max
+           FOR UPDATE OF f SKIP LOCKED
+    ), claimed AS (
+        UPDATE paynotify.feed f
+           SET lease_until = clock_timestamp() + make_interval(secs => p_lease_seconds),
+               claims = f.claims + 1
+          FROM pick
+         WHERE f.consumer = pick.consumer AND f.event_id = pick.event_id
+        RETURNING f.event_id, f.site, f.provider, f.order_id, f.notification_id, f.event_kind,
+                  f.outcome, f.order_status, f.amount_minor, f.currency, f.refund_minor,
+                  f.replayed, f.created_at, f.claims
+    )
+    SELECT * FROM claimed ORDER BY event_id;
+END;
+$$;
+
+-- Acknowledge claimed events (done with them): they are deleted for this
+-- group.  Returns how many were acknowledged; an id that is not claimed by
+-- this group (already acknowledged, never claimed) is not counted.
+CREATE OR REPLACE FUNCTION paynotify.ack_events(p_consumer text, p_ids bigint[])
+RETURNS integer
+LANGUAGE sql AS $$
+    WITH d AS (
+        DELETE FROM paynotify.feed
+         WHERE consumer = p_consumer AND event_id = ANY (p_ids) AND lease_until IS NOT NULL
+        RETURNING 1)
+    SELECT count(*)::integer FROM d
+$$;
+
+COMMIT;
