@@ -41,6 +41,7 @@ extern const struct pn_cmd pn_cmd_report;
 extern const struct pn_cmd pn_cmd_sign;
 extern const struct pn_cmd pn_cmd_stats;
 extern const struct pn_cmd pn_cmd_query;
+extern const struct pn_cmd pn_cmd_reconcile;
 
 /* ---- rows (table.c) ------------------------------------------------------ */
 
