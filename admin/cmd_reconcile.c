@@ -672,7 +672,7 @@ compare(struct run *r)
 }
 
 static void
-summary(struct run *r)
+summary(struct run *r, FILE *f)
 {
 	char	buf[2048], a1[64], a2[64], a3[64], a4[64];
 	size_t	i, n = 0;
@@ -700,7 +700,7 @@ summary(struct run *r)
 				      "%s, fees %s, net %s", t->cur, t->npay, a1, t->nref, a2,
 				      t->fee_known ? a3 : "?", a4);
 	}
-	fprintf(stderr, "%s\n", buf);
+	fprintf(f, "%s\n", buf);
 }
 
 /* ---- the command ---------------------------------------------------------- */
@@ -860,7 +860,8 @@ reconcile_exec(int argc, char **argv, const char *config_path)
 	compare(&r);
 	pn_table_print(&r.out, fmt, stdout);
 	fflush(stdout);
-	summary(&r);
+	/* after a table on stdout; on stderr with csv and json, so stdout stays parseable */
+	summary(&r, fmt == PN_FMT_TABLE ? stdout : stderr);
 	pn_table_free(&r.out);
 	rc = r.errors > 0 ? RX_FAILED : r.human > 0 ? PN_EXIT_ATTENTION : PN_EXIT_OK;
 done:
