@@ -283,6 +283,17 @@ class Base:
         self.assertEqual(self.classes(rows), ["matched"], rows)
         self.assertEqual(len(self.applied(oid)), 1)
 
+        # replay re-verifies notifications only: the statement's line has no signature
+        p = subprocess.run([ADMIN, "-c", CFG, "replay", "--order", oid, "--format", "json"],
+                           env=pntest.clean_env(), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        replayed = json.loads(p.stdout.decode() or "[]")
+        want = int(PG.scalar("SELECT count(*) FROM paynotify.notifications WHERE order_id = %s "
+                             "AND source = 'notification'" % pntest.q(oid)))
+        self.assertEqual(len(replayed), want, replayed)
+        self.assertTrue(all(r.get("verified") == "yes" for r in replayed), replayed)
+
     def test_every_discrepancy(self):
         ok, ok_txn = self.new_order(), self.txn()
         self.notify_paid(ok, ok_txn)
