@@ -32,6 +32,8 @@
 struct pn_qhttp {
 	const struct pn_config *cfg;	/* timeouts and CA bundle */
 	void   *curl;			/* CURL *, reused for every request of a run */
+	size_t	max_answer;		/* bytes of one answer body; 0: PN_QUERY_MAX_ANSWER
+					 * (reconcile --fetch: a day's bill) */
 };
 
 struct pn_qhttp_answer {
@@ -111,6 +113,16 @@ struct pn_query_provider {
 	void	(*ask)(const struct pn_query_ctx *ctx, const struct pn_query_order *o,
 		       struct pn_query_answer *ans);
 };
+
+/*
+ * WeChat Pay API v3: a GET of url signed with the site's query key
+ * (ctx->creds from pn_query_wechatpay.load); a non-2xx answer is an error.
+ * With verify, the answer's Wechatpay-* signature is checked exactly as a
+ * notification's (a bill file download carries none: its hash is checked
+ * by the caller).  Shared by `paynotify reconcile --fetch`.
+ */
+bool pn_query_wechatpay_get(const struct pn_query_ctx *ctx, const char *url, bool verify,
+			    struct pn_qhttp_answer *out, struct pn_err *err) PN_WUR;
 
 extern const struct pn_query_provider pn_query_alipay;
 extern const struct pn_query_provider pn_query_wechatpay;

@@ -19,6 +19,7 @@
 
 struct sink {
 	struct pn_arena *a;
+	size_t	max;
 	struct pn_buf body;
 	bool	too_large;
 	struct pn_request *hdrs;
@@ -29,7 +30,7 @@ on_body(char *p, size_t size, size_t n, void *ud)
 {
 	struct sink *s = ud;
 
-	if (s->body.len + size * n > PN_QUERY_MAX_ANSWER) {
+	if (s->body.len + size * n > s->max) {
 		s->too_large = true;
 		return 0;	/* aborts the transfer */
 	}
@@ -127,6 +128,7 @@ pn_qhttp_do(struct pn_qhttp *h, struct pn_arena *a, const char *method, const ch
 	memset(out, 0, sizeof(*out));
 	memset(&s, 0, sizeof(s));
 	s.a = a;
+	s.max = h->max_answer ? h->max_answer : PN_QUERY_MAX_ANSWER;
 	s.hdrs = &out->headers;
 	errbuf[0] = '\0';
 	for (i = 0; headers && headers[i]; i++)
@@ -160,7 +162,7 @@ pn_qhttp_do(struct pn_qhttp *h, struct pn_arena *a, const char *method, const ch
 	curl_slist_free_all(list);
 	if (s.too_large) {
 		pn_buf_free(&s.body);
-		pn_err_set(err, "answer from %s is larger than %d bytes", url, PN_QUERY_MAX_ANSWER);
+		pn_err_set(err, "answer from %s is larger than %zu bytes", url, s.max);
 		return false;
 	}
 	if (rc != CURLE_OK) {

@@ -100,37 +100,29 @@ url_path(const char *url)
 	return p ? p : "";
 }
 
-static void
-wechatpay_ask(const struct pn_query_ctx *ctx, const struct pn_query_order *o,
-	      struct pn_query_answer *ans)
+/* Sign and send a GET of url: WECHATPAY2-SHA256-RSA2048 over "GET\n<path>\n<ts>\n<nonce>\n\n". */
+static bool
+signed_get(const struct pn_query_ctx *ctx, const char *url, struct pn_qhttp_answer *h,
+	   struct pn_err *err)
 {
 	struct pn_arena *a = ctx->arena;
 	const struct pn_site *site = ctx->site;
 	const struct creds *c = ctx->creds;
 	unsigned char rnd[16], *sig;
-	char   *url, *nonce, *message, *auth, ts[24];
-	const char *headers[5], *key_id = NULL, *state, *otn;
+	char   *nonce, *message, *auth, ts[24];
+	const char *headers[5];
 	size_t	siglen, nh = 0;
-	struct pn_qhttp_answer h;
-	struct pn_verify_ctx vctx;
-	struct pn_err err;
-	json_t *root = NULL;
-	struct pn_event *ev = &ans->ev;
 
-	url = pn_arena_printf(a, "%s/v3/pay/transactions/out-trade-no/%s?mchid=%s",
-			      site->wechatpay.query_url, pn_qhttp_escape(a, o->order_id),
-			      pn_qhttp_escape(a, site->wechatpay.mchid));
 	if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
-		pn_query_set(ctx, ans, PN_Q_ERROR, "could not make a nonce");
-		return;
+		pn_err_set(err, "could not make a nonce");
+		return false;
 	}
 	nonce = pn_hex_encode(a, rnd, sizeof(rnd), true);
 	snprintf(ts, sizeof(ts), "%lld", (long long)ctx->now);
 	message = pn_arena_printf(a, "GET\n%s\n%s\n%s\n\n", url_path(url), ts, nonce);
 	if (!pn_rsa_sign(a, c->key, PN_MD_SHA256, message, strlen(message), &sig, &siglen)) {
-		pn_query_set(ctx, ans, PN_Q_ERROR, "could not sign the request with "
-			     "wechatpay.query_private_key_file");
-		return;
+		pn_err_set(err, "could not sign the request with wechatpay.query_private_key_file");
+		return false;
 	}
 	auth = pn_arena_printf(a, "Authorization: " PN_WECHATPAY_SIGN_TYPE " mchid=\"%s\","
 			       "nonce_str=\"%s\",signature=\"%s\",timestamp=\"%s\",serial_no=\"%s\"",
@@ -142,7 +134,56 @@ wechatpay_ask(const struct pn_query_ctx *ctx, const struct pn_query_order *o,
 		headers[nh++] = pn_arena_printf(a, "Wechatpay-Serial: %s",
 						site->wechatpay.public_key_id);
 	headers[nh] = NULL;
-	if (!pn_qhttp_do(ctx->http, a, "GET", url, headers, NULL, 0, &h, &err)) {
+	return pn_qhttp_do(ctx->http, a, "GET", url, headers, NULL, 0, h, err);
+}
+
+bool
+pn_query_wechatpay_get(const struct pn_query_ctx *ctx, const char *url, bool verify,
+		       struct pn_qhttp_answer *out, struct pn_err *err)
+{
+	struct pn_verify_ctx vctx;
+	const char *key_id = NULL;
+
+	if (!signed_get(ctx, url, out, err))
+		return false;
+	if (out->status < 200 || out->status > 299) {
+		pn_err_set(err, "HTTP %ld from WeChat Pay: %.200s", out->status,
+			   (const char *)out->body);
+		return false;
+	}
+	if (!verify)
+		return true;
+	memset(&vctx, 0, sizeof(vctx));
+	vctx.req = &out->headers;
+	vctx.site = ctx->site;
+	vctx.arena = ctx->arena;
+	vctx.now = ctx->now;
+	vctx.check_freshness = true;
+	if (!pn_wechatpay_v3_verify_sig(&vctx, &key_id, err)) {
+		pn_err_prefix(err, "WeChat Pay answer refused");
+		return false;
+	}
+	return true;
+}
+
+static void
+wechatpay_ask(const struct pn_query_ctx *ctx, const struct pn_query_order *o,
+	      struct pn_query_answer *ans)
+{
+	struct pn_arena *a = ctx->arena;
+	const struct pn_site *site = ctx->site;
+	char   *url;
+	const char *key_id = NULL, *state, *otn;
+	struct pn_qhttp_answer h;
+	struct pn_verify_ctx vctx;
+	struct pn_err err;
+	json_t *root = NULL;
+	struct pn_event *ev = &ans->ev;
+
+	url = pn_arena_printf(a, "%s/v3/pay/transactions/out-trade-no/%s?mchid=%s",
+			      site->wechatpay.query_url, pn_qhttp_escape(a, o->order_id),
+			      pn_qhttp_escape(a, site->wechatpay.mchid));
+	if (!signed_get(ctx, url, &h, &err)) {
 		pn_query_set(ctx, ans, PN_Q_ERROR, "%s", err.msg);
 		return;
 	}
