@@ -21,15 +21,20 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "admin.h"
 #include "arena.h"
+#include "crypto.h"
+#include "json.h"
 #include "money.h"
+#include "query.h"
 #include "statement.h"
 #include "store.h"
 
@@ -173,7 +178,7 @@ static void
 help(FILE *f)
 {
 	fprintf(f, "usage: paynotify reconcile --provider P --site S --statement FILE [--date D]\n"
-		"                           [--apply] [--format table|csv|json]\n\n"
+		"                           [--fetch] [--apply] [--format table|csv|json]\n\n"
 		"Compare one day of the provider's statement with the stored notifications and\n"
 		"the orders, in major units with currency:\n"
 		"  missing_payment / missing_refund  collected or refunded at the provider, not\n"
@@ -188,6 +193,8 @@ help(FILE *f)
 		"bill_type=ALL), stripe (itemized balance change or payout reconciliation\n"
 		"report CSV).  D is YYYY-MM-DD in the provider's day (Alipay, WeChat Pay:\n"
 		"UTC+8; Stripe: UTC); default: the day the statement covers.\n"
+		"--fetch (WeChat Pay): download the day's ALL bill (default: yesterday) with\n"
+		"the keys of `paynotify query` into FILE first (signed answer, SHA1 checked).\n"
 		"Exit status: 0 all matched, 1 something needs a human, 3 the file cannot be\n"
 		"read or is malformed (nothing changed) or the database failed, 64 usage,\n"
 		"78 configuration.  See docs/RECONCILE.md.\n");
@@ -703,6 +710,125 @@ summary(struct run *r, FILE *f)
 	fprintf(f, "%s\n", buf);
 }
 
+/* ---- --fetch (WeChat Pay) ------------------------------------------------- */
+
+/*
+ * Download the day's ALL trade bill with `paynotify query`'s credentials and
+ * client: GET /v3/bill/tradebill (the answer's signature verified), then its
+ * download_url (on the same API host; signed request; the file's SHA1 checked
+ * against the signed answer's hash_value), written to path atomically.
+ */
+static bool
+fetch_wechatpay(struct run *r, const char *path, struct pn_err *err)
+{
+	const struct pn_site *site = r->site;
+	struct pn_qhttp http;
+	struct pn_query_ctx ctx;
+	struct pn_qhttp_answer h;
+	void   *creds = NULL;
+	const char *why = NULL, *hash_type, *hash_value, *url;
+	json_t *root = NULL;
+	unsigned char md[64];
+	size_t	mdlen = 0;
+	struct pn_iov iov;
+	char   *tmp = NULL, *hex;
+	FILE   *f = NULL;
+	bool	ok = false;
+
+	if (!pn_query_wechatpay.configured(site, &why)) {
+		pn_err_set(err, "site %s cannot fetch bills: %s (the keys of paynotify query)",
+			   site->name, why);
+		return false;
+	}
+	if (!pn_query_wechatpay.load(site, &creds, err))
+		return false;
+	if (!pn_qhttp_init(&http, r->cfg, err)) {
+		pn_query_wechatpay.free_creds(creds);
+		return false;
+	}
+	http.max_answer = PN_STMT_MAX_FILE;
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.cfg = r->cfg;
+	ctx.site = site;
+	ctx.http = &http;
+	ctx.arena = r->a;
+	ctx.now = (int64_t)time(NULL);
+	ctx.creds = creds;
+	url = pn_arena_printf(r->a, "%s/v3/bill/tradebill?bill_date=%s&bill_type=ALL",
+			      site->wechatpay.query_url, r->day);
+	if (!pn_query_wechatpay_get(&ctx, url, true, &h, err))
+		goto done;
+	root = pn_json_parse(h.body, h.body_len, err);
+	hash_type = root ? pn_json_str(r->a, root, "hash_type") : NULL;
+	hash_value = root ? pn_json_str(r->a, root, "hash_value") : NULL;
+	url = root ? pn_json_str(r->a, root, "download_url") : NULL;
+	if (hash_type == NULL || strcmp(hash_type, "SHA1") != 0 || hash_value == NULL
+	    || strlen(hash_value) != 40 || url == NULL) {
+		pn_err_set(err, "WeChat Pay's tradebill answer has no SHA1 hash_value and "
+			   "download_url");
+		goto done;
+	}
+	/* the signed request goes to WeChat Pay's API host only */
+	if (strncmp(url, site->wechatpay.query_url, strlen(site->wechatpay.query_url)) != 0
+	    || url[strlen(site->wechatpay.query_url)] != '/') {
+		pn_err_set(err, "download_url %.120s is not on wechatpay.query_url %s", url,
+			   site->wechatpay.query_url);
+		goto done;
+	}
+	if (!pn_query_wechatpay_get(&ctx, url, false, &h, err))
+		goto done;
+	iov.p = h.body;
+	iov.len = h.body_len;
+	if (!pn_digest(PN_MD_SHA1, &iov, 1, md, &mdlen)) {
+		pn_err_set(err, "could not hash the bill");
+		goto done;
+	}
+	hex = pn_hex_encode(r->a, md, mdlen, false);
+	{
+		char	want[41];
+		size_t	i;
+
+		for (i = 0; i < 40; i++)
+			want[i] = (char)(hash_value[i] >= 'A' && hash_value[i] <= 'F'
+					 ? hash_value[i] - 'A' + 'a' : hash_value[i]);
+		want[40] = '\0';
+		if (!pn_ct_equal(hex, want, 40)) {
+			pn_err_set(err, "the downloaded bill's SHA1 %s is not the hash_value %s of "
+				   "the signed answer", hex, want);
+			goto done;
+		}
+	}
+	tmp = pn_xasprintf("%s.part", path);
+	if ((f = fopen(tmp, "wb")) == NULL || fwrite(h.body, 1, h.body_len, f) != h.body_len
+	    || fflush(f) != 0) {
+		pn_err_set(err, "could not write %s: %s", tmp, strerror(errno));
+		goto done;
+	}
+	if (fclose(f) != 0) {
+		f = NULL;
+		pn_err_set(err, "could not write %s: %s", tmp, strerror(errno));
+		goto done;
+	}
+	f = NULL;
+	if (rename(tmp, path) != 0) {
+		pn_err_set(err, "could not rename %s to %s: %s", tmp, path, strerror(errno));
+		goto done;
+	}
+	fprintf(stderr, "paynotify: reconcile: fetched WeChat Pay's %s ALL bill (%zu bytes, SHA1 "
+		"checked) into %s\n", r->day, h.body_len, path);
+	ok = true;
+done:
+	if (f != NULL)
+		fclose(f);
+	if (tmp != NULL && !ok)
+		unlink(tmp);
+	free(tmp);
+	json_decref(root);
+	pn_qhttp_destroy(&http);
+	pn_query_wechatpay.free_creds(creds);
+	return ok;
+}
+
 /* ---- the command ---------------------------------------------------------- */
 
 static bool
@@ -726,6 +852,7 @@ reconcile_exec(int argc, char **argv, const char *config_path)
 		{"statement", required_argument, NULL, 'S'},
 		{"date", required_argument, NULL, 'd'},
 		{"apply", no_argument, NULL, 'a'},
+		{"fetch", no_argument, NULL, 'F'},
 		{"format", required_argument, NULL, 'f'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -740,6 +867,7 @@ reconcile_exec(int argc, char **argv, const char *config_path)
 	size_t	len = 0, i;
 	int64_t	day_epoch;
 	int	opt, rc = RX_FAILED;
+	bool	fetch = false;
 
 	memset(&r, 0, sizeof(r));
 	optind = 0;	/* glibc: 0 re-initialises getopt after main() used it */
@@ -750,6 +878,7 @@ reconcile_exec(int argc, char **argv, const char *config_path)
 		case 'S': r.path = optarg; break;
 		case 'd': date = optarg; break;
 		case 'a': r.apply = true; break;
+		case 'F': fetch = true; break;
 		case 'f':
 			if (!pn_format_parse(optarg, false, &fmt))
 				return PN_EXIT_USAGE;
@@ -783,6 +912,21 @@ reconcile_exec(int argc, char **argv, const char *config_path)
 			"(2024-05-20)\n", date);
 		return PN_EXIT_USAGE;
 	}
+	if (fetch && strcmp(provider, "wechatpay") != 0) {
+		fprintf(stderr, "paynotify: reconcile: --fetch downloads WeChat Pay bills only (the "
+			"Alipay bill is a zip, not read here: docs/RECONCILE.md); give the file\n");
+		return PN_EXIT_USAGE;
+	}
+	if (fetch && date == NULL) {
+		/* yesterday in the provider's zone: the bill of a finished day */
+		static char yday[16];
+		time_t	t = time(NULL) + r.ad->utc_offset_s - 86400;
+		struct tm tm;
+
+		gmtime_r(&t, &tm);
+		strftime(yday, sizeof(yday), "%Y-%m-%d", &tm);
+		date = yday;
+	}
 	if ((r.cfg = pn_admin_config(config_path)) == NULL)
 		return RX_CONFIG;
 	if ((r.site = pn_cfg_site(r.cfg, site_name)) == NULL) {
@@ -799,6 +943,14 @@ reconcile_exec(int argc, char **argv, const char *config_path)
 	}
 	/* 1. the whole file, parsed and checked, before the database is touched */
 	r.a = pn_arena_new();
+	if (fetch) {
+		r.day = date;
+		if (!fetch_wechatpay(&r, r.path, &err)) {
+			fprintf(stderr, "paynotify: reconcile: could not fetch the bill: %s; nothing "
+				"changed\n", err.msg);
+			goto done;
+		}
+	}
 	if (!pn_read_file(r.path, PN_STMT_MAX_FILE, &data, &len, &err)) {
 		fprintf(stderr, "paynotify: reconcile: could not read the statement: %s\n", err.msg);
 		goto done;

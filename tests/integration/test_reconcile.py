@@ -585,6 +585,107 @@ class TestStripe(Base, unittest.TestCase):
         self.assertEqual(PG.order(SITE, oid)["refunded_minor"], 500, "refund applied twice")
 
 
+try:
+    import psp_standins  # noqa: E402
+except ImportError:     # pragma: no cover (python3-cryptography missing)
+    psp_standins = None
+
+KEYS = os.path.join(pntest.REPO, "tests", "fixtures", "unit", "keys")
+MERCHANT_SERIAL = "5157F09EFDC096DE15EBE81A47057A7232F1B8E1"
+
+
+class TestWechatFetch(unittest.TestCase):
+    """--fetch: the bill downloaded from a loopback stand-in of WeChat Pay's bill API
+    (tests/lib/psp_standins.py: HTTPS with a test CA, the merchant's request signature
+    checked, the tradebill answer signed with the platform's test key)."""
+
+    @classmethod
+    def setUpClass(cls):
+        if psp_standins is None:
+            raise unittest.SkipTest("python3-cryptography is needed for the stand-ins")
+        cls.si = psp_standins.Standins(
+            provider_key=os.path.join(KEYS, "test-a.key.pem"),
+            wrong_key=os.path.join(pntest.REPO, "tests", "fixtures", "keys",
+                                   "site-b-private.pem"),
+            merchant_pub=os.path.join(KEYS, "test-b.pub.pem"), app_id=pnkit.ALIPAY_APP_ID,
+            mchid=pnkit.WX_MCHID, merchant_serial=MERCHANT_SERIAL, wx_pubid=pnkit.WX_PUBID,
+            stripe_key="rk_test_unused", twoc2p_merchant=pnkit.TWOC2P_MERCHANT,
+            twoc2p_secret=pnkit.TWOC2P_KEY)
+        cfg = pnkit.write_all_config(PG)
+        key = os.path.join(cfg.dir, "merchant-api.key")
+        with open(os.path.join(KEYS, "test-b.key.pem"), "rb") as f:
+            pntest.write_secret(key, f.read().decode())
+        with open(cfg.path) as f:
+            text = f.read()
+        text = text.replace("[site %s]\n" % SITE, "\n".join([
+            "[query]", "ca_file = %s" % cls.si.ca_file, "connect_timeout_ms = 1000",
+            "timeout_ms = 5000", "", "[site %s]" % SITE,
+            "wechatpay.query_private_key_file = merchant-api.key",
+            "wechatpay.query_cert_serial = %s" % MERCHANT_SERIAL,
+            "wechatpay.query_url = %s" % cls.si.url, ""]))
+        with open(cfg.path, "w") as f:
+            f.write(text)
+        cls.cfg = cfg.path
+
+    def setUp(self):
+        PG.reset()
+        self.si.reset()
+        self.w = TestWechatPay("test_all_matched")
+        self.w.setUp()
+
+    def tearDown(self):
+        self.assertEqual(self.si.bad_requests, [], "the stand-in refused a request")
+
+    def fetch(self, path, *args):
+        p = subprocess.run([ADMIN, "-c", self.cfg, "reconcile", "--provider", "wechatpay",
+                            "--site", SITE, "--statement", path, "--fetch", "--format",
+                            "json"] + list(args), env=pntest.clean_env(),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+        out = p.stdout.decode()
+        return p.returncode, json.loads(out) if out.strip().startswith("[") else [], \
+            p.stderr.decode()
+
+    def test_fetch_and_apply(self):
+        oid, txn = self.w.new_order(), self.w.txn()
+        bill = wechat_bill([self.w.payment_row(oid, txn, fee=40)])
+        self.si.set_wx_bill(self.w.day, bill)
+        path = os.path.join(TMP, "fetched-%s.csv" % digits())
+        rc, rows, err = self.fetch(path, "--date", self.w.day, "--apply")
+        self.assertEqual(rc, 0, (rows, err))
+        self.assertIn("SHA1 checked", err)
+        self.assertEqual([(r["class"], r["result"]) for r in rows],
+                         [("missing_payment", "applied")], rows)
+        self.assertEqual(PG.order(SITE, oid)["status"], "paid")
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), bill, "the bill is kept as downloaded")
+        self.assertEqual([p for _, p in self.si.requests],
+                         ["/v3/bill/tradebill?bill_date=%s&bill_type=ALL" % self.w.day,
+                          "/v3/billdownload/file?token=%s" % self.w.day])
+
+    def test_bad_hash_or_missing_bill_changes_nothing(self):
+        oid, txn = self.w.new_order(), self.w.txn()
+        self.si.set_wx_bill(self.w.day, wechat_bill([self.w.payment_row(oid, txn)]))
+        self.si.mode = "bad_hash"
+        path = os.path.join(TMP, "fetched-%s.csv" % digits())
+        rc, rows, err = self.fetch(path, "--date", self.w.day, "--apply")
+        self.assertEqual(rc, 3, err)
+        self.assertIn("is not the hash_value", err)
+        self.assertFalse(os.path.exists(path))
+        self.assertEqual(PG.order(SITE, oid)["status"], "pending")
+        self.si.mode = None
+        rc, rows, err = self.fetch(path, "--date", "2020-01-01", "--apply")
+        self.assertEqual(rc, 3, err)
+        self.assertIn("NO_STATEMENT_EXIST", err)
+        self.assertEqual(PG.notifications(), [])
+
+    def test_fetch_alipay_is_usage(self):
+        p = subprocess.run([ADMIN, "-c", self.cfg, "reconcile", "--provider", "alipay", "--site",
+                            SITE, "--statement", os.path.join(TMP, "x"), "--fetch"],
+                           env=pntest.clean_env(), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=30)
+        self.assertEqual(p.returncode, 64, p.stderr)
+
+
 class TestUsage(unittest.TestCase):
     def test_usage(self):
         path = write("u.csv", b"x")

@@ -205,6 +205,9 @@ class Standins:
         elif method == "GET" and url.path.startswith("/v3/pay/transactions/out-trade-no/"):
             prov = "wechatpay"
             fn = self._wechatpay
+        elif method == "GET" and url.path in ("/v3/bill/tradebill", "/v3/billdownload/file"):
+            prov = "wechatpay"
+            fn = self._wx_bill
         elif method == "GET" and url.path.startswith("/v1/payment_intents"):
             prov = "stripe"
             fn = self._stripe
@@ -302,6 +305,53 @@ class Standins:
         if st["trade_state"] == "SUCCESS":
             txn["success_time"] = "2024-05-20T10:00:05+08:00"
         self._wx_answer(h, 200, txn)
+
+    def _wx_auth_ok(self, h, method, body):
+        auth = h.headers.get("Authorization", "")
+        if not auth.startswith("WECHATPAY2-SHA256-RSA2048 "):
+            return False
+        fields = {}
+        for part in auth[len("WECHATPAY2-SHA256-RSA2048 "):].split(","):
+            k, _, v = part.partition("=")
+            fields[k.strip()] = v.strip().strip('"')
+        msg = "%s\n%s\n%s\n%s\n%s\n" % (method, h.path, fields.get("timestamp", ""),
+                                         fields.get("nonce_str", ""), body.decode())
+        return (fields.get("mchid") == self.mchid
+                and fields.get("serial_no") == self.merchant_serial
+                and abs(int(fields.get("timestamp", "0")) - time.time()) < 300
+                and rsa_verify(self.merchant_pub, fields.get("signature", ""), msg.encode()))
+
+    def set_wx_bill(self, date, data):
+        """The ALL trade bill (bytes) GET /v3/bill/tradebill?bill_date=date serves."""
+        with self.lock:
+            self.state[("wechatpay-bill", date)] = data
+
+    def _wx_bill(self, h, method, url, body):
+        """Trade bill API v3: the signed answer with hash and download_url, then the
+        file itself (the download carries no Wechatpay-Signature)."""
+        if not self._wx_auth_ok(h, method, body):
+            self._bad("wechatpay", "bill Authorization")
+            self._wx_answer(h, 401, {"code": "SIGN_ERROR", "message": "signature error"})
+            return
+        q = dict(urllib.parse.parse_qsl(url.query))
+        if url.path == "/v3/bill/tradebill":
+            data = self.state.get(("wechatpay-bill", q.get("bill_date")))
+            if data is None or q.get("bill_type") != "ALL":
+                self._wx_answer(h, 400, {"code": "NO_STATEMENT_EXIST",
+                                         "message": "the bill does not exist"})
+                return
+            digest = hashlib.sha1(data).hexdigest()
+            if self.mode == "bad_hash":
+                digest = hashlib.sha1(data + b"x").hexdigest()
+            self._wx_answer(h, 200, {"hash_type": "SHA1", "hash_value": digest,
+                                     "download_url": "%s/v3/billdownload/file?token=%s"
+                                     % (self.url, q["bill_date"])})
+            return
+        data = self.state.get(("wechatpay-bill", q.get("token")))
+        if data is None:
+            self._wx_answer(h, 404, {"code": "NOT_FOUND", "message": "no such file"})
+            return
+        self._send(h, 200, data, ctype="text/plain; charset=utf-8")
 
     def _wx_answer(self, h, status, obj):
         body = json.dumps(obj, separators=(",", ":")).encode("utf-8")
