@@ -3,8 +3,9 @@
  * CSV inside the zip that alipay.data.dataservice.bill.downloadurl.query
  * (bill_type=trade) points to.  Layout: docs/RECONCILE.md "Alipay".
  *
- * GBK encoded (read through iconv as GB18030, its superset; a file already
- * converted to UTF-8 is accepted too).  Lines:
+ * The zip itself is read too (libzip).  GBK encoded (read through iconv as
+ * GB18030, its superset; a file already converted to UTF-8 is accepted
+ * too).  Lines:
  *
  *   #支付宝业务明细查询
  *   #账号：[<PID>0156]
@@ -25,6 +26,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+
+#include <zip.h>
 
 #include "money.h"
 #include "statement.h"
@@ -107,6 +110,88 @@ totals_line(const char *s, long *count, int64_t *received, bool *has_received)
 	return true;
 }
 
+/*
+ * The zip bill_download_url serves: <PID>_<date>_业务明细.csv beside
+ * <PID>_<date>_业务明细(汇总).csv, names in GBK without the UTF-8 flag.
+ * The detail file is found by name (UTF-8-flagged names are read as they
+ * are), its size bounded before it is inflated (libzip checks the CRC).
+ */
+static bool
+alipay_unzip(struct pn_arena *a, const unsigned char *data, size_t len,
+	     const unsigned char **out, size_t *outlen, struct pn_err *err)
+{
+	zip_error_t ze;
+	zip_source_t *src;
+	zip_t  *z;
+	zip_stat_t zs;
+	zip_file_t *f = NULL;
+	zip_int64_t n, i, found = -1, got;
+	unsigned char *buf;
+	bool	ok = false;
+
+	zip_error_init(&ze);
+	if ((src = zip_source_buffer_create(data, len, 0, &ze)) == NULL) {
+		pn_err_set(err, "could not read the zip: %s", zip_error_strerror(&ze));
+		zip_error_fini(&ze);
+		return false;
+	}
+	if ((z = zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &ze)) == NULL) {
+		pn_err_set(err, "not a readable zip: %s", zip_error_strerror(&ze));
+		zip_source_free(src);
+		zip_error_fini(&ze);
+		return false;
+	}
+	zip_error_fini(&ze);
+	n = zip_get_num_entries(z, 0);
+	for (i = 0; i < n && i < 64; i++) {
+		const char *raw = zip_get_name(z, (zip_uint64_t)i, ZIP_FL_ENC_RAW);
+		char   *name = NULL;
+		struct pn_err e;
+
+		if (raw == NULL)
+			continue;
+		if (pn_utf8_valid(raw, strlen(raw)))
+			name = pn_arena_strdup(a, raw);
+		else if (!pn_stmt_from_gbk(a, raw, strlen(raw), &name, &e))
+			continue;
+		if (strstr(name, "业务明细") == NULL || strstr(name, "汇总") != NULL)
+			continue;
+		if (found >= 0) {
+			pn_err_set(err, "the zip holds two 业务明细 files");
+			goto done;
+		}
+		found = i;
+	}
+	if (found < 0) {
+		pn_err_set(err, "the zip holds no 业务明细 file (%lld entries)", (long long)n);
+		goto done;
+	}
+	if (zip_stat_index(z, (zip_uint64_t)found, 0, &zs) != 0 || !(zs.valid & ZIP_STAT_SIZE)
+	    || zs.size > PN_STMT_MAX_FILE) {
+		pn_err_set(err, "the zip's 业务明细 file is larger than %d bytes", PN_STMT_MAX_FILE);
+		goto done;
+	}
+	if ((f = zip_fopen_index(z, (zip_uint64_t)found, 0)) == NULL) {
+		pn_err_set(err, "could not open the zip's 业务明细 file: %s", zip_strerror(z));
+		goto done;
+	}
+	buf = pn_arena_alloc(a, (size_t)zs.size + 1);
+	got = zip_fread(f, buf, zs.size);
+	if (got < 0 || (zip_uint64_t)got != zs.size) {
+		pn_err_set(err, "could not inflate the zip's 业务明细 file: %s",
+			   zip_file_strerror(f));
+		goto done;
+	}
+	*out = buf;
+	*outlen = (size_t)zs.size;
+	ok = true;
+done:
+	if (f != NULL)
+		zip_fclose(f);
+	zip_discard(z);
+	return ok;
+}
+
 static bool
 alipay_parse(struct pn_arena *a, const unsigned char *data, size_t len, struct pn_statement *st,
 	     struct pn_err *err)
@@ -120,6 +205,9 @@ alipay_parse(struct pn_arena *a, const unsigned char *data, size_t len, struct p
 	bool	eof, has_recv, seen_trade_total = false;
 	struct pn_err e;
 
+	if (len >= 4 && memcmp(data, "PK\x03\x04", 4) == 0
+	    && !alipay_unzip(a, data, len, &data, &len, err))
+		return false;
 	if (len >= 3 && memcmp(data, "\xEF\xBB\xBF", 3) == 0) {
 		data += 3;
 		len -= 3;

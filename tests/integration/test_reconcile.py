@@ -20,12 +20,14 @@
 # merchant is refused (exit 3); usage errors exit 64.
 
 import datetime
+import io
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import unittest
+import zipfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import pntest  # noqa: E402
@@ -130,6 +132,25 @@ def alipay_bill(day, rows, account=pnkit.ALIPAY_SELLER_ID + "0156", edit_total=0
     if cut is not None:
         lines = lines[:cut]
     return ("\r\n".join(lines) + "\r\n").encode("gbk")
+
+
+class _GbkName(zipfile.ZipInfo):
+    """A zip entry named in GBK without the UTF-8 flag, as Alipay's bill zip has them."""
+    def _encodeFilenameFlags(self):
+        return self.filename.encode("gbk"), self.flag_bits
+
+
+def alipay_zip(day, detail, gbk_names=True, with_detail=True):
+    base = "%s_%s_" % (pnkit.ALIPAY_SELLER_ID + "0156", day.replace("-", ""))
+    summary = ("#支付宝业务汇总查询\r\n#账号：[x]\r\n").encode("gbk")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in ([(base + "业务明细.csv", detail)] if with_detail else []) + \
+                [(base + "业务明细(汇总).csv", summary)]:
+            info = _GbkName(name) if gbk_names else zipfile.ZipInfo(name)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, data)
+    return buf.getvalue()
 
 
 WX_HEADER = ("交易时间,公众账号ID,商户号,特约商户号,设备号,微信订单号,商户订单号,用户标识,交易类型,"
@@ -402,6 +423,27 @@ class TestAlipay(Base, unittest.TestCase):
         self.assertEqual(rc, 0, (rows, err))
         self.assertEqual(rows, [])
         self.assertIn("0 statement rows", err)
+
+    def test_the_zip_as_downloaded(self):
+        oid, txn = self.new_order(), self.txn()
+        bill = alipay_bill(self.day, [self.payment_row(oid, txn)])
+        for gbk in (True, False):
+            PG.reset()
+            PG.add_order(SITE, oid, self.amount, self.currency)
+            path = write("alipay-%s.zip" % digits(), alipay_zip(self.day, bill, gbk_names=gbk))
+            rc, rows, err = reconcile(self.provider, path, "--apply")
+            self.assertEqual(rc, 0, (gbk, rows, err))
+            self.assertEqual([(r["class"], r["result"]) for r in rows],
+                             [("missing_payment", "applied")], rows)
+        path = write("alipay-%s.zip" % digits(), alipay_zip(self.day, bill, with_detail=False))
+        rc, rows, err = reconcile(self.provider, path, "--apply")
+        self.assertEqual(rc, 3, err)
+        self.assertIn("no 业务明细 file", err)
+        data = alipay_zip(self.day, bill)
+        path = write("alipay-%s.zip" % digits(), data[:len(data) // 2])
+        rc, rows, err = reconcile(self.provider, path, "--apply")
+        self.assertEqual(rc, 3, err)
+        self.assertIn("zip", err)
 
     def test_another_account_refused(self):
         oid, txn = self.new_order(), self.txn()
