@@ -193,8 +193,9 @@ help(FILE *f)
 		"bill_type=ALL), stripe (itemized balance change or payout reconciliation\n"
 		"report CSV).  D is YYYY-MM-DD in the provider's day (Alipay, WeChat Pay:\n"
 		"UTC+8; Stripe: UTC); default: the day the statement covers.\n"
-		"--fetch (WeChat Pay): download the day's ALL bill (default: yesterday) with\n"
-		"the keys of `paynotify query` into FILE first (signed answer, SHA1 checked).\n"
+		"--fetch (Alipay, WeChat Pay): download the day's bill (default: yesterday)\n"
+		"with the keys of `paynotify query` into FILE first (the Alipay zip; the\n"
+		"WeChat Pay ALL bill, its SHA1 checked against the signed answer).\n"
 		"Exit status: 0 all matched, 1 something needs a human, 3 the file cannot be\n"
 		"read or is malformed (nothing changed) or the database failed, 64 usage,\n"
 		"78 configuration.  See docs/RECONCILE.md.\n");
@@ -712,6 +713,97 @@ summary(struct run *r, FILE *f)
 
 /* ---- --fetch (WeChat Pay) ------------------------------------------------- */
 
+/* Write a downloaded bill to path atomically (path.part, then rename). */
+static bool
+write_bill(const char *path, const unsigned char *data, size_t len, struct pn_err *err)
+{
+	char   *tmp = pn_xasprintf("%s.part", path);
+	FILE   *f = fopen(tmp, "wb");
+	bool	ok = f != NULL && fwrite(data, 1, len, f) == len && fflush(f) == 0;
+
+	if (f != NULL && fclose(f) != 0)
+		ok = false;
+	if (!ok)
+		pn_err_set(err, "could not write %s: %s", tmp, strerror(errno));
+	else if (rename(tmp, path) != 0) {
+		pn_err_set(err, "could not rename %s to %s: %s", tmp, path, strerror(errno));
+		ok = false;
+	}
+	if (!ok)
+		unlink(tmp);
+	free(tmp);
+	return ok;
+}
+
+/*
+ * Alipay: alipay.data.dataservice.bill.downloadurl.query (bill_type trade),
+ * signed with `paynotify query`'s key, its answer verified; then the
+ * bill_download_url of the signed answer (https, valid 30 seconds; the zip
+ * is trusted for its TLS and the signed answer that named it), kept at path.
+ */
+static bool
+fetch_alipay(struct run *r, const char *path, struct pn_err *err)
+{
+	const struct pn_site *site = r->site;
+	const char *get_headers[] = {NULL};
+	struct pn_qhttp http;
+	struct pn_query_ctx ctx;
+	struct pn_qhttp_answer h;
+	void   *creds = NULL;
+	const char *why = NULL, *url;
+	json_t *biz, *root = NULL, *resp = NULL;
+	bool	ok = false;
+
+	if (!pn_query_alipay.configured(site, &why)) {
+		pn_err_set(err, "site %s cannot fetch bills: %s (the keys of paynotify query)",
+			   site->name, why);
+		return false;
+	}
+	if (!pn_query_alipay.load(site, &creds, err))
+		return false;
+	if (!pn_qhttp_init(&http, r->cfg, err)) {
+		pn_query_alipay.free_creds(creds);
+		return false;
+	}
+	http.max_answer = PN_STMT_MAX_FILE;
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.cfg = r->cfg;
+	ctx.site = site;
+	ctx.http = &http;
+	ctx.arena = r->a;
+	ctx.now = (int64_t)time(NULL);
+	ctx.creds = creds;
+	biz = json_pack("{s:s, s:s}", "bill_type", "trade", "bill_date", r->day);
+	ok = pn_query_alipay_call(&ctx, "alipay.data.dataservice.bill.downloadurl.query", biz,
+				  &root, &resp, err);
+	json_decref(biz);
+	if (!ok)
+		goto done;
+	ok = false;
+	url = pn_json_str(r->a, resp, "bill_download_url");
+	if (url == NULL || strncmp(url, "https://", 8) != 0) {
+		pn_err_set(err, "Alipay's answer has no https bill_download_url");
+		goto done;
+	}
+	if (!pn_qhttp_do(&http, r->a, "GET", url, get_headers, NULL, 0, &h, err))
+		goto done;
+	if (h.status != 200) {
+		pn_err_set(err, "HTTP %ld downloading the bill: %.200s", h.status,
+			   (const char *)h.body);
+		goto done;
+	}
+	if (!write_bill(path, h.body, h.body_len, err))
+		goto done;
+	fprintf(stderr, "paynotify: reconcile: fetched Alipay's %s trade bill (%zu bytes) into %s\n",
+		r->day, h.body_len, path);
+	ok = true;
+done:
+	json_decref(root);
+	pn_qhttp_destroy(&http);
+	pn_query_alipay.free_creds(creds);
+	return ok;
+}
+
 /*
  * Download the day's ALL trade bill with `paynotify query`'s credentials and
  * client: GET /v3/bill/tradebill (the answer's signature verified), then its
@@ -731,8 +823,7 @@ fetch_wechatpay(struct run *r, const char *path, struct pn_err *err)
 	unsigned char md[64];
 	size_t	mdlen = 0;
 	struct pn_iov iov;
-	char   *tmp = NULL, *hex;
-	FILE   *f = NULL;
+	char   *hex;
 	bool	ok = false;
 
 	if (!pn_query_wechatpay.configured(site, &why)) {
@@ -798,31 +889,12 @@ fetch_wechatpay(struct run *r, const char *path, struct pn_err *err)
 			goto done;
 		}
 	}
-	tmp = pn_xasprintf("%s.part", path);
-	if ((f = fopen(tmp, "wb")) == NULL || fwrite(h.body, 1, h.body_len, f) != h.body_len
-	    || fflush(f) != 0) {
-		pn_err_set(err, "could not write %s: %s", tmp, strerror(errno));
+	if (!write_bill(path, h.body, h.body_len, err))
 		goto done;
-	}
-	if (fclose(f) != 0) {
-		f = NULL;
-		pn_err_set(err, "could not write %s: %s", tmp, strerror(errno));
-		goto done;
-	}
-	f = NULL;
-	if (rename(tmp, path) != 0) {
-		pn_err_set(err, "could not rename %s to %s: %s", tmp, path, strerror(errno));
-		goto done;
-	}
 	fprintf(stderr, "paynotify: reconcile: fetched WeChat Pay's %s ALL bill (%zu bytes, SHA1 "
 		"checked) into %s\n", r->day, h.body_len, path);
 	ok = true;
 done:
-	if (f != NULL)
-		fclose(f);
-	if (tmp != NULL && !ok)
-		unlink(tmp);
-	free(tmp);
 	json_decref(root);
 	pn_qhttp_destroy(&http);
 	pn_query_wechatpay.free_creds(creds);
@@ -912,9 +984,9 @@ reconcile_exec(int argc, char **argv, const char *config_path)
 			"(2024-05-20)\n", date);
 		return PN_EXIT_USAGE;
 	}
-	if (fetch && strcmp(provider, "wechatpay") != 0) {
-		fprintf(stderr, "paynotify: reconcile: --fetch downloads WeChat Pay bills only (the "
-			"Alipay bill is a zip, not read here: docs/RECONCILE.md); give the file\n");
+	if (fetch && strcmp(provider, "wechatpay") != 0 && strcmp(provider, "alipay") != 0) {
+		fprintf(stderr, "paynotify: reconcile: --fetch downloads Alipay and WeChat Pay bills "
+			"only; give the %s report as --statement FILE\n", provider);
 		return PN_EXIT_USAGE;
 	}
 	if (fetch && date == NULL) {
@@ -945,7 +1017,8 @@ reconcile_exec(int argc, char **argv, const char *config_path)
 	r.a = pn_arena_new();
 	if (fetch) {
 		r.day = date;
-		if (!fetch_wechatpay(&r, r.path, &err)) {
+		if (!(strcmp(provider, "alipay") == 0 ? fetch_alipay(&r, r.path, &err)
+		      : fetch_wechatpay(&r, r.path, &err))) {
 			fprintf(stderr, "paynotify: reconcile: could not fetch the bill: %s; nothing "
 				"changed\n", err.msg);
 			goto done;

@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "arena.h"
 #include "cfg.h"
 #include "event.h"
@@ -123,6 +125,16 @@ struct pn_query_provider {
  */
 bool pn_query_wechatpay_get(const struct pn_query_ctx *ctx, const char *url, bool verify,
 			    struct pn_qhttp_answer *out, struct pn_err *err) PN_WUR;
+
+/*
+ * Alipay: one signed gateway call (method, biz_content) with the site's
+ * query key; the answer's <method>_response member verified on its raw
+ * bytes and its code 10000.  *root is the parsed answer (json_decref it),
+ * *resp the member inside it.  Shared by `paynotify reconcile --fetch`
+ * (alipay.data.dataservice.bill.downloadurl.query).
+ */
+bool pn_query_alipay_call(const struct pn_query_ctx *ctx, const char *method, json_t *biz,
+			  json_t **root, json_t **resp, struct pn_err *err) PN_WUR;
 
 extern const struct pn_query_provider pn_query_alipay;
 extern const struct pn_query_provider pn_query_wechatpay;

@@ -96,15 +96,14 @@ param_cmp(const void *a, const void *b)
 
 /* The signed request body (form); NULL when signing failed. */
 static char *
-build_request(const struct pn_query_ctx *ctx, const struct creds *c, const char *otn,
-	      size_t *len)
+build_request(const struct pn_query_ctx *ctx, const struct creds *c, const char *method,
+	      json_t *biz, size_t *len)
 {
 	const struct pn_site *site = ctx->site;
 	struct pn_arena *a = ctx->arena;
 	enum pn_md md = site->alipay.sign_type == PN_ALIPAY_RSA ? PN_MD_SHA1 : PN_MD_SHA256;
 	struct pn_form_field p[8];
 	struct pn_buf content = PN_BUF_INIT, body = PN_BUF_INIT;
-	json_t *biz = json_pack("{s:s}", "out_trade_no", otn);
 	char   *biz_text = json_dumps(biz, JSON_COMPACT), when[32], *out = NULL;
 	time_t	bj = (time_t)ctx->now + 8 * 3600;	/* Alipay reads Beijing time */
 	unsigned char *sig;
@@ -117,13 +116,12 @@ build_request(const struct pn_query_ctx *ctx, const struct creds *c, const char 
 	p[n++] = (struct pn_form_field){"biz_content", pn_arena_strdup(a, biz_text), 0};
 	p[n++] = (struct pn_form_field){"charset", "utf-8", 0};
 	p[n++] = (struct pn_form_field){"format", "JSON", 0};
-	p[n++] = (struct pn_form_field){"method", METHOD, 0};
+	p[n++] = (struct pn_form_field){"method", method, 0};
 	p[n++] = (struct pn_form_field){"sign_type",
 		site->alipay.sign_type == PN_ALIPAY_RSA ? "RSA" : "RSA2", 0};
 	p[n++] = (struct pn_form_field){"timestamp", pn_arena_strdup(a, when), 0};
 	p[n++] = (struct pn_form_field){"version", "1.0", 0};
 	free(biz_text);
-	json_decref(biz);
 	qsort(p, n, sizeof(p[0]), param_cmp);
 	for (i = 0; i < n; i++)
 		pn_buf_printf(&content, "%s%s=%s", i ? "&" : "", p[i].key, p[i].value);
@@ -182,8 +180,10 @@ alipay_ask(const struct pn_query_ctx *ctx, const struct pn_query_order *o,
 	const char *total, *key_id = NULL;
 	struct pn_event *ev = &ans->ev;
 	size_t	blen;
-	char   *body = build_request(ctx, ctx->creds, o->order_id, &blen);
+	json_t *biz = json_pack("{s:s}", "out_trade_no", o->order_id);
+	char   *body = build_request(ctx, ctx->creds, METHOD, biz, &blen);
 
+	json_decref(biz);
 	if (body == NULL) {
 		pn_query_set(ctx, ans, PN_Q_ERROR, "could not sign the request with "
 			     "alipay.query_private_key_file");
@@ -284,6 +284,66 @@ alipay_ask(const struct pn_query_ctx *ctx, const struct pn_query_order *o,
 		     trade_no ? trade_no : "-");
 done:
 	json_decref(root);
+}
+
+bool
+pn_query_alipay_call(const struct pn_query_ctx *ctx, const char *method, json_t *biz,
+		     json_t **root, json_t **resp, struct pn_err *err)
+{
+	struct pn_arena *a = ctx->arena;
+	const struct pn_site *site = ctx->site;
+	const char *headers[] = {"Content-Type: application/x-www-form-urlencoded;charset=utf-8",
+				 "Accept: application/json", NULL};
+	struct pn_qhttp_answer h;
+	const char *member, *sign, *code, *sub_code, *key_id = NULL;
+	size_t	blen, i;
+	char   *body = build_request(ctx, ctx->creds, method, biz, &blen), *m;
+
+	*root = NULL;
+	if (body == NULL) {
+		pn_err_set(err, "could not sign the request with alipay.query_private_key_file");
+		return false;
+	}
+	if (!pn_qhttp_do(ctx->http, a, "POST", site->alipay.query_url, headers, body, blen, &h,
+			 err))
+		return false;
+	if (h.status < 200 || h.status > 299) {
+		pn_err_set(err, "HTTP %ld from Alipay: %.200s", h.status, (const char *)h.body);
+		return false;
+	}
+	/* alipay.data.dataservice.bill.downloadurl.query -> alipay_data_..._query_response */
+	m = pn_arena_printf(a, "%s_response", method);
+	for (i = 0; m[i]; i++)
+		if (m[i] == '.')
+			m[i] = '_';
+	member = m;
+	*root = pn_json_parse(h.body, h.body_len, err);
+	if (*root == NULL || !json_is_object(*root)
+	    || !json_is_object(*resp = json_object_get(*root, member))) {
+		pn_err_set(err, "Alipay answer has no %s object: %.200s", member,
+			   (const char *)h.body);
+		goto failed;
+	}
+	sign = pn_json_str(a, *root, "sign");
+	code = pn_json_str(a, *resp, "code");
+	sub_code = pn_json_str(a, *resp, "sub_code");
+	if (sign == NULL || *sign == '\0' || !verify_answer(ctx, &h, member, sign, &key_id)) {
+		pn_err_set(err, "could not verify Alipay's signature of the %s answer for site %s "
+			   "(code %.16s, sub_code %.64s)", member, site->name, code ? code : "-",
+			   sub_code ? sub_code : "-");
+		goto failed;
+	}
+	if (code == NULL || strcmp(code, "10000") != 0) {
+		pn_err_set(err, "Alipay answered code %.16s sub_code %.64s: %.120s",
+			   code ? code : "-", sub_code ? sub_code : "-",
+			   pn_json_str(a, *resp, "sub_msg") ? pn_json_str(a, *resp, "sub_msg") : "");
+		goto failed;
+	}
+	return true;
+failed:
+	json_decref(*root);
+	*root = NULL;
+	return false;
 }
 
 const struct pn_query_provider pn_query_alipay = {

@@ -636,10 +636,10 @@ KEYS = os.path.join(pntest.REPO, "tests", "fixtures", "unit", "keys")
 MERCHANT_SERIAL = "5157F09EFDC096DE15EBE81A47057A7232F1B8E1"
 
 
-class TestWechatFetch(unittest.TestCase):
-    """--fetch: the bill downloaded from a loopback stand-in of WeChat Pay's bill API
-    (tests/lib/psp_standins.py: HTTPS with a test CA, the merchant's request signature
-    checked, the tradebill answer signed with the platform's test key)."""
+class TestFetch(unittest.TestCase):
+    """--fetch: the bill downloaded from loopback stand-ins of WeChat Pay's and Alipay's
+    bill APIs (tests/lib/psp_standins.py: HTTPS with a test CA, the merchant's request
+    signature checked, the answers signed with the providers' test key)."""
 
     @classmethod
     def setUpClass(cls):
@@ -664,7 +664,9 @@ class TestWechatFetch(unittest.TestCase):
             "timeout_ms = 5000", "", "[site %s]" % SITE,
             "wechatpay.query_private_key_file = merchant-api.key",
             "wechatpay.query_cert_serial = %s" % MERCHANT_SERIAL,
-            "wechatpay.query_url = %s" % cls.si.url, ""]))
+            "wechatpay.query_url = %s" % cls.si.url,
+            "alipay.query_private_key_file = merchant-api.key",
+            "alipay.query_url = %s/gateway.do" % cls.si.url, ""]))
         with open(cfg.path, "w") as f:
             f.write(text)
         cls.cfg = cfg.path
@@ -678,8 +680,8 @@ class TestWechatFetch(unittest.TestCase):
     def tearDown(self):
         self.assertEqual(self.si.bad_requests, [], "the stand-in refused a request")
 
-    def fetch(self, path, *args):
-        p = subprocess.run([ADMIN, "-c", self.cfg, "reconcile", "--provider", "wechatpay",
+    def fetch(self, path, *args, provider="wechatpay"):
+        p = subprocess.run([ADMIN, "-c", self.cfg, "reconcile", "--provider", provider,
                             "--site", SITE, "--statement", path, "--fetch", "--format",
                             "json"] + list(args), env=pntest.clean_env(),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
@@ -720,8 +722,34 @@ class TestWechatFetch(unittest.TestCase):
         self.assertIn("NO_STATEMENT_EXIST", err)
         self.assertEqual(PG.notifications(), [])
 
-    def test_fetch_alipay_is_usage(self):
-        p = subprocess.run([ADMIN, "-c", self.cfg, "reconcile", "--provider", "alipay", "--site",
+    def test_fetch_alipay_zip_and_apply(self):
+        a = TestAlipay("test_all_matched")
+        a.setUp()
+        oid, txn = a.new_order(), a.txn()
+        z = alipay_zip(a.day, alipay_bill(a.day, [a.payment_row(oid, txn, fee=40)]))
+        self.si.set_alipay_bill(a.day, z)
+        path = os.path.join(TMP, "fetched-%s.zip" % digits())
+        rc, rows, err = self.fetch(path, "--date", a.day, "--apply", provider="alipay")
+        self.assertEqual(rc, 0, (rows, err))
+        self.assertEqual([(r["class"], r["result"]) for r in rows],
+                         [("missing_payment", "applied")], rows)
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), z)
+        self.assertEqual(PG.order(SITE, oid)["status"], "paid")
+        # no bill that day: Alipay's signed error, nothing changed
+        rc, rows, err = self.fetch(path + "2", "--date", "2020-01-01", "--apply",
+                                   provider="alipay")
+        self.assertEqual(rc, 3, err)
+        self.assertIn("isp.bill_not_exist", err)
+        # an answer signed with another key is refused
+        self.si.mode = "wrong_key"
+        rc, rows, err = self.fetch(path + "3", "--date", a.day, provider="alipay")
+        self.assertEqual(rc, 3, err)
+        self.assertIn("could not verify Alipay's signature", err)
+        self.assertFalse(os.path.exists(path + "3"))
+
+    def test_fetch_stripe_is_usage(self):
+        p = subprocess.run([ADMIN, "-c", self.cfg, "reconcile", "--provider", "stripe", "--site",
                             SITE, "--statement", os.path.join(TMP, "x"), "--fetch"],
                            env=pntest.clean_env(), stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, timeout=30)

@@ -205,6 +205,9 @@ class Standins:
         elif method == "GET" and url.path.startswith("/v3/pay/transactions/out-trade-no/"):
             prov = "wechatpay"
             fn = self._wechatpay
+        elif method == "GET" and url.path == "/alipay-bill":
+            prov = "alipay"
+            fn = self._alipay_bill_file
         elif method == "GET" and url.path in ("/v3/bill/tradebill", "/v3/billdownload/file"):
             prov = "wechatpay"
             fn = self._wx_bill
@@ -232,13 +235,26 @@ class Standins:
                                              strict_parsing=True))
         content = "&".join("%s=%s" % (k, params[k]) for k in sorted(params)
                            if k != "sign" and params[k] != "").encode("utf-8")
-        member = "alipay_trade_query_response"
-        if (params.get("method") != "alipay.trade.query" or params.get("app_id") != self.app_id
+        bill = params.get("method") == "alipay.data.dataservice.bill.downloadurl.query"
+        member = ("alipay_data_dataservice_bill_downloadurl_query_response" if bill
+                  else "alipay_trade_query_response")
+        if (params.get("method") not in ("alipay.trade.query",
+                                         "alipay.data.dataservice.bill.downloadurl.query")
+                or params.get("app_id") != self.app_id
                 or params.get("sign_type") != "RSA2"
                 or not rsa_verify(self.merchant_pub, params.get("sign", ""), content)):
             self._bad("alipay", "request signature or parameters")
             resp = {"code": "40002", "msg": "Invalid Arguments", "sub_code": "isv.invalid-signature",
                     "sub_msg": "invalid signature"}
+        elif bill:
+            biz = json.loads(params["biz_content"])
+            if biz.get("bill_type") == "trade" and ("alipay-bill", biz.get("bill_date")) \
+                    in self.state:
+                resp = {"code": "10000", "msg": "Success", "bill_download_url":
+                        "%s/alipay-bill?date=%s" % (self.url, biz["bill_date"])}
+            else:
+                resp = {"code": "40004", "msg": "Business Failed",
+                        "sub_code": "isp.bill_not_exist", "sub_msg": "bill does not exist"}
         else:
             otn = json.loads(params["biz_content"])["out_trade_no"]
             st = self.state.get(("alipay", otn))
@@ -320,6 +336,19 @@ class Standins:
                 and fields.get("serial_no") == self.merchant_serial
                 and abs(int(fields.get("timestamp", "0")) - time.time()) < 300
                 and rsa_verify(self.merchant_pub, fields.get("signature", ""), msg.encode()))
+
+    def set_alipay_bill(self, date, data):
+        """The zip alipay.data.dataservice.bill.downloadurl.query points to for date."""
+        with self.lock:
+            self.state[("alipay-bill", date)] = data
+
+    def _alipay_bill_file(self, h, method, url, body):
+        data = self.state.get(("alipay-bill", dict(urllib.parse.parse_qsl(url.query))
+                               .get("date")))
+        if data is None:
+            self._send(h, 404, b"no such bill", ctype="text/plain")
+            return
+        self._send(h, 200, data, ctype="application/oct-stream")
 
     def set_wx_bill(self, date, data):
         """The ALL trade bill (bytes) GET /v3/bill/tradebill?bill_date=date serves."""
