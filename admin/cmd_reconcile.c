@@ -781,7 +781,8 @@ fetch_alipay(struct run *r, const char *path, struct pn_err *err)
 		goto done;
 	ok = false;
 	url = pn_json_str(r->a, resp, "bill_download_url");
-	if (url == NULL || strncmp(url, "https://", 8) != 0) {
+	/* "https:/" "/" split: the source checks strip // comments */
+	if (url == NULL || strncmp(url, "https:/" "/", 8) != 0) {
 		pn_err_set(err, "Alipay's answer has no https bill_download_url");
 		goto done;
 	}
