@@ -38,43 +38,54 @@
 #include "statement.h"
 #include "store.h"
 
-#define RX_FAILED 3		/* could not do the job: file, database (common/exit.h) */
-#define RX_CONFIG 78		/* EX_CONFIG */
-#define CUTOFF_NEAR_S 900	/* "paid here, not in the statement" within 15 min of the
-				 * cut-off: probably on the next day's statement */
+#define RX_FAILED 3  /* could not do the job: file, database (common/exit.h) */
+#define RX_CONFIG 78 /* EX_CONFIG */
+#define CUTOFF_NEAR_S                                                                              \
+	900 /* "paid here, not in the statement" within 15 min of the                              \
+	     * cut-off: probably on the next day's statement */
 #define MAX_CURRENCIES 16
 
 /* What a line of the report says. */
 enum cls {
-	K_MATCHED,		/* statement and here agree */
-	K_MISSING_PAYMENT,	/* paid at the provider, not here: a lost notification */
-	K_MISSING_REFUND,	/* refunded at the provider, not here */
-	K_NOT_IN_STATEMENT,	/* paid here, absent from the statement */
+	K_MATCHED,                 /* statement and here agree */
+	K_MISSING_PAYMENT,         /* paid at the provider, not here: a lost notification */
+	K_MISSING_REFUND,          /* refunded at the provider, not here */
+	K_NOT_IN_STATEMENT,        /* paid here, absent from the statement */
 	K_REFUND_NOT_IN_STATEMENT, /* refunded here that day, absent from the statement */
-	K_AMOUNT_MISMATCH,	/* the amounts differ */
-	K_CURRENCY_MISMATCH,	/* the currencies differ */
-	K_REFUND_TOTAL_MISMATCH, /* the statement's refunds exceed what was paid, or a
-				  * refund is stored but did not move the order */
-	K_DUPLICATE_PAYMENT,	/* two provider transactions for one order */
-	K_UNKNOWN_ORDER,	/* the statement names an order we do not have */
-	K_DISPUTE,		/* a chargeback (Stripe) */
-	K_FEE,			/* a fee of its own: counted in the totals */
-	K_OTHER,		/* payouts, revoked trades...: listed, not compared */
+	K_AMOUNT_MISMATCH,         /* the amounts differ */
+	K_CURRENCY_MISMATCH,       /* the currencies differ */
+	K_REFUND_TOTAL_MISMATCH,   /* the statement's refunds exceed what was paid, or a
+	                            * refund is stored but did not move the order */
+	K_DUPLICATE_PAYMENT,       /* two provider transactions for one order */
+	K_UNKNOWN_ORDER,           /* the statement names an order we do not have */
+	K_DISPUTE,                 /* a chargeback (Stripe) */
+	K_FEE,                     /* a fee of its own: counted in the totals */
+	K_OTHER,                   /* payouts, revoked trades...: listed, not compared */
 	NCLS
 };
 
 static const char *const cls_names[NCLS] = {
-	"matched", "missing_payment", "missing_refund", "not_in_statement",
-	"refund_not_in_statement", "amount_mismatch", "currency_mismatch",
-	"refund_total_mismatch", "duplicate_payment", "unknown_order", "dispute", "fee", "other",
+    "matched",
+    "missing_payment",
+    "missing_refund",
+    "not_in_statement",
+    "refund_not_in_statement",
+    "amount_mismatch",
+    "currency_mismatch",
+    "refund_total_mismatch",
+    "duplicate_payment",
+    "unknown_order",
+    "dispute",
+    "fee",
+    "other",
 };
 
 /* ---- a small string map (open addressing, arena) -------------------------- */
 
 struct map {
-	size_t	cap, n;
+	size_t cap, n;
 	const char **keys;
-	void  **vals;
+	void **vals;
 };
 
 static uint64_t
@@ -101,7 +112,7 @@ map_init(struct map *m, struct pn_arena *a, size_t want)
 static void *
 map_get(const struct map *m, const char *k)
 {
-	size_t	i;
+	size_t i;
 
 	if (k == NULL)
 		return NULL;
@@ -115,7 +126,7 @@ map_get(const struct map *m, const char *k)
 static void
 map_put(struct map *m, const char *k, void *v)
 {
-	size_t	i;
+	size_t i;
 
 	if (k == NULL || m->n * 2 + 1 >= m->cap)
 		return;
@@ -131,23 +142,23 @@ map_put(struct map *m, const char *k, void *v)
 
 struct order {
 	const char *order_id, *currency, *status, *psp, *psp_txn_id;
-	int64_t	amount, refunded, paid_at;	/* paid_at: -1 when never paid */
-	bool	stmt_paid;			/* a statement payment row names it */
-	const char *stmt_txn;			/* that row's transaction */
-	int64_t	stmt_refunds;			/* statement refunds seen so far */
-	int64_t	refunded_now;			/* refunded here, after our own applies */
+	int64_t amount, refunded, paid_at; /* paid_at: -1 when never paid */
+	bool stmt_paid;                    /* a statement payment row names it */
+	const char *stmt_txn;              /* that row's transaction */
+	int64_t stmt_refunds;              /* statement refunds seen so far */
+	int64_t refunded_now;              /* refunded here, after our own applies */
 };
 
 struct notif {
 	const char *dedup_key, *event_kind, *order_id, *outcome;
-	int64_t	received;
+	int64_t received;
 };
 
 struct totals {
-	char	cur[4];
-	int	npay, nref;
-	int64_t	pay, ref, fee, net;
-	bool	fee_known;
+	char cur[4];
+	int npay, nref;
+	int64_t pay, ref, fee, net;
+	bool fee_known;
 };
 
 struct run {
@@ -158,54 +169,55 @@ struct run {
 	struct pn_statement st;
 	const char *path;
 	const char *day;
-	int64_t	from, to;		/* the day, Unix seconds, [from, to) */
-	bool	apply;
+	int64_t from, to; /* the day, Unix seconds, [from, to) */
+	bool apply;
 	PGconn *conn;
 	struct pn_store *store;
 	struct order *orders;
-	size_t	norders;
+	size_t norders;
 	struct map by_order, by_txn, by_key, stmt_keys, refunded_orders;
 	struct notif *notifs;
-	size_t	nnotifs;
+	size_t nnotifs;
 	struct pn_table out;
-	int	count[NCLS];
-	int	human, applied, errors;
+	int count[NCLS];
+	int human, applied, errors;
 	struct totals tot[MAX_CURRENCIES];
-	size_t	ntot;
+	size_t ntot;
 };
 
 static void
 help(FILE *f)
 {
-	fprintf(f, "usage: paynotify reconcile --provider P --site S --statement FILE [--date D]\n"
-		"                           [--fetch] [--apply] [--format table|csv|json]\n\n"
-		"Compare one day of the provider's statement with the stored notifications and\n"
-		"the orders, in major units with currency:\n"
-		"  missing_payment / missing_refund  collected or refunded at the provider, not\n"
-		"                      here (a lost notification); --apply feeds it through the\n"
-		"                      ingest with source \"statement\" and the notification's\n"
-		"                      dedup identity, so it is applied once\n"
-		"  not_in_statement    paid here, absent from the statement\n"
-		"  refund_not_in_statement, amount_mismatch, currency_mismatch,\n"
-		"  refund_total_mismatch, duplicate_payment, unknown_order, dispute\n"
-		"Fees and net amounts are shown where the statement gives them.\n"
-		"Statements: alipay (业务明细 daily bill CSV, GBK), wechatpay (tradebill\n"
-		"bill_type=ALL), stripe (itemized balance change or payout reconciliation\n"
-		"report CSV).  D is YYYY-MM-DD in the provider's day (Alipay, WeChat Pay:\n"
-		"UTC+8; Stripe: UTC); default: the day the statement covers.\n"
-		"--fetch (Alipay, WeChat Pay): download the day's bill (default: yesterday)\n"
-		"with the keys of `paynotify query` into FILE first (the Alipay zip; the\n"
-		"WeChat Pay ALL bill, its SHA1 checked against the signed answer).\n"
-		"Exit status: 0 all matched, 1 something needs a human, 3 the file cannot be\n"
-		"read or is malformed (nothing changed) or the database failed, 64 usage,\n"
-		"78 configuration.  See docs/RECONCILE.md.\n");
+	fprintf(f,
+	        "usage: paynotify reconcile --provider P --site S --statement FILE [--date D]\n"
+	        "                           [--fetch] [--apply] [--format table|csv|json]\n\n"
+	        "Compare one day of the provider's statement with the stored notifications and\n"
+	        "the orders, in major units with currency:\n"
+	        "  missing_payment / missing_refund  collected or refunded at the provider, not\n"
+	        "                      here (a lost notification); --apply feeds it through the\n"
+	        "                      ingest with source \"statement\" and the notification's\n"
+	        "                      dedup identity, so it is applied once\n"
+	        "  not_in_statement    paid here, absent from the statement\n"
+	        "  refund_not_in_statement, amount_mismatch, currency_mismatch,\n"
+	        "  refund_total_mismatch, duplicate_payment, unknown_order, dispute\n"
+	        "Fees and net amounts are shown where the statement gives them.\n"
+	        "Statements: alipay (业务明细 daily bill CSV, GBK), wechatpay (tradebill\n"
+	        "bill_type=ALL), stripe (itemized balance change or payout reconciliation\n"
+	        "report CSV).  D is YYYY-MM-DD in the provider's day (Alipay, WeChat Pay:\n"
+	        "UTC+8; Stripe: UTC); default: the day the statement covers.\n"
+	        "--fetch (Alipay, WeChat Pay): download the day's bill (default: yesterday)\n"
+	        "with the keys of `paynotify query` into FILE first (the Alipay zip; the\n"
+	        "WeChat Pay ALL bill, its SHA1 checked against the signed answer).\n"
+	        "Exit status: 0 all matched, 1 something needs a human, 3 the file cannot be\n"
+	        "read or is malformed (nothing changed) or the database failed, 64 usage,\n"
+	        "78 configuration.  See docs/RECONCILE.md.\n");
 }
 
 static void
 money(char *buf, size_t n, int64_t minor, const char *cur)
 {
-	char	num[48];
-	int	exp = pn_money_exponent(cur);
+	char num[48];
+	int exp = pn_money_exponent(cur);
 
 	pn_money_format(minor < 0 ? -minor : minor, exp < 0 ? 2 : exp, num, sizeof(num));
 	snprintf(buf, n, "%s%s %s", minor < 0 ? "-" : "", num, cur);
@@ -214,7 +226,7 @@ money(char *buf, size_t n, int64_t minor, const char *cur)
 static const char *
 amt(struct run *r, int64_t minor, const char *cur)
 {
-	char	buf[64];
+	char buf[64];
 
 	money(buf, sizeof(buf), minor, cur);
 	return pn_arena_strdup(r->a, buf);
@@ -224,11 +236,16 @@ static const char *
 kind_word(enum pn_stmt_kind k)
 {
 	switch (k) {
-	case PN_STMT_PAYMENT: return "payment";
-	case PN_STMT_REFUND: return "refund";
-	case PN_STMT_DISPUTE: return "dispute";
-	case PN_STMT_FEE: return "fee";
-	case PN_STMT_OTHER: return "other";
+	case PN_STMT_PAYMENT:
+		return "payment";
+	case PN_STMT_REFUND:
+		return "refund";
+	case PN_STMT_DISPUTE:
+		return "dispute";
+	case PN_STMT_FEE:
+		return "fee";
+	case PN_STMT_OTHER:
+		return "other";
 	}
 	return "other";
 }
@@ -236,7 +253,7 @@ kind_word(enum pn_stmt_kind k)
 static struct totals *
 totals_for(struct run *r, const char *cur)
 {
-	size_t	i;
+	size_t i;
 
 	for (i = 0; i < r->ntot; i++)
 		if (strcmp(r->tot[i].cur, cur) == 0)
@@ -253,7 +270,7 @@ row(struct run *r, enum cls c, bool human, const struct pn_stmt_txn *t, const st
     const char *result, const char *detail)
 {
 	const char *cells[10];
-	char	line[16];
+	char line[16];
 
 	r->count[c]++;
 	if (human)
@@ -264,13 +281,15 @@ row(struct run *r, enum cls c, bool human, const struct pn_stmt_txn *t, const st
 	cells[2] = t && t->psp_txn_id ? t->psp_txn_id : o ? o->psp_txn_id : NULL;
 	cells[3] = t ? line : NULL;
 	cells[4] = t ? pn_arena_printf(r->a, "%s %s", kind_word(t->kind),
-				       amt(r, t->amount_minor, t->currency)) : NULL;
-	cells[5] = o ? pn_arena_printf(r->a, "%s %s%s", o->status, amt(r, o->amount, o->currency),
-				       o->refunded > 0 ? pn_arena_printf(r->a, ", %s refunded",
-									 amt(r, o->refunded,
-									     o->currency)) : "")
+	                               amt(r, t->amount_minor, t->currency))
+	             : NULL;
+	cells[5] =
+	    o ? pn_arena_printf(r->a, "%s %s%s", o->status, amt(r, o->amount, o->currency),
+	                        o->refunded > 0 ? pn_arena_printf(r->a, ", %s refunded",
+	                                                          amt(r, o->refunded, o->currency))
+	                                        : "")
 	    : t && (t->kind == PN_STMT_PAYMENT || t->kind == PN_STMT_REFUND) ? "no such order"
-	    : NULL;
+	                                                                     : NULL;
 	cells[6] = t && t->has_fee ? amt(r, t->fee_minor, t->currency) : NULL;
 	cells[7] = t && t->has_net ? amt(r, t->net_minor, t->currency) : NULL;
 	cells[8] = result;
@@ -281,30 +300,30 @@ row(struct run *r, enum cls c, bool human, const struct pn_stmt_txn *t, const st
 /* ---- loading -------------------------------------------------------------- */
 
 static const char orders_sql[] =
-	"SELECT order_id, amount_minor, currency, status, psp, psp_txn_id, refunded_minor,"
-	"       coalesce(extract(epoch FROM paid_at)::bigint, -1) AS paid_at"
-	"  FROM paynotify.orders"
-	" WHERE site = $1"
-	"   AND (order_id IN (SELECT jsonb_array_elements_text($2::jsonb))"
-	"        OR psp_txn_id IN (SELECT jsonb_array_elements_text($3::jsonb))"
-	"        OR (psp = $4 AND paid_at >= to_timestamp($5::bigint)"
-	"            AND paid_at < to_timestamp($6::bigint)))"
-	" ORDER BY paid_at NULLS LAST, order_id";
+    "SELECT order_id, amount_minor, currency, status, psp, psp_txn_id, refunded_minor,"
+    "       coalesce(extract(epoch FROM paid_at)::bigint, -1) AS paid_at"
+    "  FROM paynotify.orders"
+    " WHERE site = $1"
+    "   AND (order_id IN (SELECT jsonb_array_elements_text($2::jsonb))"
+    "        OR psp_txn_id IN (SELECT jsonb_array_elements_text($3::jsonb))"
+    "        OR (psp = $4 AND paid_at >= to_timestamp($5::bigint)"
+    "            AND paid_at < to_timestamp($6::bigint)))"
+    " ORDER BY paid_at NULLS LAST, order_id";
 
 static const char notifs_sql[] =
-	"SELECT dedup_key, event_kind, order_id, outcome,"
-	"       extract(epoch FROM received_at)::bigint AS received"
-	"  FROM paynotify.notifications"
-	" WHERE site = $1 AND provider = $2"
-	"   AND (dedup_key IN (SELECT jsonb_array_elements_text($3::jsonb))"
-	"        OR (event_kind = 'refund' AND received_at >= to_timestamp($4::bigint)"
-	"            AND received_at < to_timestamp($5::bigint)))"
-	" ORDER BY id";
+    "SELECT dedup_key, event_kind, order_id, outcome,"
+    "       extract(epoch FROM received_at)::bigint AS received"
+    "  FROM paynotify.notifications"
+    " WHERE site = $1 AND provider = $2"
+    "   AND (dedup_key IN (SELECT jsonb_array_elements_text($3::jsonb))"
+    "        OR (event_kind = 'refund' AND received_at >= to_timestamp($4::bigint)"
+    "            AND received_at < to_timestamp($5::bigint)))"
+    " ORDER BY id";
 
 static const char *
 dumps(struct run *r, json_t *j)
 {
-	char   *s = json_dumps(j, JSON_COMPACT);
+	char *s = json_dumps(j, JSON_COMPACT);
 	const char *out = pn_arena_strdup(r->a, s ? s : "[]");
 
 	free(s);
@@ -341,9 +360,9 @@ load(struct run *r, struct pn_err *err)
 {
 	json_t *oids = json_array(), *txns = json_array(), *keys = json_array();
 	struct pn_table t;
-	char	from[24], to[24];
+	char from[24], to[24];
 	const char *p[6];
-	size_t	i;
+	size_t i;
 
 	for (i = 0; i < r->st.ntxns; i++) {
 		const struct pn_stmt_txn *x = &r->st.txns[i];
@@ -388,11 +407,11 @@ load(struct run *r, struct pn_err *err)
 		o->currency = pn_arena_strdup(r->a, pn_table_get(&t, i, "currency"));
 		o->status = pn_arena_strdup(r->a, pn_table_get(&t, i, "status"));
 		o->psp = (v = pn_table_get(&t, i, "psp")) ? pn_arena_strdup(r->a, v) : NULL;
-		o->psp_txn_id = (v = pn_table_get(&t, i, "psp_txn_id")) ? pn_arena_strdup(r->a, v)
-		    : NULL;
-		if (!pn_parse_i64(pn_table_get(&t, i, "amount_minor"), &o->amount)
-		    || !pn_parse_i64(pn_table_get(&t, i, "refunded_minor"), &o->refunded)
-		    || !parse_signed(pn_table_get(&t, i, "paid_at"), &o->paid_at)) {
+		o->psp_txn_id =
+		    (v = pn_table_get(&t, i, "psp_txn_id")) ? pn_arena_strdup(r->a, v) : NULL;
+		if (!pn_parse_i64(pn_table_get(&t, i, "amount_minor"), &o->amount) ||
+		    !pn_parse_i64(pn_table_get(&t, i, "refunded_minor"), &o->refunded) ||
+		    !parse_signed(pn_table_get(&t, i, "paid_at"), &o->paid_at)) {
 			pn_table_free(&t);
 			pn_err_set(err, "unreadable order row for %s", o->order_id);
 			return false;
@@ -418,7 +437,8 @@ load(struct run *r, struct pn_err *err)
 
 		n->dedup_key = pn_arena_strdup(r->a, pn_table_get(&t, i, "dedup_key"));
 		n->event_kind = pn_arena_strdup(r->a, pn_table_get(&t, i, "event_kind"));
-		n->order_id = (v = pn_table_get(&t, i, "order_id")) ? pn_arena_strdup(r->a, v) : NULL;
+		n->order_id =
+		    (v = pn_table_get(&t, i, "order_id")) ? pn_arena_strdup(r->a, v) : NULL;
 		n->outcome = pn_arena_strdup(r->a, pn_table_get(&t, i, "outcome"));
 		if (!pn_parse_i64(pn_table_get(&t, i, "received"), &n->received))
 			n->received = 0;
@@ -454,14 +474,14 @@ ingest(struct run *r, const struct pn_stmt_txn *t, const struct order *o, int64_
 	if (!r->apply) {
 		*human = true;
 		*detail = pn_arena_printf(r->a, "%s; --apply ingests it as %s (dedup key %s)",
-					  *detail, pn_kind_name(ev.kind), ev.dedup_key);
+		                          *detail, pn_kind_name(ev.kind), ev.dedup_key);
 		return "not applied";
 	}
 	h = json_pack("{s:s, s:s, s:i}", "statement-format", r->ad->format, "statement-file",
-		      r->path, "statement-line", t->line);
+	              r->path, "statement-line", t->line);
 	hj = dumps(r, h);
 	if (!pn_store_ingest(r->store, r->site->name, r->ad->provider, &ev, hj,
-			     (const unsigned char *)t->raw, t->raw_len, &res, &err)) {
+	                     (const unsigned char *)t->raw, t->raw_len, &res, &err)) {
 		r->errors++;
 		*human = true;
 		*detail = pn_arena_printf(r->a, "%s; not stored: %s", *detail, err.msg);
@@ -472,11 +492,11 @@ ingest(struct run *r, const struct pn_stmt_txn *t, const struct order *o, int64_
 
 		if (!pn_store_send_wakeup(r->store, &werr))
 			fprintf(stderr, "paynotify: reconcile: warning: wake-up not sent: %s\n",
-				werr.msg);
+			        werr.msg);
 	}
 	*detail = pn_arena_printf(r->a, "%s; notification %lld%s%s", *detail,
-				  (long long)res.notification_id,
-				  res.order_status[0] ? ", order " : "", res.order_status);
+	                          (long long)res.notification_id,
+	                          res.order_status[0] ? ", order " : "", res.order_status);
 	if (res.duplicate) {
 		*human = !settled(res.outcome);
 		return pn_arena_printf(r->a, "duplicate (%s)", res.outcome);
@@ -492,8 +512,8 @@ ingest(struct run *r, const struct pn_stmt_txn *t, const struct order *o, int64_
 static bool
 paid_status(const char *s)
 {
-	return strcmp(s, "paid") == 0 || strcmp(s, "partially_refunded") == 0
-	    || strcmp(s, "refunded") == 0;
+	return strcmp(s, "paid") == 0 || strcmp(s, "partially_refunded") == 0 ||
+	       strcmp(s, "refunded") == 0;
 }
 
 static struct order *
@@ -511,16 +531,18 @@ payment(struct run *r, const struct pn_stmt_txn *t)
 {
 	struct order *o = order_of(r, t);
 	const char *detail, *result = NULL;
-	bool	human = true;
+	bool human = true;
 
 	if (o == NULL) {
-		row(r, K_UNKNOWN_ORDER, true, t, NULL, NULL, "the provider collected money for an "
+		row(r, K_UNKNOWN_ORDER, true, t, NULL, NULL,
+		    "the provider collected money for an "
 		    "order this site does not have");
 		return;
 	}
 	if (strcmp(o->currency, t->currency) != 0) {
 		o->stmt_paid = true;
-		row(r, K_CURRENCY_MISMATCH, true, t, o, NULL, "the statement's currency is not "
+		row(r, K_CURRENCY_MISMATCH, true, t, o, NULL,
+		    "the statement's currency is not "
 		    "the order's");
 		return;
 	}
@@ -528,16 +550,17 @@ payment(struct run *r, const struct pn_stmt_txn *t)
 		o->stmt_paid = true;
 		row(r, K_AMOUNT_MISMATCH, true, t, o, NULL,
 		    pn_arena_printf(r->a, "the provider collected %s, the order is for %s",
-				    amt(r, t->amount_minor, t->currency),
-				    amt(r, o->amount, o->currency)));
+		                    amt(r, t->amount_minor, t->currency),
+		                    amt(r, o->amount, o->currency)));
 		return;
 	}
-	if ((o->stmt_paid && o->stmt_txn && t->psp_txn_id && strcmp(o->stmt_txn, t->psp_txn_id))
-	    || (paid_status(o->status) && o->psp_txn_id && t->psp_txn_id
-		&& strcmp(o->psp_txn_id, t->psp_txn_id) != 0)) {
-		detail = pn_arena_printf(r->a, "the order is paid by %s; this is a second "
-					 "provider transaction: refund one",
-					 o->stmt_paid && o->stmt_txn ? o->stmt_txn : o->psp_txn_id);
+	if ((o->stmt_paid && o->stmt_txn && t->psp_txn_id && strcmp(o->stmt_txn, t->psp_txn_id)) ||
+	    (paid_status(o->status) && o->psp_txn_id && t->psp_txn_id &&
+	     strcmp(o->psp_txn_id, t->psp_txn_id) != 0)) {
+		detail = pn_arena_printf(r->a,
+		                         "the order is paid by %s; this is a second "
+		                         "provider transaction: refund one",
+		                         o->stmt_paid && o->stmt_txn ? o->stmt_txn : o->psp_txn_id);
 		result = ingest(r, t, o, 0, &human, &detail);
 		(void)human;
 		row(r, K_DUPLICATE_PAYMENT, true, t, o, result, detail);
@@ -549,8 +572,10 @@ payment(struct run *r, const struct pn_stmt_txn *t)
 		row(r, K_MATCHED, false, t, o, NULL, NULL);
 		return;
 	}
-	detail = pn_arena_printf(r->a, "the provider collected it; the order is %s here "
-				 "(lost notification)", o->status);
+	detail = pn_arena_printf(r->a,
+	                         "the provider collected it; the order is %s here "
+	                         "(lost notification)",
+	                         o->status);
 	result = ingest(r, t, o, 0, &human, &detail);
 	row(r, K_MISSING_PAYMENT, human, t, o, result, detail);
 }
@@ -561,24 +586,26 @@ refund(struct run *r, const struct pn_stmt_txn *t)
 	struct order *o = order_of(r, t);
 	const char *k1, *k2, *detail, *result;
 	struct notif *n;
-	bool	human = true;
+	bool human = true;
 
 	if (o == NULL) {
-		row(r, K_UNKNOWN_ORDER, true, t, NULL, NULL, "the provider refunded an order this "
+		row(r, K_UNKNOWN_ORDER, true, t, NULL, NULL,
+		    "the provider refunded an order this "
 		    "site does not have");
 		return;
 	}
 	if (strcmp(o->currency, t->currency) != 0) {
-		row(r, K_CURRENCY_MISMATCH, true, t, o, NULL, "the refund's currency is not the "
+		row(r, K_CURRENCY_MISMATCH, true, t, o, NULL,
+		    "the refund's currency is not the "
 		    "order's");
 		return;
 	}
 	o->stmt_refunds += t->amount_minor;
 	if (o->stmt_refunds > o->amount) {
 		row(r, K_REFUND_TOTAL_MISMATCH, true, t, o, NULL,
-		    pn_arena_printf(r->a, "the statement's refunds total %s, more than the order's %s",
-				    amt(r, o->stmt_refunds, o->currency),
-				    amt(r, o->amount, o->currency)));
+		    pn_arena_printf(
+		        r->a, "the statement's refunds total %s, more than the order's %s",
+		        amt(r, o->stmt_refunds, o->currency), amt(r, o->amount, o->currency)));
 		return;
 	}
 	refund_keys(r, t, &k1, &k2);
@@ -590,8 +617,10 @@ refund(struct run *r, const struct pn_stmt_txn *t)
 			row(r, K_MATCHED, false, t, o, NULL, NULL);
 		else
 			row(r, K_REFUND_TOTAL_MISMATCH, true, t, o, NULL,
-			    pn_arena_printf(r->a, "the refund's notification is stored as %s and did "
-					    "not move the order", n->outcome));
+			    pn_arena_printf(r->a,
+			                    "the refund's notification is stored as %s and did "
+			                    "not move the order",
+			                    n->outcome));
 		return;
 	}
 	if (o->refunded >= o->stmt_refunds) {
@@ -599,8 +628,10 @@ refund(struct run *r, const struct pn_stmt_txn *t)
 		row(r, K_MATCHED, false, t, o, NULL, "refund total recorded here");
 		return;
 	}
-	detail = pn_arena_printf(r->a, "the provider refunded it; refunded here: %s (lost "
-				 "notification)", amt(r, o->refunded_now, o->currency));
+	detail = pn_arena_printf(r->a,
+	                         "the provider refunded it; refunded here: %s (lost "
+	                         "notification)",
+	                         amt(r, o->refunded_now, o->currency));
 	result = ingest(r, t, o, o->refunded_now + t->amount_minor, &human, &detail);
 	if (strcmp(result, "applied") == 0 || strncmp(result, "duplicate", 9) == 0)
 		o->refunded_now += t->amount_minor;
@@ -610,7 +641,7 @@ refund(struct run *r, const struct pn_stmt_txn *t)
 static void
 compare(struct run *r)
 {
-	size_t	i;
+	size_t i;
 
 	for (i = 0; i < r->st.ntxns; i++) {
 		const struct pn_stmt_txn *t = &r->st.txns[i];
@@ -634,8 +665,9 @@ compare(struct run *r)
 			refund(r, t);
 			break;
 		case PN_STMT_DISPUTE:
-			row(r, K_DISPUTE, true, t, order_of(r, t), NULL, pn_arena_printf(r->a,
-			    "%s: answer or accept it in the Dashboard", t->type));
+			row(r, K_DISPUTE, true, t, order_of(r, t), NULL,
+			    pn_arena_printf(r->a, "%s: answer or accept it in the Dashboard",
+			                    t->type));
 			break;
 		case PN_STMT_FEE:
 			row(r, K_FEE, false, t, NULL, NULL, t->type);
@@ -650,31 +682,35 @@ compare(struct run *r)
 	for (i = 0; i < r->norders; i++) {
 		struct order *o = &r->orders[i];
 
-		if (o->stmt_paid || !paid_status(o->status) || o->psp == NULL
-		    || strcmp(o->psp, r->ad->provider) != 0 || o->paid_at < r->from
-		    || o->paid_at >= r->to)
+		if (o->stmt_paid || !paid_status(o->status) || o->psp == NULL ||
+		    strcmp(o->psp, r->ad->provider) != 0 || o->paid_at < r->from ||
+		    o->paid_at >= r->to)
 			continue;
 		row(r, K_NOT_IN_STATEMENT, true, NULL, o, NULL,
 		    o->paid_at >= r->to - CUTOFF_NEAR_S
-		    ? "paid here within 15 minutes of the statement's cut-off: look for it on the "
-		      "next day's statement before acting"
-		    : "paid here, the provider's statement does not have it: query the provider "
-		      "(paynotify query --order) before shipping more");
+		        ? "paid here within 15 minutes of the statement's cut-off: look for it on "
+		          "the "
+		          "next day's statement before acting"
+		        : "paid here, the provider's statement does not have it: query the "
+		          "provider "
+		          "(paynotify query --order) before shipping more");
 	}
 	/* refunded here that day (a notification received then), absent from the statement */
 	for (i = 0; i < r->nnotifs; i++) {
 		const struct notif *n = &r->notifs[i];
 		struct order *o;
 
-		if (strcmp(n->event_kind, "refund") != 0 || strcmp(n->outcome, "applied") != 0
-		    || map_get(&r->stmt_keys, n->dedup_key) != NULL
-		    || (n->order_id && map_get(&r->refunded_orders, n->order_id) != NULL)
-		    || n->received < r->from || n->received >= r->to)
+		if (strcmp(n->event_kind, "refund") != 0 || strcmp(n->outcome, "applied") != 0 ||
+		    map_get(&r->stmt_keys, n->dedup_key) != NULL ||
+		    (n->order_id && map_get(&r->refunded_orders, n->order_id) != NULL) ||
+		    n->received < r->from || n->received >= r->to)
 			continue;
 		o = map_get(&r->by_order, n->order_id);
 		row(r, K_REFUND_NOT_IN_STATEMENT, true, NULL, o, NULL,
-		    pn_arena_printf(r->a, "a refund notification (%s) applied here that day is not "
-				    "on the statement", n->dedup_key));
+		    pn_arena_printf(r->a,
+		                    "a refund notification (%s) applied here that day is not "
+		                    "on the statement",
+		                    n->dedup_key));
 		(void)o;
 	}
 }
@@ -682,21 +718,24 @@ compare(struct run *r)
 static void
 summary(struct run *r, FILE *f)
 {
-	char	buf[2048], a1[64], a2[64], a3[64], a4[64];
-	size_t	i, n = 0;
-	int	c;
+	char buf[2048], a1[64], a2[64], a3[64], a4[64];
+	size_t i, n = 0;
+	int c;
 
-	n += (size_t)snprintf(buf + n, sizeof(buf) - n, "paynotify: reconcile: %s %s %s (UTC%+d): "
-			      "%zu statement rows;", r->ad->provider, r->site->name, r->day,
-			      r->ad->utc_offset_s / 3600, r->st.ntxns);
+	n += (size_t)snprintf(buf + n, sizeof(buf) - n,
+	                      "paynotify: reconcile: %s %s %s (UTC%+d): "
+	                      "%zu statement rows;",
+	                      r->ad->provider, r->site->name, r->day, r->ad->utc_offset_s / 3600,
+	                      r->st.ntxns);
 	for (c = 0; c < NCLS && n < sizeof(buf); c++)
 		if (r->count[c] > 0)
 			n += (size_t)snprintf(buf + n, sizeof(buf) - n, " %s %d,", cls_names[c],
-					      r->count[c]);
+			                      r->count[c]);
 	if (n < sizeof(buf))
-		n += (size_t)snprintf(buf + n, sizeof(buf) - n, " needs a human %d%s", r->human,
-				      r->apply ? pn_arena_printf(r->a, ", applied %d", r->applied)
-				      : " (dry run: --apply applies lost payments and refunds)");
+		n += (size_t)snprintf(
+		    buf + n, sizeof(buf) - n, " needs a human %d%s", r->human,
+		    r->apply ? pn_arena_printf(r->a, ", applied %d", r->applied)
+		             : " (dry run: --apply applies lost payments and refunds)");
 	for (i = 0; i < r->ntot && n < sizeof(buf); i++) {
 		const struct totals *t = &r->tot[i];
 
@@ -704,9 +743,11 @@ summary(struct run *r, FILE *f)
 		money(a2, sizeof(a2), t->ref, t->cur);
 		money(a3, sizeof(a3), t->fee, t->cur);
 		money(a4, sizeof(a4), t->net, t->cur);
-		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "; %s: payments %d %s, refunds %d "
-				      "%s, fees %s, net %s", t->cur, t->npay, a1, t->nref, a2,
-				      t->fee_known ? a3 : "?", a4);
+		n +=
+		    (size_t)snprintf(buf + n, sizeof(buf) - n,
+		                     "; %s: payments %d %s, refunds %d "
+		                     "%s, fees %s, net %s",
+		                     t->cur, t->npay, a1, t->nref, a2, t->fee_known ? a3 : "?", a4);
 	}
 	fprintf(f, "%s\n", buf);
 }
@@ -717,9 +758,9 @@ summary(struct run *r, FILE *f)
 static bool
 write_bill(const char *path, const unsigned char *data, size_t len, struct pn_err *err)
 {
-	char   *tmp = pn_xasprintf("%s.part", path);
-	FILE   *f = fopen(tmp, "wb");
-	bool	ok = f != NULL && fwrite(data, 1, len, f) == len && fflush(f) == 0;
+	char *tmp = pn_xasprintf("%s.part", path);
+	FILE *f = fopen(tmp, "wb");
+	bool ok = f != NULL && fwrite(data, 1, len, f) == len && fflush(f) == 0;
 
 	if (f != NULL && fclose(f) != 0)
 		ok = false;
@@ -749,14 +790,14 @@ fetch_alipay(struct run *r, const char *path, struct pn_err *err)
 	struct pn_qhttp http;
 	struct pn_query_ctx ctx;
 	struct pn_qhttp_answer h;
-	void   *creds = NULL;
+	void *creds = NULL;
 	const char *why = NULL, *url;
 	json_t *biz, *root = NULL, *resp = NULL;
-	bool	ok = false;
+	bool ok = false;
 
 	if (!pn_query_alipay.configured(site, &why)) {
 		pn_err_set(err, "site %s cannot fetch bills: %s (the keys of paynotify query)",
-			   site->name, why);
+		           site->name, why);
 		return false;
 	}
 	if (!pn_query_alipay.load(site, &creds, err))
@@ -775,14 +816,17 @@ fetch_alipay(struct run *r, const char *path, struct pn_err *err)
 	ctx.creds = creds;
 	biz = json_pack("{s:s, s:s}", "bill_type", "trade", "bill_date", r->day);
 	ok = pn_query_alipay_call(&ctx, "alipay.data.dataservice.bill.downloadurl.query", biz,
-				  &root, &resp, err);
+	                          &root, &resp, err);
 	json_decref(biz);
 	if (!ok)
 		goto done;
 	ok = false;
 	url = pn_json_str(r->a, resp, "bill_download_url");
 	/* "https:/" "/" split: the source checks strip // comments */
-	if (url == NULL || strncmp(url, "https:/" "/", 8) != 0) {
+	if (url == NULL || strncmp(url,
+	                           "https:/"
+	                           "/",
+	                           8) != 0) {
 		pn_err_set(err, "Alipay's answer has no https bill_download_url");
 		goto done;
 	}
@@ -790,13 +834,14 @@ fetch_alipay(struct run *r, const char *path, struct pn_err *err)
 		goto done;
 	if (h.status != 200) {
 		pn_err_set(err, "HTTP %ld downloading the bill: %.200s", h.status,
-			   (const char *)h.body);
+		           (const char *)h.body);
 		goto done;
 	}
 	if (!write_bill(path, h.body, h.body_len, err))
 		goto done;
-	fprintf(stderr, "paynotify: reconcile: fetched Alipay's %s trade bill (%zu bytes) into %s\n",
-		r->day, h.body_len, path);
+	fprintf(stderr,
+	        "paynotify: reconcile: fetched Alipay's %s trade bill (%zu bytes) into %s\n",
+	        r->day, h.body_len, path);
 	ok = true;
 done:
 	json_decref(root);
@@ -818,18 +863,18 @@ fetch_wechatpay(struct run *r, const char *path, struct pn_err *err)
 	struct pn_qhttp http;
 	struct pn_query_ctx ctx;
 	struct pn_qhttp_answer h;
-	void   *creds = NULL;
+	void *creds = NULL;
 	const char *why = NULL, *hash_type, *hash_value, *url;
 	json_t *root = NULL;
 	unsigned char md[64];
-	size_t	mdlen = 0;
+	size_t mdlen = 0;
 	struct pn_iov iov;
-	char   *hex;
-	bool	ok = false;
+	char *hex;
+	bool ok = false;
 
 	if (!pn_query_wechatpay.configured(site, &why)) {
 		pn_err_set(err, "site %s cannot fetch bills: %s (the keys of paynotify query)",
-			   site->name, why);
+		           site->name, why);
 		return false;
 	}
 	if (!pn_query_wechatpay.load(site, &creds, err))
@@ -847,24 +892,24 @@ fetch_wechatpay(struct run *r, const char *path, struct pn_err *err)
 	ctx.now = (int64_t)time(NULL);
 	ctx.creds = creds;
 	url = pn_arena_printf(r->a, "%s/v3/bill/tradebill?bill_date=%s&bill_type=ALL",
-			      site->wechatpay.query_url, r->day);
+	                      site->wechatpay.query_url, r->day);
 	if (!pn_query_wechatpay_get(&ctx, url, true, &h, err))
 		goto done;
 	root = pn_json_parse(h.body, h.body_len, err);
 	hash_type = root ? pn_json_str(r->a, root, "hash_type") : NULL;
 	hash_value = root ? pn_json_str(r->a, root, "hash_value") : NULL;
 	url = root ? pn_json_str(r->a, root, "download_url") : NULL;
-	if (hash_type == NULL || strcmp(hash_type, "SHA1") != 0 || hash_value == NULL
-	    || strlen(hash_value) != 40 || url == NULL) {
+	if (hash_type == NULL || strcmp(hash_type, "SHA1") != 0 || hash_value == NULL ||
+	    strlen(hash_value) != 40 || url == NULL) {
 		pn_err_set(err, "WeChat Pay's tradebill answer has no SHA1 hash_value and "
-			   "download_url");
+		                "download_url");
 		goto done;
 	}
 	/* the signed request goes to WeChat Pay's API host only */
-	if (strncmp(url, site->wechatpay.query_url, strlen(site->wechatpay.query_url)) != 0
-	    || url[strlen(site->wechatpay.query_url)] != '/') {
+	if (strncmp(url, site->wechatpay.query_url, strlen(site->wechatpay.query_url)) != 0 ||
+	    url[strlen(site->wechatpay.query_url)] != '/') {
 		pn_err_set(err, "download_url %.120s is not on wechatpay.query_url %s", url,
-			   site->wechatpay.query_url);
+		           site->wechatpay.query_url);
 		goto done;
 	}
 	if (!pn_query_wechatpay_get(&ctx, url, false, &h, err))
@@ -877,23 +922,28 @@ fetch_wechatpay(struct run *r, const char *path, struct pn_err *err)
 	}
 	hex = pn_hex_encode(r->a, md, mdlen, false);
 	{
-		char	want[41];
-		size_t	i;
+		char want[41];
+		size_t i;
 
 		for (i = 0; i < 40; i++)
 			want[i] = (char)(hash_value[i] >= 'A' && hash_value[i] <= 'F'
-					 ? hash_value[i] - 'A' + 'a' : hash_value[i]);
+			                     ? hash_value[i] - 'A' + 'a'
+			                     : hash_value[i]);
 		want[40] = '\0';
 		if (!pn_ct_equal(hex, want, 40)) {
-			pn_err_set(err, "the downloaded bill's SHA1 %s is not the hash_value %s of "
-				   "the signed answer", hex, want);
+			pn_err_set(err,
+			           "the downloaded bill's SHA1 %s is not the hash_value %s of "
+			           "the signed answer",
+			           hex, want);
 			goto done;
 		}
 	}
 	if (!write_bill(path, h.body, h.body_len, err))
 		goto done;
-	fprintf(stderr, "paynotify: reconcile: fetched WeChat Pay's %s ALL bill (%zu bytes, SHA1 "
-		"checked) into %s\n", r->day, h.body_len, path);
+	fprintf(stderr,
+	        "paynotify: reconcile: fetched WeChat Pay's %s ALL bill (%zu bytes, SHA1 "
+	        "checked) into %s\n",
+	        r->day, h.body_len, path);
 	ok = true;
 done:
 	json_decref(root);
@@ -920,38 +970,50 @@ static int
 reconcile_exec(int argc, char **argv, const char *config_path)
 {
 	static const struct option longopts[] = {
-		{"provider", required_argument, NULL, 'p'},
-		{"site", required_argument, NULL, 's'},
-		{"statement", required_argument, NULL, 'S'},
-		{"date", required_argument, NULL, 'd'},
-		{"apply", no_argument, NULL, 'a'},
-		{"fetch", no_argument, NULL, 'F'},
-		{"format", required_argument, NULL, 'f'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"provider", required_argument, NULL, 'p'},
+	    {"site", required_argument, NULL, 's'},
+	    {"statement", required_argument, NULL, 'S'},
+	    {"date", required_argument, NULL, 'd'},
+	    {"apply", no_argument, NULL, 'a'},
+	    {"fetch", no_argument, NULL, 'F'},
+	    {"format", required_argument, NULL, 'f'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
-	static const char *const cols[] = {"class", "order_id", "psp_txn_id", "line", "statement",
-					   "here", "fee", "net", "result", "detail"};
+	static const char *const cols[] = {"class", "order_id", "psp_txn_id", "line",   "statement",
+	                                   "here",  "fee",      "net",        "result", "detail"};
 	const char *provider = NULL, *site_name = NULL, *date = NULL;
 	enum pn_format fmt = pn_format_default();
 	struct run r;
 	struct pn_err err;
-	char   *data = NULL;
-	size_t	len = 0, i;
-	int64_t	day_epoch;
-	int	opt, rc = RX_FAILED;
-	bool	fetch = false;
+	char *data = NULL;
+	size_t len = 0, i;
+	int64_t day_epoch;
+	int opt, rc = RX_FAILED;
+	bool fetch = false;
 
 	memset(&r, 0, sizeof(r));
-	optind = 0;	/* glibc: 0 re-initialises getopt after main() used it */
+	optind = 0; /* glibc: 0 re-initialises getopt after main() used it */
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (opt) {
-		case 'p': provider = optarg; break;
-		case 's': site_name = optarg; break;
-		case 'S': r.path = optarg; break;
-		case 'd': date = optarg; break;
-		case 'a': r.apply = true; break;
-		case 'F': fetch = true; break;
+		case 'p':
+			provider = optarg;
+			break;
+		case 's':
+			site_name = optarg;
+			break;
+		case 'S':
+			r.path = optarg;
+			break;
+		case 'd':
+			date = optarg;
+			break;
+		case 'a':
+			r.apply = true;
+			break;
+		case 'F':
+			fetch = true;
+			break;
 		case 'f':
 			if (!pn_format_parse(optarg, false, &fmt))
 				return PN_EXIT_USAGE;
@@ -970,30 +1032,37 @@ reconcile_exec(int argc, char **argv, const char *config_path)
 	}
 	if (provider == NULL || site_name == NULL || r.path == NULL || *r.path == '\0') {
 		fprintf(stderr, "paynotify: reconcile: --provider, --site and --statement are "
-			"required\n");
+		                "required\n");
 		return PN_EXIT_USAGE;
 	}
 	if ((r.ad = pn_stmt_adapter_find(provider)) == NULL) {
-		fprintf(stderr, "paynotify: reconcile: no statement format for provider \"%s\"; "
-			"expected alipay, wechatpay or stripe%s\n", provider,
-			strcmp(provider, "2c2p") == 0 ? " (2C2P's report is not supported yet: "
-			"docs/RECONCILE.md)" : "");
+		fprintf(stderr,
+		        "paynotify: reconcile: no statement format for provider \"%s\"; "
+		        "expected alipay, wechatpay or stripe%s\n",
+		        provider,
+		        strcmp(provider, "2c2p") == 0 ? " (2C2P's report is not supported yet: "
+		                                        "docs/RECONCILE.md)"
+		                                      : "");
 		return PN_EXIT_USAGE;
 	}
 	if (date != NULL && !pn_stmt_day(date, r.ad->utc_offset_s, &day_epoch)) {
-		fprintf(stderr, "paynotify: reconcile: invalid --date \"%s\": expected YYYY-MM-DD "
-			"(2024-05-20)\n", date);
+		fprintf(stderr,
+		        "paynotify: reconcile: invalid --date \"%s\": expected YYYY-MM-DD "
+		        "(2024-05-20)\n",
+		        date);
 		return PN_EXIT_USAGE;
 	}
 	if (fetch && strcmp(provider, "wechatpay") != 0 && strcmp(provider, "alipay") != 0) {
-		fprintf(stderr, "paynotify: reconcile: --fetch downloads Alipay and WeChat Pay bills "
-			"only; give the %s report as --statement FILE\n", provider);
+		fprintf(stderr,
+		        "paynotify: reconcile: --fetch downloads Alipay and WeChat Pay bills "
+		        "only; give the %s report as --statement FILE\n",
+		        provider);
 		return PN_EXIT_USAGE;
 	}
 	if (fetch && date == NULL) {
 		/* yesterday in the provider's zone: the bill of a finished day */
 		static char yday[16];
-		time_t	t = time(NULL) + r.ad->utc_offset_s - 86400;
+		time_t t = time(NULL) + r.ad->utc_offset_s - 86400;
 		struct tm tm;
 
 		gmtime_r(&t, &tm);
@@ -1004,13 +1073,13 @@ reconcile_exec(int argc, char **argv, const char *config_path)
 		return RX_CONFIG;
 	if ((r.site = pn_cfg_site(r.cfg, site_name)) == NULL) {
 		fprintf(stderr, "paynotify: reconcile: --site \"%s\": no such site in %s\n",
-			site_name, r.cfg->path);
+		        site_name, r.cfg->path);
 		rc = PN_EXIT_USAGE;
 		goto done;
 	}
 	if (!site_has(r.site, provider)) {
 		fprintf(stderr, "paynotify: reconcile: site %s has no %s configuration in %s\n",
-			site_name, provider, r.cfg->path);
+		        site_name, provider, r.cfg->path);
 		rc = RX_CONFIG;
 		goto done;
 	}
@@ -1019,19 +1088,22 @@ reconcile_exec(int argc, char **argv, const char *config_path)
 	if (fetch) {
 		r.day = date;
 		if (!(strcmp(provider, "alipay") == 0 ? fetch_alipay(&r, r.path, &err)
-		      : fetch_wechatpay(&r, r.path, &err))) {
-			fprintf(stderr, "paynotify: reconcile: could not fetch the bill: %s; nothing "
-				"changed\n", err.msg);
+		                                      : fetch_wechatpay(&r, r.path, &err))) {
+			fprintf(stderr,
+			        "paynotify: reconcile: could not fetch the bill: %s; nothing "
+			        "changed\n",
+			        err.msg);
 			goto done;
 		}
 	}
 	if (!pn_read_file(r.path, PN_STMT_MAX_FILE, &data, &len, &err)) {
-		fprintf(stderr, "paynotify: reconcile: could not read the statement: %s\n", err.msg);
+		fprintf(stderr, "paynotify: reconcile: could not read the statement: %s\n",
+		        err.msg);
 		goto done;
 	}
 	if (!r.ad->parse(r.a, (const unsigned char *)data, len, &r.st, &err)) {
 		fprintf(stderr, "paynotify: reconcile: %s: not a valid %s: %s; nothing changed\n",
-			r.path, r.ad->format, err.msg);
+		        r.path, r.ad->format, err.msg);
 		goto done;
 	}
 	if (!r.ad->check_site(r.site, &r.st, &err)) {
@@ -1039,14 +1111,16 @@ reconcile_exec(int argc, char **argv, const char *config_path)
 		goto done;
 	}
 	if (date != NULL && r.st.date != NULL && strcmp(date, r.st.date) != 0) {
-		fprintf(stderr, "paynotify: reconcile: %s covers %s, not --date %s; nothing "
-			"changed\n", r.path, r.st.date, date);
+		fprintf(stderr,
+		        "paynotify: reconcile: %s covers %s, not --date %s; nothing "
+		        "changed\n",
+		        r.path, r.st.date, date);
 		goto done;
 	}
 	r.day = date ? date : r.st.date;
 	if (r.day == NULL) {
 		fprintf(stderr, "paynotify: reconcile: %s names no day (no rows): give --date\n",
-			r.path);
+		        r.path);
 		rc = PN_EXIT_USAGE;
 		goto done;
 	}
@@ -1059,9 +1133,10 @@ reconcile_exec(int argc, char **argv, const char *config_path)
 		const struct pn_stmt_txn *t = &r.st.txns[i];
 
 		if (t->kind == PN_STMT_PAYMENT && (t->epoch < r.from || t->epoch >= r.to)) {
-			fprintf(stderr, "paynotify: reconcile: %s: line %d: a payment at %s is outside "
-				"%s (UTC%+d): one statement day per run; nothing changed\n", r.path,
-				t->line, t->time, r.day, r.ad->utc_offset_s / 3600);
+			fprintf(stderr,
+			        "paynotify: reconcile: %s: line %d: a payment at %s is outside "
+			        "%s (UTC%+d): one statement day per run; nothing changed\n",
+			        r.path, t->line, t->time, r.day, r.ad->utc_offset_s / 3600);
 			goto done;
 		}
 	}
@@ -1079,7 +1154,7 @@ reconcile_exec(int argc, char **argv, const char *config_path)
 	}
 	if (r.apply)
 		r.store = pn_store_new(r.cfg->conninfo, r.cfg->statement_timeout_ms,
-				       r.cfg->connect_timeout_s, "paynotify-reconcile");
+		                       r.cfg->connect_timeout_s, "paynotify-reconcile");
 
 	/* 3. compare, apply, report */
 	pn_table_init(&r.out, PN_ARRAY_LEN(cols), cols);
@@ -1100,7 +1175,9 @@ done:
 }
 
 const struct pn_cmd pn_cmd_reconcile = {
-	"reconcile", "--provider P --site S --statement FILE [--date D] [--apply]",
-	"compare a provider's daily statement with the notifications and orders",
-	reconcile_exec, help,
+    "reconcile",
+    "--provider P --site S --statement FILE [--date D] [--apply]",
+    "compare a provider's daily statement with the notifications and orders",
+    reconcile_exec,
+    help,
 };

@@ -16,9 +16,12 @@ const struct pn_stmt_adapter *
 pn_stmt_adapter_find(const char *provider)
 {
 	static const struct pn_stmt_adapter *const all[] = {
-		&pn_stmt_alipay, &pn_stmt_wechatpay, &pn_stmt_stripe, NULL,
+	    &pn_stmt_alipay,
+	    &pn_stmt_wechatpay,
+	    &pn_stmt_stripe,
+	    NULL,
 	};
-	size_t	i;
+	size_t i;
 
 	for (i = 0; all[i]; i++)
 		if (strcmp(all[i]->provider, provider) == 0)
@@ -37,11 +40,10 @@ pn_lines_init(struct pn_lines *l, const unsigned char *data, size_t len)
 }
 
 bool
-pn_lines_next(struct pn_lines *l, struct pn_arena *a, char **line, bool *eof,
-	      struct pn_err *err)
+pn_lines_next(struct pn_lines *l, struct pn_arena *a, char **line, bool *eof, struct pn_err *err)
 {
 	const unsigned char *start = l->p, *nl;
-	size_t	n;
+	size_t n;
 
 	*eof = false;
 	if (l->p >= l->end) {
@@ -71,7 +73,7 @@ pn_lines_next(struct pn_lines *l, struct pn_arena *a, char **line, bool *eof,
 bool
 pn_csv_split(char *line, char **fields, size_t *n, struct pn_err *err)
 {
-	char   *r = line, *w;
+	char *r = line, *w;
 
 	*n = 0;
 	for (;;) {
@@ -104,7 +106,8 @@ pn_csv_split(char *line, char **fields, size_t *n, struct pn_err *err)
 		} else {
 			while (*r != ',' && *r != '\0') {
 				if (*r == '"') {
-					pn_err_set(err, "field %zu: quote inside an unquoted field", *n);
+					pn_err_set(err, "field %zu: quote inside an unquoted field",
+					           *n);
 					return false;
 				}
 				*w++ = *r++;
@@ -114,7 +117,7 @@ pn_csv_split(char *line, char **fields, size_t *n, struct pn_err *err)
 			*w = '\0';
 			return true;
 		}
-		r++;		/* the comma */
+		r++; /* the comma */
 		*w = '\0';
 	}
 }
@@ -122,7 +125,7 @@ pn_csv_split(char *line, char **fields, size_t *n, struct pn_err *err)
 int
 pn_csv_col(char *const *fields, size_t n, const char *name)
 {
-	size_t	i;
+	size_t i;
 
 	for (i = 0; i < n; i++)
 		if (strcmp(fields[i], name) == 0)
@@ -133,15 +136,15 @@ pn_csv_col(char *const *fields, size_t n, const char *name)
 bool
 pn_stmt_from_gbk(struct pn_arena *a, const char *in, size_t len, char **out, struct pn_err *err)
 {
-	iconv_t	cd = iconv_open("UTF-8", "GB18030");
-	char   *ip = (char *)in, *buf, *op;
-	size_t	il = len, cap = len * 2 + 16, ol = cap;
+	iconv_t cd = iconv_open("UTF-8", "GB18030");
+	char *ip = (char *)in, *buf, *op;
+	size_t il = len, cap = len * 2 + 16, ol = cap;
 
 	if (cd == (iconv_t)-1) {
 		pn_err_set(err, "could not open iconv GB18030 to UTF-8: %s", strerror(errno));
 		return false;
 	}
-	buf = pn_arena_alloc(a, cap + 1);	/* GBK's 2 bytes are at most 3 in UTF-8 */
+	buf = pn_arena_alloc(a, cap + 1); /* GBK's 2 bytes are at most 3 in UTF-8 */
 	op = buf;
 	if (iconv(cd, &ip, &il, &op, &ol) == (size_t)-1) {
 		pn_err_set(err, "not GBK text at byte %zu: %s", (size_t)(ip - in), strerror(errno));
@@ -157,7 +160,7 @@ pn_stmt_from_gbk(struct pn_arena *a, const char *in, size_t len, char **out, str
 bool
 pn_stmt_amount(const char *s, int exponent, int64_t *minor, struct pn_err *err)
 {
-	bool	neg = (*s == '-');
+	bool neg = (*s == '-');
 
 	if (!pn_money_parse(neg ? s + 1 : s, exponent, minor, err))
 		return false;
@@ -170,7 +173,7 @@ pn_stmt_amount(const char *s, int exponent, int64_t *minor, struct pn_err *err)
 static int64_t
 days_from_civil(int64_t y, int m, int d)
 {
-	int64_t	era, yoe, doy, doe;
+	int64_t era, yoe, doy, doe;
 
 	y -= m <= 2;
 	era = (y >= 0 ? y : y - 399) / 400;
@@ -183,7 +186,7 @@ days_from_civil(int64_t y, int m, int d)
 static bool
 digits(const char *s, int n, int *out)
 {
-	int	v = 0, i;
+	int v = 0, i;
 
 	for (i = 0; i < n; i++) {
 		if (s[i] < '0' || s[i] > '9')
@@ -199,9 +202,8 @@ parse_date(const char *s, int *y, int *m, int *d)
 {
 	static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
 
-	if (!digits(s, 4, y) || s[4] != '-' || !digits(s + 5, 2, m) || s[7] != '-'
-	    || !digits(s + 8, 2, d) || *y < 2000 || *m < 1 || *m > 12 || *d < 1
-	    || *d > mdays[*m - 1])
+	if (!digits(s, 4, y) || s[4] != '-' || !digits(s + 5, 2, m) || s[7] != '-' ||
+	    !digits(s + 8, 2, d) || *y < 2000 || *m < 1 || *m > 12 || *d < 1 || *d > mdays[*m - 1])
 		return false;
 	return !(*m == 2 && *d == 29 && !((*y % 4 == 0 && *y % 100 != 0) || *y % 400 == 0));
 }
@@ -209,7 +211,7 @@ parse_date(const char *s, int *y, int *m, int *d)
 bool
 pn_stmt_day(const char *s, int utc_offset_s, int64_t *epoch)
 {
-	int	y, m, d;
+	int y, m, d;
 
 	if (strlen(s) != 10 || !parse_date(s, &y, &m, &d))
 		return false;
@@ -220,11 +222,11 @@ pn_stmt_day(const char *s, int utc_offset_s, int64_t *epoch)
 bool
 pn_stmt_time(const char *s, int utc_offset_s, int64_t *epoch)
 {
-	int	y, m, d, hh, mm, ss;
+	int y, m, d, hh, mm, ss;
 
-	if (strlen(s) != 19 || !parse_date(s, &y, &m, &d) || s[10] != ' '
-	    || !digits(s + 11, 2, &hh) || s[13] != ':' || !digits(s + 14, 2, &mm) || s[16] != ':'
-	    || !digits(s + 17, 2, &ss) || hh > 23 || mm > 59 || ss > 60)
+	if (strlen(s) != 19 || !parse_date(s, &y, &m, &d) || s[10] != ' ' ||
+	    !digits(s + 11, 2, &hh) || s[13] != ':' || !digits(s + 14, 2, &mm) || s[16] != ':' ||
+	    !digits(s + 17, 2, &ss) || hh > 23 || mm > 59 || ss > 60)
 		return false;
 	*epoch = days_from_civil(y, m, d) * 86400 + hh * 3600 + mm * 60 + ss - utc_offset_s;
 	return true;
@@ -240,7 +242,7 @@ pn_stmt_add(struct pn_arena *a, struct pn_statement *st, int line, struct pn_err
 		return NULL;
 	}
 	if (st->ntxns == st->cap) {
-		size_t	cap = st->cap ? st->cap * 2 : 64;
+		size_t cap = st->cap ? st->cap * 2 : 64;
 		struct pn_stmt_txn *n = pn_arena_alloc(a, cap * sizeof(*n));
 
 		if (st->ntxns)

@@ -41,15 +41,15 @@
 enum col { C_TRADE_NO, C_OTN, C_TYPE, C_DONE, C_TOTAL, C_RECEIVED, C_BATCH, C_FEE, NCOLS };
 
 static const char *const col_names[NCOLS] = {
-	"支付宝交易号", "商户订单号", "业务类型", "完成时间", "订单金额（元）",
-	"商家实收（元）", "退款批次号/请求号", "服务费（元）",
+    "支付宝交易号",   "商户订单号",     "业务类型",          "完成时间",
+    "订单金额（元）", "商家实收（元）", "退款批次号/请求号", "服务费（元）",
 };
 
 /* Alipay pads values with a tab (so spreadsheets keep long numbers as text). */
 static char *
 clean(char *s)
 {
-	size_t	n;
+	size_t n;
 
 	while (*s == ' ' || *s == '\t')
 		s++;
@@ -74,8 +74,8 @@ all_digits(const char *s)
 static bool
 cn_date(struct pn_arena *a, const char *s, const char **out)
 {
-	if (strlen(s) < 16 || strncmp(s + 4, "年", 3) != 0 || strncmp(s + 9, "月", 3) != 0
-	    || strncmp(s + 14, "日", 3) != 0)
+	if (strlen(s) < 16 || strncmp(s + 4, "年", 3) != 0 || strncmp(s + 9, "月", 3) != 0 ||
+	    strncmp(s + 14, "日", 3) != 0)
 		return false;
 	*out = pn_arena_printf(a, "%.4s-%.2s-%.2s", s, s + 7, s + 12);
 	return true;
@@ -86,10 +86,10 @@ static bool
 totals_line(const char *s, long *count, int64_t *received, bool *has_received)
 {
 	const char *p;
-	char   *end;
+	char *end;
 	struct pn_err e;
-	char	num[32];
-	size_t	n;
+	char num[32];
+	size_t n;
 
 	*count = strtol(s, &end, 10);
 	if (end == s || *count < 0 || strncmp(end, "笔", 3) != 0)
@@ -117,17 +117,17 @@ totals_line(const char *s, long *count, int64_t *received, bool *has_received)
  * are), its size bounded before it is inflated (libzip checks the CRC).
  */
 static bool
-alipay_unzip(struct pn_arena *a, const unsigned char *data, size_t len,
-	     const unsigned char **out, size_t *outlen, struct pn_err *err)
+alipay_unzip(struct pn_arena *a, const unsigned char *data, size_t len, const unsigned char **out,
+             size_t *outlen, struct pn_err *err)
 {
 	zip_error_t ze;
 	zip_source_t *src;
-	zip_t  *z;
+	zip_t *z;
 	zip_stat_t zs;
 	zip_file_t *f = NULL;
 	zip_int64_t n, i, found = -1, got;
 	unsigned char *buf;
-	bool	ok = false;
+	bool ok = false;
 
 	zip_error_init(&ze);
 	if ((src = zip_source_buffer_create(data, len, 0, &ze)) == NULL) {
@@ -145,7 +145,7 @@ alipay_unzip(struct pn_arena *a, const unsigned char *data, size_t len,
 	n = zip_get_num_entries(z, 0);
 	for (i = 0; i < n && i < 64; i++) {
 		const char *raw = zip_get_name(z, (zip_uint64_t)i, ZIP_FL_ENC_RAW);
-		char   *name = NULL;
+		char *name = NULL;
 		struct pn_err e;
 
 		if (raw == NULL)
@@ -166,9 +166,10 @@ alipay_unzip(struct pn_arena *a, const unsigned char *data, size_t len,
 		pn_err_set(err, "the zip holds no 业务明细 file (%lld entries)", (long long)n);
 		goto done;
 	}
-	if (zip_stat_index(z, (zip_uint64_t)found, 0, &zs) != 0 || !(zs.valid & ZIP_STAT_SIZE)
-	    || zs.size > PN_STMT_MAX_FILE) {
-		pn_err_set(err, "the zip's 业务明细 file is larger than %d bytes", PN_STMT_MAX_FILE);
+	if (zip_stat_index(z, (zip_uint64_t)found, 0, &zs) != 0 || !(zs.valid & ZIP_STAT_SIZE) ||
+	    zs.size > PN_STMT_MAX_FILE) {
+		pn_err_set(err, "the zip's 业务明细 file is larger than %d bytes",
+		           PN_STMT_MAX_FILE);
 		goto done;
 	}
 	if ((f = zip_fopen_index(z, (zip_uint64_t)found, 0)) == NULL) {
@@ -179,7 +180,7 @@ alipay_unzip(struct pn_arena *a, const unsigned char *data, size_t len,
 	got = zip_fread(f, buf, zs.size);
 	if (got < 0 || (zip_uint64_t)got != zs.size) {
 		pn_err_set(err, "could not inflate the zip's 业务明细 file: %s",
-			   zip_file_strerror(f));
+		           zip_file_strerror(f));
 		goto done;
 	}
 	*out = buf;
@@ -194,19 +195,19 @@ done:
 
 static bool
 alipay_parse(struct pn_arena *a, const unsigned char *data, size_t len, struct pn_statement *st,
-	     struct pn_err *err)
+             struct pn_err *err)
 {
 	struct pn_lines l;
-	char   *text, *line, *f[PN_STMT_MAX_FIELDS];
-	size_t	nf, ncols = 0;
-	int	col[NCOLS], i, state = 0;	/* 0 preamble, 1 header next, 2 rows, 3 after */
-	long	n_trade = 0, n_refund = 0, t_count;
-	int64_t	sum_trade = 0, sum_refund = 0, t_recv;
-	bool	eof, has_recv, seen_trade_total = false;
+	char *text, *line, *f[PN_STMT_MAX_FIELDS];
+	size_t nf, ncols = 0;
+	int col[NCOLS], i, state = 0; /* 0 preamble, 1 header next, 2 rows, 3 after */
+	long n_trade = 0, n_refund = 0, t_count;
+	int64_t sum_trade = 0, sum_refund = 0, t_recv;
+	bool eof, has_recv, seen_trade_total = false;
 	struct pn_err e;
 
-	if (len >= 4 && memcmp(data, "PK\x03\x04", 4) == 0
-	    && !alipay_unzip(a, data, len, &data, &len, err))
+	if (len >= 4 && memcmp(data, "PK\x03\x04", 4) == 0 &&
+	    !alipay_unzip(a, data, len, &data, &len, err))
 		return false;
 	if (len >= 3 && memcmp(data, "\xEF\xBB\xBF", 3) == 0) {
 		data += 3;
@@ -231,47 +232,53 @@ alipay_parse(struct pn_arena *a, const unsigned char *data, size_t len, struct p
 			break;
 		if (l.lineno == 1) {
 			if (strcmp(clean(line), H_FIRST) != 0) {
-				pn_err_set(err, "line 1: expected \"%s\" (the business detail bill, "
-					   "业务明细), found \"%.60s\"", H_FIRST, line);
+				pn_err_set(err,
+				           "line 1: expected \"%s\" (the business detail bill, "
+				           "业务明细), found \"%.60s\"",
+				           H_FIRST, line);
 				return false;
 			}
 			continue;
 		}
 		if (state == 0) {
 			if (strncmp(line, "#账号：[", strlen("#账号：[")) == 0) {
-				char   *acc = line + strlen("#账号：["), *close = strchr(acc, ']');
+				char *acc = line + strlen("#账号：["), *close = strchr(acc, ']');
 
 				if (close == NULL) {
-					pn_err_set(err, "line %d: unreadable account line", l.lineno);
+					pn_err_set(err, "line %d: unreadable account line",
+					           l.lineno);
 					return false;
 				}
 				*close = '\0';
 				st->account = pn_arena_strdup(a, acc);
 			} else if (strncmp(line, "#起始日期：[", strlen("#起始日期：[")) == 0) {
 				const char *from = line + strlen("#起始日期：["), *to, *d1, *d2;
-				int64_t	e1, e2;
+				int64_t e1, e2;
 
 				to = strstr(from, "终止日期：[");
-				if (to == NULL || !cn_date(a, from, &d1)
-				    || !cn_date(a, to + strlen("终止日期：["), &d2)
-				    || !pn_stmt_day(d1, 8 * 3600, &e1) || !pn_stmt_day(d2, 8 * 3600, &e2)) {
+				if (to == NULL || !cn_date(a, from, &d1) ||
+				    !cn_date(a, to + strlen("终止日期：["), &d2) ||
+				    !pn_stmt_day(d1, 8 * 3600, &e1) ||
+				    !pn_stmt_day(d2, 8 * 3600, &e2)) {
 					pn_err_set(err, "line %d: unreadable date range \"%.80s\"",
-						   l.lineno, line);
+					           l.lineno, line);
 					return false;
 				}
 				if (e2 - e1 != 86400) {
-					pn_err_set(err, "line %d: the bill covers %s to %s, not one day "
-						   "(a monthly bill? reconcile takes daily bills)",
-						   l.lineno, d1, d2);
+					pn_err_set(err,
+					           "line %d: the bill covers %s to %s, not one day "
+					           "(a monthly bill? reconcile takes daily bills)",
+					           l.lineno, d1, d2);
 					return false;
 				}
 				st->date = d1;
-			} else if (line[0] == '#' && strstr(line, M_LIST) != NULL
-				   && strstr(line, M_END) == NULL) {
+			} else if (line[0] == '#' && strstr(line, M_LIST) != NULL &&
+			           strstr(line, M_END) == NULL) {
 				state = 1;
 			} else if (line[0] != '#') {
-				pn_err_set(err, "line %d: expected the \"%s\" marker before the rows",
-					   l.lineno, M_LIST);
+				pn_err_set(err,
+				           "line %d: expected the \"%s\" marker before the rows",
+				           l.lineno, M_LIST);
 				return false;
 			}
 			continue;
@@ -284,8 +291,9 @@ alipay_parse(struct pn_arena *a, const unsigned char *data, size_t len, struct p
 			for (i = 0; i < NCOLS; i++) {
 				col[i] = pn_csv_col(f, nf, col_names[i]);
 				if (col[i] < 0) {
-					pn_err_set(err, "line %d: the header row has no column \"%s\"",
-						   l.lineno, col_names[i]);
+					pn_err_set(err,
+					           "line %d: the header row has no column \"%s\"",
+					           l.lineno, col_names[i]);
 					return false;
 				}
 			}
@@ -296,12 +304,13 @@ alipay_parse(struct pn_arena *a, const unsigned char *data, size_t len, struct p
 		if (state == 2) {
 			struct pn_stmt_txn *t;
 			const char *type, *trade_no, *otn;
-			int64_t	total, recv, fee;
+			int64_t total, recv, fee;
 
 			if (line[0] == '#') {
 				if (strstr(line, M_END) == NULL) {
-					pn_err_set(err, "line %d: unexpected comment line inside the rows",
-						   l.lineno);
+					pn_err_set(
+					    err, "line %d: unexpected comment line inside the rows",
+					    l.lineno);
 					return false;
 				}
 				state = 3;
@@ -312,8 +321,8 @@ alipay_parse(struct pn_arena *a, const unsigned char *data, size_t len, struct p
 				return false;
 			}
 			if (nf != ncols) {
-				pn_err_set(err, "line %d: %zu fields, the header row has %zu", l.lineno,
-					   nf, ncols);
+				pn_err_set(err, "line %d: %zu fields, the header row has %zu",
+				           l.lineno, nf, ncols);
 				return false;
 			}
 			if ((t = pn_stmt_add(a, st, l.lineno, err)) == NULL)
@@ -331,40 +340,44 @@ alipay_parse(struct pn_arena *a, const unsigned char *data, size_t len, struct p
 			else if (strcmp(type, "退款") == 0)
 				t->kind = PN_STMT_REFUND;
 			else {
-				t->kind = PN_STMT_OTHER;	/* listed for a human, never applied */
+				t->kind = PN_STMT_OTHER; /* listed for a human, never applied */
 			}
-			if (t->kind != PN_STMT_OTHER && (!all_digits(trade_no) || strlen(trade_no) > 64)) {
-				pn_err_set(err, "line %d: 支付宝交易号 \"%.40s\" is not a trade number",
-					   l.lineno, trade_no);
+			if (t->kind != PN_STMT_OTHER &&
+			    (!all_digits(trade_no) || strlen(trade_no) > 64)) {
+				pn_err_set(err,
+				           "line %d: 支付宝交易号 \"%.40s\" is not a trade number",
+				           l.lineno, trade_no);
 				return false;
 			}
 			if (t->kind != PN_STMT_OTHER && (*otn == '\0' || strlen(otn) > 255)) {
-				pn_err_set(err, "line %d: 商户订单号 is empty or longer than 255 bytes",
-					   l.lineno);
+				pn_err_set(err,
+				           "line %d: 商户订单号 is empty or longer than 255 bytes",
+				           l.lineno);
 				return false;
 			}
 			t->psp_txn_id = *trade_no ? trade_no : NULL;
 			t->order_id = *otn ? otn : NULL;
 			if (!pn_stmt_time(t->time, 8 * 3600, &t->epoch)) {
-				pn_err_set(err, "line %d: 完成时间 \"%.40s\" is not YYYY-MM-DD HH:MM:SS",
-					   l.lineno, t->time);
+				pn_err_set(err,
+				           "line %d: 完成时间 \"%.40s\" is not YYYY-MM-DD HH:MM:SS",
+				           l.lineno, t->time);
 				return false;
 			}
-			if (!pn_stmt_amount(clean(f[col[C_TOTAL]]), 2, &total, &e)
-			    || !pn_stmt_amount(clean(f[col[C_RECEIVED]]), 2, &recv, &e)
-			    || !pn_stmt_amount(clean(f[col[C_FEE]]), 2, &fee, &e)) {
+			if (!pn_stmt_amount(clean(f[col[C_TOTAL]]), 2, &total, &e) ||
+			    !pn_stmt_amount(clean(f[col[C_RECEIVED]]), 2, &recv, &e) ||
+			    !pn_stmt_amount(clean(f[col[C_FEE]]), 2, &fee, &e)) {
 				pn_err_set(err, "line %d: unreadable amount: %s", l.lineno, e.msg);
 				return false;
 			}
-			if ((t->kind == PN_STMT_PAYMENT && total < 0)
-			    || (t->kind == PN_STMT_REFUND && total > 0)) {
-				pn_err_set(err, "line %d: 订单金额 of a %s has the wrong sign", l.lineno,
-					   type);
+			if ((t->kind == PN_STMT_PAYMENT && total < 0) ||
+			    (t->kind == PN_STMT_REFUND && total > 0)) {
+				pn_err_set(err, "line %d: 订单金额 of a %s has the wrong sign",
+				           l.lineno, type);
 				return false;
 			}
 			t->amount_minor = total < 0 ? -total : total;
 			t->has_fee = t->has_net = true;
-			t->fee_minor = -fee;	/* 服务费 is negative when charged */
+			t->fee_minor = -fee; /* 服务费 is negative when charged */
 			t->net_minor = recv + fee;
 			if (t->kind == PN_STMT_REFUND) {
 				const char *batch = clean(f[col[C_BATCH]]);
@@ -385,26 +398,29 @@ alipay_parse(struct pn_arena *a, const unsigned char *data, size_t len, struct p
 			pn_err_set(err, "line %d: rows after the \"%s\" marker", l.lineno, M_END);
 			return false;
 		}
-		if (strncmp(line, T_TRADE, strlen(T_TRADE)) == 0
-		    || strncmp(line, T_REFUND, strlen(T_REFUND)) == 0) {
-			bool	trade = strncmp(line, T_TRADE, strlen(T_TRADE)) == 0;
-			long	want = trade ? n_trade : n_refund;
-			int64_t	want_sum = trade ? sum_trade : sum_refund;
+		if (strncmp(line, T_TRADE, strlen(T_TRADE)) == 0 ||
+		    strncmp(line, T_REFUND, strlen(T_REFUND)) == 0) {
+			bool trade = strncmp(line, T_TRADE, strlen(T_TRADE)) == 0;
+			long want = trade ? n_trade : n_refund;
+			int64_t want_sum = trade ? sum_trade : sum_refund;
 
-			if (!totals_line(line + strlen(trade ? T_TRADE : T_REFUND), &t_count, &t_recv,
-					 &has_recv)) {
-				pn_err_set(err, "line %d: unreadable totals line \"%.80s\"", l.lineno,
-					   line);
+			if (!totals_line(line + strlen(trade ? T_TRADE : T_REFUND), &t_count,
+			                 &t_recv, &has_recv)) {
+				pn_err_set(err, "line %d: unreadable totals line \"%.80s\"",
+				           l.lineno, line);
 				return false;
 			}
 			if (t_count != want || (has_recv && t_recv != want_sum)) {
-				char	s1[32], s2[32];
+				char s1[32], s2[32];
 
 				pn_money_format(want_sum, 2, s1, sizeof(s1));
 				pn_money_format(t_recv, 2, s2, sizeof(s2));
-				pn_err_set(err, "line %d: the file's %s total says %ld rows, %s CNY; its "
-					   "rows are %ld, %s CNY (truncated or edited?)", l.lineno,
-					   trade ? "交易" : "退款", t_count, has_recv ? s2 : "?", want, s1);
+				pn_err_set(
+				    err,
+				    "line %d: the file's %s total says %ld rows, %s CNY; its "
+				    "rows are %ld, %s CNY (truncated or edited?)",
+				    l.lineno, trade ? "交易" : "退款", t_count, has_recv ? s2 : "?",
+				    want, s1);
 				return false;
 			}
 			if (trade)
@@ -417,12 +433,12 @@ alipay_parse(struct pn_arena *a, const unsigned char *data, size_t len, struct p
 	}
 	if (state == 2) {
 		pn_err_set(err, "line %d: the file ends before the \"%s\" marker (truncated?)",
-			   l.lineno, M_END);
+		           l.lineno, M_END);
 		return false;
 	}
 	if (!seen_trade_total) {
-		pn_err_set(err, "line %d: no \"%s\" totals line after the rows (truncated?)", l.lineno,
-			   T_TRADE);
+		pn_err_set(err, "line %d: no \"%s\" totals line after the rows (truncated?)",
+		           l.lineno, T_TRADE);
 		return false;
 	}
 	return true;
@@ -432,10 +448,10 @@ static bool
 alipay_check_site(const struct pn_site *site, const struct pn_statement *st, struct pn_err *err)
 {
 	/* 账号 is the seller's PID (2088 + 12 digits) followed by a 4-digit suffix. */
-	if (st->account != NULL && site->alipay.seller_id != NULL
-	    && strncmp(st->account, site->alipay.seller_id, strlen(site->alipay.seller_id)) != 0) {
+	if (st->account != NULL && site->alipay.seller_id != NULL &&
+	    strncmp(st->account, site->alipay.seller_id, strlen(site->alipay.seller_id)) != 0) {
 		pn_err_set(err, "the bill is for Alipay account %s, not site %s's seller_id %s",
-			   st->account, site->name, site->alipay.seller_id);
+		           st->account, site->name, site->alipay.seller_id);
 		return false;
 	}
 	return true;
@@ -443,9 +459,9 @@ alipay_check_site(const struct pn_site *site, const struct pn_statement *st, str
 
 static void
 alipay_event(struct pn_arena *a, const struct pn_site *site, const struct pn_stmt_txn *t,
-	     int64_t order_amount, int64_t refunded_after, struct pn_event *ev)
+             int64_t order_amount, int64_t refunded_after, struct pn_event *ev)
 {
-	char	fee[32];
+	char fee[32];
 
 	(void)site;
 	pn_event_init(ev);
@@ -474,14 +490,14 @@ alipay_event(struct pn_arena *a, const struct pn_site *site, const struct pn_stm
 	ev->refund_cumulative = true;
 	pn_money_format(refunded_after, 2, fee, sizeof(fee));
 	ev->dedup_key = pn_arena_printf(a, "%s:%s:refund:%s", t->psp_txn_id, ev->event_type,
-					t->refund_id ? t->refund_id : fee);
+	                                t->refund_id ? t->refund_id : fee);
 }
 
 const struct pn_stmt_adapter pn_stmt_alipay = {
-	.provider = "alipay",
-	.format = "Alipay business detail bill (业务明细)",
-	.utc_offset_s = 8 * 3600,
-	.parse = alipay_parse,
-	.check_site = alipay_check_site,
-	.event = alipay_event,
+    .provider = "alipay",
+    .format = "Alipay business detail bill (业务明细)",
+    .utc_offset_s = 8 * 3600,
+    .parse = alipay_parse,
+    .check_site = alipay_check_site,
+    .event = alipay_event,
 };

@@ -21,14 +21,32 @@
 #include "statement.h"
 
 enum col {
-	C_BT, C_CREATED, C_CUR, C_GROSS, C_FEE, C_NET, C_CAT, C_PI, C_CHARGE, C_SOURCE, C_ORDER,
+	C_BT,
+	C_CREATED,
+	C_CUR,
+	C_GROSS,
+	C_FEE,
+	C_NET,
+	C_CAT,
+	C_PI,
+	C_CHARGE,
+	C_SOURCE,
+	C_ORDER,
 	NCOLS
 };
 
 static const char *const col_names[NCOLS] = {
-	"balance_transaction_id", "created_utc", "currency", "gross", "fee", "net",
-	"reporting_category", "payment_intent_id", "charge_id", "source_id",
-	"payment_metadata[order_id]",
+    "balance_transaction_id",
+    "created_utc",
+    "currency",
+    "gross",
+    "fee",
+    "net",
+    "reporting_category",
+    "payment_intent_id",
+    "charge_id",
+    "source_id",
+    "payment_metadata[order_id]",
 };
 #define REQUIRED(c) ((c) <= C_CAT)
 
@@ -40,13 +58,13 @@ opt(char **f, const int *col, enum col c)
 
 static bool
 stripe_parse(struct pn_arena *a, const unsigned char *data, size_t len, struct pn_statement *st,
-	     struct pn_err *err)
+             struct pn_err *err)
 {
 	struct pn_lines l;
-	char   *line, *f[PN_STMT_MAX_FIELDS];
-	size_t	nf, ncols = 0;
-	int	col[NCOLS], i;
-	bool	eof, header = false;
+	char *line, *f[PN_STMT_MAX_FIELDS];
+	size_t nf, ncols = 0;
+	int col[NCOLS], i;
+	bool eof, header = false;
 
 	if (len >= 3 && memcmp(data, "\xEF\xBB\xBF", 3) == 0) {
 		data += 3;
@@ -61,10 +79,10 @@ stripe_parse(struct pn_arena *a, const unsigned char *data, size_t len, struct p
 	for (;;) {
 		struct pn_stmt_txn *t;
 		const char *cat, *cur;
-		int64_t	gross, fee, net;
+		int64_t gross, fee, net;
 		struct pn_err e;
-		char	canon[4];
-		int	exp;
+		char canon[4];
+		int exp;
 
 		if (!pn_lines_next(&l, a, &line, &eof, err))
 			return false;
@@ -80,9 +98,10 @@ stripe_parse(struct pn_arena *a, const unsigned char *data, size_t len, struct p
 			for (i = 0; i < NCOLS; i++) {
 				col[i] = pn_csv_col(f, nf, col_names[i]);
 				if (col[i] < 0 && REQUIRED(i)) {
-					pn_err_set(err, "line %d: not a Stripe itemized report: the "
-						   "header row has no column \"%s\"", l.lineno,
-						   col_names[i]);
+					pn_err_set(err,
+					           "line %d: not a Stripe itemized report: the "
+					           "header row has no column \"%s\"",
+					           l.lineno, col_names[i]);
 					return false;
 				}
 			}
@@ -92,7 +111,7 @@ stripe_parse(struct pn_arena *a, const unsigned char *data, size_t len, struct p
 		}
 		if (nf != ncols) {
 			pn_err_set(err, "line %d: %zu fields, the header row has %zu", l.lineno, nf,
-				   ncols);
+			           ncols);
 			return false;
 		}
 		if ((t = pn_stmt_add(a, st, l.lineno, err)) == NULL)
@@ -104,25 +123,25 @@ stripe_parse(struct pn_arena *a, const unsigned char *data, size_t len, struct p
 		t->type = cat;
 		t->time = f[col[C_CREATED]];
 		if (!pn_money_currency(cur, canon) || (exp = pn_money_exponent(canon)) < 0) {
-			pn_err_set(err, "line %d: currency \"%.8s\" is not an ISO 4217 code", l.lineno,
-				   cur);
+			pn_err_set(err, "line %d: currency \"%.8s\" is not an ISO 4217 code",
+			           l.lineno, cur);
 			return false;
 		}
 		memcpy(t->currency, canon, 4);
 		if (!pn_stmt_time(t->time, 0, &t->epoch)) {
 			pn_err_set(err, "line %d: created_utc \"%.40s\" is not YYYY-MM-DD HH:MM:SS",
-				   l.lineno, t->time);
+			           l.lineno, t->time);
 			return false;
 		}
-		if (!pn_stmt_amount(f[col[C_GROSS]], exp, &gross, &e)
-		    || !pn_stmt_amount(f[col[C_FEE]], exp, &fee, &e)
-		    || !pn_stmt_amount(f[col[C_NET]], exp, &net, &e)) {
+		if (!pn_stmt_amount(f[col[C_GROSS]], exp, &gross, &e) ||
+		    !pn_stmt_amount(f[col[C_FEE]], exp, &fee, &e) ||
+		    !pn_stmt_amount(f[col[C_NET]], exp, &net, &e)) {
 			pn_err_set(err, "line %d: unreadable amount: %s", l.lineno, e.msg);
 			return false;
 		}
 		if (gross - fee != net) {
 			pn_err_set(err, "line %d: gross %s - fee %s is not net %s", l.lineno,
-				   f[col[C_GROSS]], f[col[C_FEE]], f[col[C_NET]]);
+			           f[col[C_GROSS]], f[col[C_FEE]], f[col[C_NET]]);
 			return false;
 		}
 		t->has_fee = t->has_net = true;
@@ -137,23 +156,25 @@ stripe_parse(struct pn_arena *a, const unsigned char *data, size_t len, struct p
 				t->psp_txn_id = opt(f, col, C_SOURCE);
 		} else if (strcmp(cat, "refund") == 0) {
 			t->kind = PN_STMT_REFUND;
-			t->refund_id = opt(f, col, C_SOURCE) ? opt(f, col, C_SOURCE)
-			    : f[col[C_BT]];
+			t->refund_id = opt(f, col, C_SOURCE) ? opt(f, col, C_SOURCE) : f[col[C_BT]];
 		} else if (strncmp(cat, "dispute", 7) == 0) {
 			t->kind = PN_STMT_DISPUTE;
 		} else if (strcmp(cat, "fee") == 0) {
 			t->kind = PN_STMT_FEE;
 		} else
-			t->kind = PN_STMT_OTHER;	/* payout, transfer, refund_failure, ... */
-		if ((t->kind == PN_STMT_PAYMENT || t->kind == PN_STMT_REFUND)
-		    && t->order_id == NULL && t->psp_txn_id == NULL) {
-			pn_err_set(err, "line %d: a %s row names neither payment_metadata[order_id] "
-				   "nor payment_intent_id", l.lineno, cat);
+			t->kind = PN_STMT_OTHER; /* payout, transfer, refund_failure, ... */
+		if ((t->kind == PN_STMT_PAYMENT || t->kind == PN_STMT_REFUND) &&
+		    t->order_id == NULL && t->psp_txn_id == NULL) {
+			pn_err_set(err,
+			           "line %d: a %s row names neither payment_metadata[order_id] "
+			           "nor payment_intent_id",
+			           l.lineno, cat);
 			return false;
 		}
-		if ((t->kind == PN_STMT_PAYMENT && gross < 0) || (t->kind == PN_STMT_REFUND && gross > 0)) {
-			pn_err_set(err, "line %d: a %s with gross %s has the wrong sign", l.lineno, cat,
-				   f[col[C_GROSS]]);
+		if ((t->kind == PN_STMT_PAYMENT && gross < 0) ||
+		    (t->kind == PN_STMT_REFUND && gross > 0)) {
+			pn_err_set(err, "line %d: a %s with gross %s has the wrong sign", l.lineno,
+			           cat, f[col[C_GROSS]]);
 			return false;
 		}
 	}
@@ -172,12 +193,12 @@ stripe_check_site(const struct pn_site *site, const struct pn_statement *st, str
 	(void)site;
 	(void)st;
 	(void)err;
-	return true;	/* the reports name no account; the Dashboard download is the site's */
+	return true; /* the reports name no account; the Dashboard download is the site's */
 }
 
 static void
 stripe_event(struct pn_arena *a, const struct pn_site *site, const struct pn_stmt_txn *t,
-	     int64_t order_amount, int64_t refunded_after, struct pn_event *ev)
+             int64_t order_amount, int64_t refunded_after, struct pn_event *ev)
 {
 	(void)site;
 	(void)order_amount;
@@ -207,10 +228,10 @@ stripe_event(struct pn_arena *a, const struct pn_site *site, const struct pn_stm
 }
 
 const struct pn_stmt_adapter pn_stmt_stripe = {
-	.provider = "stripe",
-	.format = "Stripe itemized balance change / payout reconciliation report",
-	.utc_offset_s = 0,
-	.parse = stripe_parse,
-	.check_site = stripe_check_site,
-	.event = stripe_event,
+    .provider = "stripe",
+    .format = "Stripe itemized balance change / payout reconciliation report",
+    .utc_offset_s = 0,
+    .parse = stripe_parse,
+    .check_site = stripe_check_site,
+    .event = stripe_event,
 };

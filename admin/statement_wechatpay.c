@@ -24,17 +24,33 @@
 #include "statement.h"
 
 enum col {
-	C_TIME, C_APPID, C_MCHID, C_SUBMCH, C_TXN, C_OTN, C_STATE, C_CUR, C_SETTLE, C_REFUND_ID,
-	C_OUT_REFUND, C_REFUND, C_REFUND_STATE, C_FEE, C_TOTAL, C_REFUND_ASKED, NCOLS
+	C_TIME,
+	C_APPID,
+	C_MCHID,
+	C_SUBMCH,
+	C_TXN,
+	C_OTN,
+	C_STATE,
+	C_CUR,
+	C_SETTLE,
+	C_REFUND_ID,
+	C_OUT_REFUND,
+	C_REFUND,
+	C_REFUND_STATE,
+	C_FEE,
+	C_TOTAL,
+	C_REFUND_ASKED,
+	NCOLS
 };
 
 /* Each column and its v2 name where it differs; NULL second name: none. */
 static const char *const col_names[NCOLS][2] = {
-	{"交易时间", NULL}, {"公众账号ID", NULL}, {"商户号", NULL}, {"特约商户号", "子商户号"},
-	{"微信订单号", NULL}, {"商户订单号", NULL}, {"交易状态", NULL}, {"货币种类", NULL},
-	{"应结订单金额", "总金额"}, {"微信退款单号", NULL}, {"商户退款单号", NULL},
-	{"退款金额", NULL}, {"退款状态", NULL}, {"手续费", NULL},
-	{"订单金额", NULL}, {"申请退款金额", NULL},
+    {"交易时间", NULL},         {"公众账号ID", NULL},   {"商户号", NULL},
+    {"特约商户号", "子商户号"}, {"微信订单号", NULL},   {"商户订单号", NULL},
+    {"交易状态", NULL},         {"货币种类", NULL},     {"应结订单金额", "总金额"},
+    {"微信退款单号", NULL},     {"商户退款单号", NULL}, {"退款金额", NULL},
+    {"退款状态", NULL},         {"手续费", NULL},       {"订单金额", NULL},
+    {"申请退款金额", NULL},
 };
 /* Optional columns (the newer layout only). */
 #define OPTIONAL(c) ((c) == C_TOTAL || (c) == C_REFUND_ASKED || (c) == C_SUBMCH)
@@ -42,12 +58,12 @@ static const char *const col_names[NCOLS][2] = {
 static bool
 unquote(char **f, size_t n, int lineno, struct pn_err *err)
 {
-	size_t	i;
+	size_t i;
 
 	for (i = 0; i < n; i++) {
 		if (f[i][0] != '`') {
 			pn_err_set(err, "line %d: field %zu does not start with a backtick", lineno,
-				   i + 1);
+			           i + 1);
 			return false;
 		}
 		f[i]++;
@@ -73,9 +89,9 @@ static bool
 fee_amount(const char *s, int64_t *out, int lineno, struct pn_err *err)
 {
 	const char *p = s;
-	bool	neg = false;
-	int64_t	whole = 0, frac = 0;
-	int	nd = 0, nf = 0;
+	bool neg = false;
+	int64_t whole = 0, frac = 0;
+	int nd = 0, nf = 0;
 
 	if (*p == '-') {
 		neg = true;
@@ -88,7 +104,7 @@ fee_amount(const char *s, int64_t *out, int lineno, struct pn_err *err)
 			frac = frac * 10 + (*p - '0');
 	if (nd == 0 || *p != '\0') {
 		pn_err_set(err, "line %d: 手续费 \"%.32s\" is not an amount of at most 5 decimals",
-			   lineno, s);
+		           lineno, s);
 		return false;
 	}
 	for (; nf < 5; nf++)
@@ -100,16 +116,16 @@ fee_amount(const char *s, int64_t *out, int lineno, struct pn_err *err)
 }
 
 static bool
-wechatpay_parse(struct pn_arena *a, const unsigned char *data, size_t len,
-		struct pn_statement *st, struct pn_err *err)
+wechatpay_parse(struct pn_arena *a, const unsigned char *data, size_t len, struct pn_statement *st,
+                struct pn_err *err)
 {
 	struct pn_lines l;
-	char   *line, *f[PN_STMT_MAX_FIELDS];
-	size_t	nf, ncols = 0;
-	int	col[NCOLS], i, state = 0;	/* 0 header, 1 rows, 2 totals row, 3 done */
-	int64_t	sum_settle = 0, sum_refund = 0, v;
-	long	rows = 0;
-	bool	eof;
+	char *line, *f[PN_STMT_MAX_FIELDS];
+	size_t nf, ncols = 0;
+	int col[NCOLS], i, state = 0; /* 0 header, 1 rows, 2 totals row, 3 done */
+	int64_t sum_settle = 0, sum_refund = 0, v;
+	long rows = 0;
+	bool eof;
 
 	if (len >= 3 && memcmp(data, "\xEF\xBB\xBF", 3) == 0) {
 		data += 3;
@@ -138,9 +154,10 @@ wechatpay_parse(struct pn_arena *a, const unsigned char *data, size_t len,
 				if (col[i] < 0 && col_names[i][1])
 					col[i] = pn_csv_col(f, nf, col_names[i][1]);
 				if (col[i] < 0 && !OPTIONAL(i)) {
-					pn_err_set(err, "line %d: not a WeChat Pay ALL trade bill: the "
-						   "header row has no column \"%s\"", l.lineno,
-						   col_names[i][0]);
+					pn_err_set(err,
+					           "line %d: not a WeChat Pay ALL trade bill: the "
+					           "header row has no column \"%s\"",
+					           l.lineno, col_names[i][0]);
 					return false;
 				}
 			}
@@ -159,12 +176,12 @@ wechatpay_parse(struct pn_arena *a, const unsigned char *data, size_t len,
 		if (!unquote(f, nf, l.lineno, err))
 			return false;
 		if (state == 2) {
-			int64_t	t_settle, t_refund;
-			char	s1[32], s2[32];
+			int64_t t_settle, t_refund;
+			char s1[32], s2[32];
 
-			if (nf < 3 || !pn_parse_i64(f[0], &v)
-			    || !amount(f[1], &t_settle, "应结订单总金额", l.lineno, err)
-			    || !amount(f[2], &t_refund, "退款总金额", l.lineno, err)) {
+			if (nf < 3 || !pn_parse_i64(f[0], &v) ||
+			    !amount(f[1], &t_settle, "应结订单总金额", l.lineno, err) ||
+			    !amount(f[2], &t_refund, "退款总金额", l.lineno, err)) {
 				if (nf < 3 || err->msg[0] == '\0')
 					pn_err_set(err, "line %d: unreadable totals row", l.lineno);
 				return false;
@@ -172,9 +189,11 @@ wechatpay_parse(struct pn_arena *a, const unsigned char *data, size_t len,
 			if (v != rows || t_settle != sum_settle || t_refund != sum_refund) {
 				pn_money_format(sum_settle, 2, s1, sizeof(s1));
 				pn_money_format(sum_refund, 2, s2, sizeof(s2));
-				pn_err_set(err, "line %d: the totals row says %lld rows, %s settled, %s "
-					   "refunded; the rows are %ld, %s, %s (truncated or edited?)",
-					   l.lineno, (long long)v, f[1], f[2], rows, s1, s2);
+				pn_err_set(
+				    err,
+				    "line %d: the totals row says %lld rows, %s settled, %s "
+				    "refunded; the rows are %ld, %s, %s (truncated or edited?)",
+				    l.lineno, (long long)v, f[1], f[2], rows, s1, s2);
 				return false;
 			}
 			state = 3;
@@ -186,14 +205,14 @@ wechatpay_parse(struct pn_arena *a, const unsigned char *data, size_t len,
 		}
 		if (nf != ncols) {
 			pn_err_set(err, "line %d: %zu fields, the header row has %zu", l.lineno, nf,
-				   ncols);
+			           ncols);
 			return false;
 		}
 		{
 			struct pn_stmt_txn *t = pn_stmt_add(a, st, l.lineno, err);
 			const char *state_word, *cur;
-			int64_t	settle, refund, fee, total;
-			char	canon[4];
+			int64_t settle, refund, fee, total;
+			char canon[4];
 
 			if (t == NULL)
 				return false;
@@ -202,33 +221,38 @@ wechatpay_parse(struct pn_arena *a, const unsigned char *data, size_t len,
 			t->raw_len = l.raw_len;
 			t->time = f[col[C_TIME]];
 			t->app_id = f[col[C_APPID]];
-			t->mch_id = col[C_SUBMCH] >= 0 && *f[col[C_SUBMCH]] && strcmp(f[col[C_SUBMCH]], "0")
-			    ? f[col[C_SUBMCH]] : f[col[C_MCHID]];
+			t->mch_id =
+			    col[C_SUBMCH] >= 0 && *f[col[C_SUBMCH]] && strcmp(f[col[C_SUBMCH]], "0")
+			        ? f[col[C_SUBMCH]]
+			        : f[col[C_MCHID]];
 			t->psp_txn_id = *f[col[C_TXN]] ? f[col[C_TXN]] : NULL;
 			t->order_id = *f[col[C_OTN]] ? f[col[C_OTN]] : NULL;
 			state_word = f[col[C_STATE]];
 			t->type = state_word;
 			cur = f[col[C_CUR]];
 			if (!pn_money_currency(cur, canon)) {
-				pn_err_set(err, "line %d: 货币种类 \"%.8s\" is not an ISO 4217 code",
-					   l.lineno, cur);
+				pn_err_set(err,
+				           "line %d: 货币种类 \"%.8s\" is not an ISO 4217 code",
+				           l.lineno, cur);
 				return false;
 			}
 			memcpy(t->currency, canon, 4);
 			if (!pn_stmt_time(t->time, 8 * 3600, &t->epoch)) {
-				pn_err_set(err, "line %d: 交易时间 \"%.40s\" is not YYYY-MM-DD HH:MM:SS",
-					   l.lineno, t->time);
+				pn_err_set(err,
+				           "line %d: 交易时间 \"%.40s\" is not YYYY-MM-DD HH:MM:SS",
+				           l.lineno, t->time);
 				return false;
 			}
-			if (!amount(f[col[C_SETTLE]], &settle, col_names[C_SETTLE][0], l.lineno, err)
-			    || !amount(f[col[C_REFUND]], &refund, "退款金额", l.lineno, err)
-			    || !fee_amount(f[col[C_FEE]], &fee, l.lineno, err))
+			if (!amount(f[col[C_SETTLE]], &settle, col_names[C_SETTLE][0], l.lineno,
+			            err) ||
+			    !amount(f[col[C_REFUND]], &refund, "退款金额", l.lineno, err) ||
+			    !fee_amount(f[col[C_FEE]], &fee, l.lineno, err))
 				return false;
 			sum_settle += settle;
 			sum_refund += refund;
 			total = settle;
-			if (col[C_TOTAL] >= 0 && !amount(f[col[C_TOTAL]], &total, "订单金额", l.lineno,
-							 err))
+			if (col[C_TOTAL] >= 0 &&
+			    !amount(f[col[C_TOTAL]], &total, "订单金额", l.lineno, err))
 				return false;
 			t->has_fee = true;
 			t->fee_minor = fee;
@@ -237,21 +261,22 @@ wechatpay_parse(struct pn_arena *a, const unsigned char *data, size_t len,
 				t->kind = PN_STMT_PAYMENT;
 				t->amount_minor = total;
 				t->net_minor = settle - fee;
-			} else if (strcmp(state_word, "REFUND") == 0
-				   && strcmp(f[col[C_REFUND_STATE]], "SUCCESS") == 0) {
-				int64_t	asked = refund;
+			} else if (strcmp(state_word, "REFUND") == 0 &&
+			           strcmp(f[col[C_REFUND_STATE]], "SUCCESS") == 0) {
+				int64_t asked = refund;
 
-				if (col[C_REFUND_ASKED] >= 0
-				    && !amount(f[col[C_REFUND_ASKED]], &asked, "申请退款金额", l.lineno,
-					       err))
+				if (col[C_REFUND_ASKED] >= 0 &&
+				    !amount(f[col[C_REFUND_ASKED]], &asked, "申请退款金额",
+				            l.lineno, err))
 					return false;
 				t->kind = PN_STMT_REFUND;
 				t->amount_minor = asked > 0 ? asked : refund;
 				t->refund_id = *f[col[C_REFUND_ID]] ? f[col[C_REFUND_ID]] : NULL;
 				t->net_minor = -refund - fee;
 				if (t->refund_id == NULL) {
-					pn_err_set(err, "line %d: a refund row without 微信退款单号",
-						   l.lineno);
+					pn_err_set(err,
+					           "line %d: a refund row without 微信退款单号",
+					           l.lineno);
 					return false;
 				}
 			} else {
@@ -260,16 +285,18 @@ wechatpay_parse(struct pn_arena *a, const unsigned char *data, size_t len,
 				t->amount_minor = total;
 				t->net_minor = settle - refund - fee;
 			}
-			if ((t->kind == PN_STMT_PAYMENT || t->kind == PN_STMT_REFUND)
-			    && (t->psp_txn_id == NULL || t->order_id == NULL
-				|| strlen(t->order_id) > 255 || strlen(t->psp_txn_id) > 64)) {
-				pn_err_set(err, "line %d: a %s row without a usable 微信订单号 and "
-					   "商户订单号", l.lineno, state_word);
+			if ((t->kind == PN_STMT_PAYMENT || t->kind == PN_STMT_REFUND) &&
+			    (t->psp_txn_id == NULL || t->order_id == NULL ||
+			     strlen(t->order_id) > 255 || strlen(t->psp_txn_id) > 64)) {
+				pn_err_set(err,
+				           "line %d: a %s row without a usable 微信订单号 and "
+				           "商户订单号",
+				           l.lineno, state_word);
 				return false;
 			}
 			if (t->amount_minor < 0) {
 				pn_err_set(err, "line %d: a negative amount on a %s row", l.lineno,
-					   state_word);
+				           state_word);
 				return false;
 			}
 		}
@@ -279,8 +306,10 @@ wechatpay_parse(struct pn_arena *a, const unsigned char *data, size_t len,
 		return false;
 	}
 	if (state != 3) {
-		pn_err_set(err, "line %d: the file ends before its totals row (总交易单数; "
-			   "truncated?)", l.lineno);
+		pn_err_set(err,
+		           "line %d: the file ends before its totals row (总交易单数; "
+		           "truncated?)",
+		           l.lineno);
 		return false;
 	}
 	if (st->ntxns > 0) {
@@ -291,23 +320,24 @@ wechatpay_parse(struct pn_arena *a, const unsigned char *data, size_t len,
 }
 
 static bool
-wechatpay_check_site(const struct pn_site *site, const struct pn_statement *st,
-		     struct pn_err *err)
+wechatpay_check_site(const struct pn_site *site, const struct pn_statement *st, struct pn_err *err)
 {
-	size_t	i;
+	size_t i;
 
 	for (i = 0; i < st->ntxns; i++) {
 		const struct pn_stmt_txn *t = &st->txns[i];
 
-		if (site->wechatpay.mchid && t->mch_id && strcmp(t->mch_id, site->wechatpay.mchid)) {
+		if (site->wechatpay.mchid && t->mch_id &&
+		    strcmp(t->mch_id, site->wechatpay.mchid)) {
 			pn_err_set(err, "line %d: 商户号 %s is not site %s's wechatpay.mchid %s",
-				   t->line, t->mch_id, site->name, site->wechatpay.mchid);
+			           t->line, t->mch_id, site->name, site->wechatpay.mchid);
 			return false;
 		}
-		if (site->wechatpay.appid && t->app_id && *t->app_id
-		    && strcmp(t->app_id, site->wechatpay.appid)) {
-			pn_err_set(err, "line %d: 公众账号ID %s is not site %s's wechatpay.appid %s",
-				   t->line, t->app_id, site->name, site->wechatpay.appid);
+		if (site->wechatpay.appid && t->app_id && *t->app_id &&
+		    strcmp(t->app_id, site->wechatpay.appid)) {
+			pn_err_set(err,
+			           "line %d: 公众账号ID %s is not site %s's wechatpay.appid %s",
+			           t->line, t->app_id, site->name, site->wechatpay.appid);
 			return false;
 		}
 	}
@@ -316,12 +346,12 @@ wechatpay_check_site(const struct pn_site *site, const struct pn_statement *st,
 
 static void
 wechatpay_event(struct pn_arena *a, const struct pn_site *site, const struct pn_stmt_txn *t,
-		int64_t order_amount, int64_t refunded_after, struct pn_event *ev)
+                int64_t order_amount, int64_t refunded_after, struct pn_event *ev)
 {
 	/* The identity of the notification this site receives: API v3 when it has an
 	 * APIv3 key (as `paynotify query`, which asks API v3), else API v2
 	 * (webhooks/wechatpay.c v3_transaction, v3_refund, v2_payment, v2_refund). */
-	bool	v3 = site->wechatpay.napiv3_keys > 0;
+	bool v3 = site->wechatpay.napiv3_keys > 0;
 
 	(void)refunded_after;
 	pn_event_init(ev);
@@ -336,7 +366,7 @@ wechatpay_event(struct pn_arena *a, const struct pn_site *site, const struct pn_
 		ev->amount_minor = t->amount_minor;
 		ev->event_type = v3 ? "TRANSACTION.SUCCESS" : "v2.pay.SUCCESS";
 		ev->dedup_key = pn_arena_printf(a, "%s:%s", t->psp_txn_id,
-						v3 ? "TRANSACTION.SUCCESS" : "SUCCESS");
+		                                v3 ? "TRANSACTION.SUCCESS" : "SUCCESS");
 		return;
 	}
 	/* the notification's content (amount.total, amount.refund: this refund alone) */
@@ -345,15 +375,15 @@ wechatpay_event(struct pn_arena *a, const struct pn_site *site, const struct pn_
 	ev->refund_minor = t->amount_minor;
 	ev->refund_cumulative = false;
 	ev->event_type = v3 ? "REFUND.SUCCESS" : "v2.refund.SUCCESS";
-	ev->dedup_key = pn_arena_printf(a, "refund:%s:%s", t->refund_id,
-					v3 ? "REFUND.SUCCESS" : "SUCCESS");
+	ev->dedup_key =
+	    pn_arena_printf(a, "refund:%s:%s", t->refund_id, v3 ? "REFUND.SUCCESS" : "SUCCESS");
 }
 
 const struct pn_stmt_adapter pn_stmt_wechatpay = {
-	.provider = "wechatpay",
-	.format = "WeChat Pay trade bill (tradebill, bill_type=ALL)",
-	.utc_offset_s = 8 * 3600,
-	.parse = wechatpay_parse,
-	.check_site = wechatpay_check_site,
-	.event = wechatpay_event,
+    .provider = "wechatpay",
+    .format = "WeChat Pay trade bill (tradebill, bill_type=ALL)",
+    .utc_offset_s = 8 * 3600,
+    .parse = wechatpay_parse,
+    .check_site = wechatpay_check_site,
+    .event = wechatpay_event,
 };
