@@ -18,7 +18,7 @@
 #include "util.h"
 
 /* The schema version this build expects (the highest sql/NNN_*.sql). */
-#define PN_SCHEMA_VERSION 5
+#define PN_SCHEMA_VERSION 6
 
 /* Exit statuses: common/exit.h, one table for every program. */
 
@@ -37,6 +37,8 @@ extern const struct pn_cmd pn_cmd_report;
 extern const struct pn_cmd pn_cmd_purge;
 extern const struct pn_cmd pn_cmd_sign;
 extern const struct pn_cmd pn_cmd_stats;
+extern const struct pn_cmd pn_cmd_query;
+extern const struct pn_cmd pn_cmd_reconcile;
 
 /* ---- rows (table.c) ------------------------------------------------------ */
 

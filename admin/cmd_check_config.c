@@ -24,6 +24,7 @@
 
 #include "admin.h"
 #include "crypto.h"
+#include "query.h"
 
 #define EXPIRY_WARN_DAYS 30
 #define MAX_GROUPS 256
@@ -114,6 +115,41 @@ print_keys(struct check *c, const struct pn_site *s, const char *key, const char
  * Site binding (issue 11): what the loader accepts but an operator should
  * know.  Returns the number of warnings printed.
  */
+/* The credentials only `paynotify query` loads: load them here too. */
+static int
+check_query(const struct pn_site *s)
+{
+	const struct pn_query_provider *const *qp;
+	int	problems = 0;
+
+	for (qp = pn_query_providers; *qp; qp++) {
+		const char *why = NULL, *url = NULL;
+		struct pn_err err;
+		void   *creds = NULL;
+
+		if (!(*qp)->configured(s, &why))
+			continue;
+		if (strcmp((*qp)->name, "alipay") == 0)
+			url = s->alipay.query_url;
+		else if (strcmp((*qp)->name, "wechatpay") == 0)
+			url = s->wechatpay.query_url;
+		else if (strcmp((*qp)->name, "stripe") == 0)
+			url = s->stripe.query_url;
+		else
+			url = s->twoc2p.query_url;
+		if (!(*qp)->load(s, &creds, &err)) {
+			printf("  query %s: ERROR: %s\n", (*qp)->name, err.msg);
+			problems++;
+			continue;
+		}
+		printf("  query %s: ok%s%s%s, %s\n", (*qp)->name,
+		       (*qp)->describe ? " (" : "", (*qp)->describe ? (*qp)->describe(creds) : "",
+		       (*qp)->describe ? ")" : "", url);
+		(*qp)->free_creds(creds);
+	}
+	return problems;
+}
+
 static int
 binding_warnings(const struct pn_config *cfg)
 {
@@ -152,10 +188,12 @@ binding_warnings(const struct pn_config *cfg)
 	return warnings;
 }
 
-static void
+/* Prints every site; returns the number of query credentials that do not load. */
+static int
 print_sites(struct check *c)
 {
 	size_t	i;
+	int	problems = 0;
 
 	for (i = 0; i < c->cfg->nsites; i++) {
 		const struct pn_site *s = &c->cfg->sites[i];
@@ -193,7 +231,9 @@ print_sites(struct check *c)
 			       s->twoc2p.test_signing ? ", test signing on" : "");
 			print_secrets("secret keys", s->twoc2p.secrets, s->twoc2p.nsecrets);
 		}
+		problems += check_query(s);
 	}
+	return problems;
 }
 
 /* ---- file access as the receivers' user ----------------------------------- */
@@ -431,7 +471,7 @@ check_config_exec(int argc, char **argv, const char *config_path)
 	int	opt, version = 0, rc;
 	size_t	errors, warnings;
 	bool	db_ok = false;
-	int	repl_problems = 0, repl_warnings = 0, binding_warns = 0;
+	int	repl_problems = 0, repl_warnings = 0, binding_warns = 0, query_problems = 0;
 
 	optind = 0;	/* glibc: 0 re-initialises getopt after main() used it */
 	while ((opt = getopt_long(argc, argv, "c:u:h", longopts, NULL)) != -1) {
@@ -464,7 +504,7 @@ check_config_exec(int argc, char **argv, const char *config_path)
 		printf("  statement_timeout_ms %lld, max_body_bytes %lld, read_timeout_ms %lld\n",
 		       (long long)c.cfg->statement_timeout_ms, (long long)c.cfg->max_body_bytes,
 		       (long long)c.cfg->read_timeout_ms);
-		print_sites(&c);
+		query_problems = print_sites(&c);
 		binding_warns = binding_warnings(c.cfg);
 		if (!check_access(&c, user)) {
 			pn_cfg_findings_free(&c.fd);
@@ -487,7 +527,7 @@ check_config_exec(int argc, char **argv, const char *config_path)
 	} else
 		printf("configuration %s: NOT loaded\n", config_path);
 	print_findings(&c.fd);
-	errors = c.fd.n - pn_cfg_findings_count(&c.fd, PN_CFG_WARNING);
+	errors = c.fd.n - pn_cfg_findings_count(&c.fd, PN_CFG_WARNING) + (size_t)query_problems;
 	warnings = pn_cfg_findings_count(&c.fd, PN_CFG_WARNING) + (size_t)repl_warnings
 	    + (size_t)binding_warns;
 	if (repl_problems > 0)		/* connected only to a standby: cannot ingest */

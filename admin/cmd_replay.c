@@ -24,9 +24,12 @@
 #define PROGRESS_AFTER_US 1000000	/* show the progress bar once a run takes longer */
 #define PROGRESS_WIDTH 30
 
-/* Shared by the count and the batches: $1 the last id seen, $2 site .. $8 id. */
+/* Shared by the count and the batches: $1 the last id seen, $2 site .. $8 id.  Only
+ * notifications: a `paynotify query` answer or a `paynotify reconcile` statement line
+ * carries no notification signature for the receivers' verification to re-check. */
 #define FILTERS \
 	" FROM paynotify.notifications WHERE id > $1::bigint" \
+	" AND source = 'notification'" \
 	" AND ($2::text IS NULL OR site = $2)" \
 	" AND ($3::text IS NULL OR provider = $3)" \
 	" AND ($4::timestamptz IS NULL OR received_at >= $4)" \

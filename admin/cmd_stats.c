@@ -171,6 +171,51 @@ done:
 	return ok;
 }
 
+/* The last `paynotify query` run (sql/006), when the table exists. */
+static const char query_run_sql[] =
+	"SELECT extract(epoch FROM finished_at)::bigint AS finished, exit_code, dry_run::text,"
+	"       orders, asked, final, applied, waiting, not_found, refused, errors, attention"
+	"  FROM paynotify.query_runs"
+	" WHERE to_regclass('paynotify.query_runs') IS NOT NULL"
+	" ORDER BY id DESC LIMIT 1";
+
+static void
+print_query_run(const char *config_path, FILE *f)
+{
+	static const char *const results[] = {"orders", "asked", "final", "applied", "waiting",
+					      "not_found", "refused", "errors", "attention"};
+	struct pn_table t;
+	size_t	i;
+
+	if (!pn_admin_query(config_path, "SELECT to_regclass('paynotify.query_runs') IS NOT NULL",
+			    0, NULL, &t))
+		return;
+	if (t.nrows != 1 || !t.cells[0] || strcmp(t.cells[0], "t") != 0) {
+		pn_table_free(&t);
+		return;
+	}
+	pn_table_free(&t);
+	if (!pn_admin_query(config_path, query_run_sql, 0, NULL, &t))
+		return;
+	if (t.nrows == 1) {
+		fprintf(f, "# HELP paynotify_query_last_run_timestamp_seconds End of the last "
+			"`paynotify query` run.\n"
+			"# TYPE paynotify_query_last_run_timestamp_seconds gauge\n"
+			"paynotify_query_last_run_timestamp_seconds %s\n",
+			pn_table_get(&t, 0, "finished"));
+		fprintf(f, "# HELP paynotify_query_last_run_exit_code Exit status of the last run "
+			"(0 nothing to do, 1 needs a human, 3 could not do the job).\n"
+			"# TYPE paynotify_query_last_run_exit_code gauge\n"
+			"paynotify_query_last_run_exit_code %s\n", pn_table_get(&t, 0, "exit_code"));
+		fprintf(f, "# HELP paynotify_query_last_run_orders Orders of the last run, by "
+			"result.\n# TYPE paynotify_query_last_run_orders gauge\n");
+		for (i = 0; i < PN_ARRAY_LEN(results); i++)
+			fprintf(f, "paynotify_query_last_run_orders{result=\"%s\"} %s\n", results[i],
+				pn_table_get(&t, 0, results[i]));
+	}
+	pn_table_free(&t);
+}
+
 static int
 stats_exec(int argc, char **argv, const char *config_path)
 {
@@ -233,9 +278,10 @@ stats_exec(int argc, char **argv, const char *config_path)
 		pn_table_free(&t);
 		return ok ? PN_EXIT_OK : PN_EXIT_IOERR;
 	}
-	if (fmt == PN_FMT_PROMETHEUS)
+	if (fmt == PN_FMT_PROMETHEUS) {
 		print_prometheus(&t, stdout);
-	else {
+		print_query_run(config_path, stdout);
+	} else {
 		pn_table_optional(&t, "last_delivery_epoch");	/* for machines; last_delivery says it */
 		pn_table_print(&t, fmt, stdout);
 	}

@@ -21,6 +21,8 @@ static const struct pn_cmd *const commands[] = {
 	&pn_cmd_purge,
 	&pn_cmd_sign,
 	&pn_cmd_stats,
+	&pn_cmd_query,
+	&pn_cmd_reconcile,
 	NULL,
 };
 

@@ -28,6 +28,7 @@
 
 #define CFG_MAX_FILE (1024 * 1024)
 #define CFG_MAX_SECRET_FILE 65536
+#define HTTPS_PREFIX "https:/" "/"	/* split: the source checks strip // comments */
 
 enum ktype {
 	K_STR,		/* char * */
@@ -40,6 +41,9 @@ enum ktype {
 	K_BOOL,		/* bool: on/off */
 	K_ADDRS,	/* struct pn_addr * + size_t count: addresses, ADDR or ADDR/BITS */
 	K_URLPATH,	/* char *: an absolute URL path outside /notify/ */
+	K_PATH,		/* char *: a file path, resolved but never opened here (the
+			 * credentials only `paynotify query` loads) */
+	K_URL,		/* char *: an https:// URL */
 };
 
 struct choice {
@@ -108,6 +112,13 @@ static const struct keydef keydefs[] = {
 	 "FastCGI receivers; unset: no status path"},
 	{"metrics", "allow", K_ADDRS, C(status_allow), C(nstatus_allow), 0, 0, NULL,
 	 "127.0.0.1 ::1", "REMOTE_ADDRs (ADDR or ADDR/BITS) the status path answers; others get 403"},
+	{"query", "connect_timeout_ms", K_INT, C(query_connect_timeout_ms), 0, 100, 60000, NULL,
+	 "3000", "paynotify query: largest time to connect to a provider's API (TCP and TLS)"},
+	{"query", "timeout_ms", K_INT, C(query_timeout_ms), 0, 100, 120000, NULL, "10000",
+	 "paynotify query: largest time for one whole request to a provider's API"},
+	{"query", "ca_file", K_PATH, C(query_ca_file), 0, 0, 0, NULL, NULL,
+	 "paynotify query: CA bundle (PEM) the providers' API certificates are verified "
+	 "against, instead of the system's; peer and host are always verified"},
 
 	{"site", "alipay.app_id", K_STR, S(alipay.app_id), 0, 0, 0, NULL, NULL,
 	 "the app_id notifications must carry"},
@@ -120,6 +131,12 @@ static const struct keydef keydefs[] = {
 	 "RSA2", "RSA2 (SHA256withRSA) or RSA (SHA1withRSA); never taken from the payload"},
 	{"site", "alipay.test_private_key_file", K_PRIVKEY, S(alipay.test_key), 0, 0, 0, NULL, NULL,
 	 "sandbox sites only: private key that `paynotify sign` signs test notifications with"},
+	{"site", "alipay.query_private_key_file", K_PATH, S(alipay.query_key_path), 0, 0, 0, NULL,
+	 NULL, "paynotify query: the app's private key (PKCS#8 or PKCS#1 PEM) that signs "
+	 "alipay.trade.query; read by the query command only, never by the receiver"},
+	{"site", "alipay.query_url", K_URL, S(alipay.query_url), 0, 0, 0, NULL,
+	 "https://openapi.alipay.com/gateway.do", "paynotify query: the Alipay gateway "
+	 "(sandbox: https://openapi-sandbox.dl.alipaydev.com/gateway.do)"},
 
 	{"site", "stripe.secret_files", K_SECRETS, S(stripe.secrets), S(stripe.nsecrets), 0, 0,
 	 NULL, NULL, "endpoint signing secret file(s) (whsec_...), one secret a line: rotation"},
@@ -132,6 +149,12 @@ static const struct keydef keydefs[] = {
 	 "KEY=VALUE that the event object's metadata must carry (metadata.KEY = VALUE); "
 	 "required in practice when several sites share one Stripe account, which sends every "
 	 "event to every endpoint: an event without it is stored merchant_mismatch"},
+	{"site", "stripe.query_key_file", K_PATH, S(stripe.query_key_path), 0, 0, 0, NULL, NULL,
+	 "paynotify query: a restricted key (rk_..., PaymentIntents read) in a file; read by the "
+	 "query command only, never by the receiver"},
+	{"site", "stripe.query_url", K_URL, S(stripe.query_url), 0, 0, 0, NULL,
+	 "https://api.stripe.com", "paynotify query: the Stripe API (test mode uses the same "
+	 "host with an rk_test_ key)"},
 	{"site", "stripe.tolerance_s", K_INT, S(stripe.tolerance_s), 0, 1, 86400, NULL, "300",
 	 "largest accepted age of the Stripe-Signature timestamp (future ones pass, as in the SDKs)"},
 
@@ -155,6 +178,15 @@ static const struct keydef keydefs[] = {
 	{"site", "wechatpay.test_private_key_file", K_PRIVKEY, S(wechatpay.test_key), 0, 0, 0, NULL,
 	 NULL, "sandbox sites only: private key that `paynotify sign` signs v3 test notifications "
 	 "with (it also enables signing v2 ones with the APIv2 key)"},
+	{"site", "wechatpay.query_private_key_file", K_PATH, S(wechatpay.query_key_path), 0, 0, 0,
+	 NULL, NULL, "paynotify query: the merchant API private key (apiclient_key.pem) that "
+	 "signs API v3 requests; read by the query command only, never by the receiver"},
+	{"site", "wechatpay.query_cert_serial", K_STR, S(wechatpay.query_cert_serial), 0, 0, 0,
+	 NULL, NULL, "paynotify query: serial number of the merchant API certificate "
+	 "(serial_no in the Authorization header)"},
+	{"site", "wechatpay.query_url", K_URL, S(wechatpay.query_url), 0, 0, 0, NULL,
+	 "https://api.mch.weixin.qq.com", "paynotify query: the WeChat Pay API (backup "
+	 "domain: https://api2.mch.weixin.qq.com)"},
 	{"site", "wechatpay.tolerance_s", K_INT, S(wechatpay.tolerance_s), 0, 1, 86400, NULL, "300",
 	 "largest accepted distance of Wechatpay-Timestamp from now"},
 
@@ -169,6 +201,9 @@ static const struct keydef keydefs[] = {
 	{"site", "2c2p.redirect_invoice_no", K_CHOICE, S(twoc2p.redirect_invoice_no), 0, 0, 0,
 	 twoc2p_invoices, "empty", "legacy only: what invoice_no carries, empty or order_id "
 	 "itself; anything else is refused, because nothing signs where order_id ends"},
+	{"site", "2c2p.query_url", K_URL, S(twoc2p.query_url), 0, 0, 0, NULL,
+	 "https://pgw.2c2p.com", "paynotify query: the PGW v4 API (sandbox: "
+	 "https://sandbox-pgw.2c2p.com); paymentInquiry is signed with 2c2p.secret_key_file"},
 	{"site", "2c2p.test_signing", K_BOOL, S(twoc2p.test_signing), 0, 0, 0, NULL, "off",
 	 "sandbox sites only: let `paynotify sign` sign test notifications with the site's key"},
 };
@@ -683,6 +718,30 @@ assign(struct parser *p, const struct keydef *kd, void *base, char *value,
 		*(char **)field = pn_xstrdup(value);
 		return true;
 	}
+	case K_PATH:
+		if (*value == '\0') {
+			pn_err_set(err, "empty value for \"%s\"", kd->key);
+			return false;
+		}
+		free(*(char **)field);
+		*(char **)field = p ? resolve_path(p, value) : pn_xstrdup(value);
+		return true;
+	case K_URL: {
+		size_t	n = strlen(value);
+
+		/* https only: query answers are trusted for their TLS (Stripe) */
+		if (strncmp(value, HTTPS_PREFIX, 8) != 0 || n == 8 || n > 512
+		    || strpbrk(value, " \t?#") != NULL) {
+			pn_err_set(err, "invalid value \"%s\" for \"%s\": expected an https:// URL "
+				   "without query or fragment", value, kd->key);
+			return false;
+		}
+		while (n > 8 && value[n - 1] == '/')
+			value[--n] = '\0';
+		free(*(char **)field);
+		*(char **)field = pn_xstrdup(value);
+		return true;
+	}
 	case K_PRIVKEY: {
 		char   *path = resolve_path(p, value);
 		EVP_PKEY *k = NULL;
@@ -811,7 +870,7 @@ begin_section(struct parser *p, char *name, struct pn_err *err)
 	}
 	sp = name;
 	if (strcmp(sp, "database") == 0 || strcmp(sp, "limits") == 0 || strcmp(sp, "log") == 0
-	    || strcmp(sp, "metrics") == 0) {
+	    || strcmp(sp, "metrics") == 0 || strcmp(sp, "query") == 0) {
 		for (i = 0; i < PN_ARRAY_LEN(keydefs); i++)
 			if (strcmp(keydefs[i].section, sp) == 0) {
 				p->section = keydefs[i].section;
@@ -820,7 +879,7 @@ begin_section(struct parser *p, char *name, struct pn_err *err)
 			}
 	}
 	pn_err_set(err, "unknown section \"[%s]\" (expected [database], [limits], [log], "
-		   "[metrics] or [site NAME])", name);
+		   "[metrics], [query] or [site NAME])", name);
 	return false;
 }
 
@@ -1027,6 +1086,9 @@ validate_site(const struct pn_site *s, uint64_t failed, struct pn_cfg_findings *
 					     "name X.509 certificates (%s is a bare key: give it as "
 					     "wechatpay.public_key_file with its "
 					     "wechatpay.public_key_id)", s->wechatpay.certs[i].path);
+		if ((s->wechatpay.query_key_path == NULL) != (s->wechatpay.query_cert_serial == NULL))
+			site_finding(fd, PN_CFG_ERROR, s, "wechatpay.query_private_key_file and "
+				     "wechatpay.query_cert_serial go together");
 	}
 	if (s->twoc2p.configured) {
 		REQUIRE(s->twoc2p.merchant_id, "2c2p.merchant_id",
@@ -1143,6 +1205,7 @@ load(const char *path, unsigned flags, struct pn_cfg_findings *fd)
 	apply_defaults("limits", cfg);
 	apply_defaults("log", cfg);
 	apply_defaults("metrics", cfg);
+	apply_defaults("query", cfg);
 
 	if (!pn_read_file(path, CFG_MAX_FILE, &text, &len, &e)) {
 		pn_cfg_finding_add(fd, PN_CFG_ERROR, NULL, 0, "%s", e.msg);
@@ -1276,6 +1339,14 @@ pn_cfg_free(struct pn_config *cfg)
 		free(s->disabled);
 		free(s->alipay.app_id);
 		free(s->alipay.seller_id);
+		free(s->alipay.query_key_path);
+		free(s->alipay.query_url);
+		free(s->stripe.query_key_path);
+		free(s->stripe.query_url);
+		free(s->wechatpay.query_key_path);
+		free(s->wechatpay.query_cert_serial);
+		free(s->wechatpay.query_url);
+		free(s->twoc2p.query_url);
 		pubkeys_free(s->alipay.keys, s->alipay.nkeys);
 		EVP_PKEY_free(s->alipay.test_key);
 		EVP_PKEY_free(s->wechatpay.test_key);
@@ -1298,6 +1369,7 @@ pn_cfg_free(struct pn_config *cfg)
 	free(cfg->trusted_proxies);
 	free(cfg->status_path);
 	free(cfg->status_allow);
+	free(cfg->query_ca_file);
 	free(cfg->conninfo);
 	free(cfg->path);
 	free(cfg);
@@ -1411,6 +1483,12 @@ pn_cfg_site_key_state(const struct pn_site *s, const char *key_id)
 		state = PN_KEY_UNKNOWN;
 	}
 	return state;
+}
+
+bool
+pn_cfg_secret_file_ok(const char *path, struct pn_err *err)
+{
+	return check_secret_perms(path, err);
 }
 
 const char *

@@ -84,6 +84,8 @@ struct pn_site {
 		size_t	nkeys;
 		int	sign_type;		/* enum pn_alipay_sign_type */
 		EVP_PKEY *test_key;		/* alipay.test_private_key_file (paynotify sign) */
+		char   *query_key_path;		/* alipay.query_private_key_file: path only */
+		char   *query_url;		/* alipay.query_url (gateway) */
 	} alipay;
 
 	struct {
@@ -94,6 +96,8 @@ struct pn_site {
 		int	mode;			/* enum pn_stripe_mode: livemode events accepted */
 		char   *site_metadata;	/* stripe.site_metadata "KEY=VALUE", or NULL */
 		bool	test_signing;		/* stripe.test_signing (paynotify sign) */
+		char   *query_key_path;		/* stripe.query_key_file: path only */
+		char   *query_url;		/* stripe.query_url */
 	} stripe;
 
 	struct {
@@ -112,6 +116,9 @@ struct pn_site {
 		size_t	npublic_keys;
 		int64_t	tolerance_s;
 		EVP_PKEY *test_key;		/* wechatpay.test_private_key_file (paynotify sign) */
+		char   *query_key_path;		/* wechatpay.query_private_key_file: path only */
+		char   *query_cert_serial;	/* wechatpay.query_cert_serial */
+		char   *query_url;		/* wechatpay.query_url */
 	} wechatpay;
 
 	struct {
@@ -123,6 +130,7 @@ struct pn_site {
 		int	redirect_hash;		/* enum pn_2c2p_hash */
 		int	redirect_invoice_no;	/* enum pn_2c2p_invoice */
 		bool	test_signing;		/* 2c2p.test_signing (paynotify sign) */
+		char   *query_url;		/* 2c2p.query_url */
 	} twoc2p;
 };
 
@@ -154,6 +162,10 @@ struct pn_config {
 	char   *status_path;		/* NULL: no status path */
 	struct pn_addr *status_allow;	/* REMOTE_ADDRs the status path answers */
 	size_t	nstatus_allow;
+	/* [query] (paynotify query only) */
+	int64_t	query_connect_timeout_ms;
+	int64_t	query_timeout_ms;
+	char   *query_ca_file;		/* CA bundle for the providers' API hosts, or NULL */
 	struct pn_site *sites;
 	size_t	nsites;
 };
@@ -239,6 +251,13 @@ enum pn_key_state pn_cfg_site_key_state(const struct pn_site *s, const char *key
  * site sets none or it is malformed (the loader refuses those).
  */
 bool pn_cfg_stripe_marker(const struct pn_site *site, const char **key, size_t *key_len);
+
+/*
+ * Is path a secret file we may read (a regular file, not accessible by
+ * group or others)?  For the credentials that only `paynotify query`
+ * loads: the configuration keeps their paths, never their bytes.
+ */
+bool pn_cfg_secret_file_ok(const char *path, struct pn_err *err) PN_WUR;
 
 /* The path to use: -c FILE, else $PAYNOTIFY_CONFIG, else the built-in default. */
 const char *pn_cfg_default_path(void);

@@ -185,6 +185,15 @@ stripe_amount(struct pn_arena *a, json_t *obj, const char *field, const char *ra
 	return true;
 }
 
+/* Shared with `paynotify query` (admin/query_stripe.c): a PaymentIntent's
+ * amount is converted exactly as a notification's. */
+bool
+pn_stripe_amount(struct pn_arena *a, json_t *obj, const char *field, const char *raw_cur,
+		 int64_t *minor, const char **currency, const char **why)
+{
+	return stripe_amount(a, obj, field, raw_cur, minor, currency, why);
+}
+
 static void
 flag_amount(struct pn_event *ev, const char *why)
 {
@@ -276,6 +285,14 @@ check_site(struct pn_arena *a, const struct pn_site *site, json_t *root, json_t 
 						  got ? "\"" : "", got ? got : "absent",
 						  got ? "\"" : "", site->name, key + klen + 1);
 	}
+}
+
+/* Shared with `paynotify query`: a PaymentIntent is both root and object. */
+void
+pn_stripe_check_site(struct pn_arena *a, const struct pn_site *site, json_t *root, json_t *obj,
+		     struct pn_event *ev)
+{
+	check_site(a, site, root, obj, ev);
 }
 
 enum pn_verdict

@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "arena.h"
 #include "cfg.h"
 #include "event.h"
@@ -39,5 +41,15 @@ enum pn_verdict pn_stripe_normalise(struct pn_arena *a, const unsigned char *bod
 enum pn_verdict pn_stripe_normalise_site(struct pn_arena *a, const struct pn_site *site,
 					 const unsigned char *body, size_t body_len,
 					 struct pn_event *ev, struct pn_err *err);
+
+/* Stripe amount field of obj (Stripe's unit of raw_cur) -> ISO 4217 minor
+ * units and upper-case currency; false with *why when not exact. */
+bool pn_stripe_amount(struct pn_arena *a, json_t *obj, const char *field, const char *raw_cur,
+		      int64_t *minor, const char **currency, const char **why) PN_WUR;
+
+/* The site binding of an event (livemode against stripe.mode, the
+ * stripe.site_metadata marker): sets ev->flag when it is not the site's. */
+void pn_stripe_check_site(struct pn_arena *a, const struct pn_site *site, json_t *root,
+			  json_t *obj, struct pn_event *ev);
 
 #endif

@@ -559,6 +559,46 @@ done:
 	return v;
 }
 
+/*
+ * Shared with `paynotify query` (admin/query_wechatpay.c): the answer to an
+ * API v3 request carries the same Wechatpay-* headers and is verified by
+ * exactly the code above; a transaction it returns is normalised as the
+ * decrypted resource of a TRANSACTION.* notification, merchant check
+ * included.
+ */
+bool
+pn_wechatpay_v3_verify_sig(const struct pn_verify_ctx *ctx, const char **key_id,
+			   struct pn_err *err)
+{
+	struct v3_headers h;
+
+	return v3_read_headers(ctx->req, ctx->arena, &h, err)
+	    && (!ctx->check_freshness || v3_fresh(ctx, &h, err))
+	    && v3_signature(ctx, &h, key_id, err);
+}
+
+void
+pn_wechatpay_v3_transaction(struct pn_arena *a, const struct pn_site *site, json_t *p,
+			    const char *event_type, struct pn_event *ev)
+{
+	struct merchant_ids m = {
+		jstr(a, p, "mchid"), jstr(a, p, "sub_mchid"), jstr(a, p, "appid"),
+		jstr(a, p, "sub_appid"), "mchid", "appid"};
+
+	if (m.mchid == NULL) {	/* service-provider mode */
+		m.mchid = jstr(a, p, "sp_mchid");
+		m.mchid_name = "sp_mchid";
+	}
+	if (m.appid == NULL) {
+		m.appid = jstr(a, p, "sp_appid");
+		m.appid_name = "sp_appid";
+	}
+	ev->event_type = event_type;
+	v3_transaction(a, p, "query", ev);
+	check_merchant(a, site, &m, true, ev);
+	ev->dedup_key = bound_key(a, ev->dedup_key);
+}
+
 /* ---- API v2 -------------------------------------------------------------- */
 
 /* Java's String.trim(): every byte <= 0x20 at either end. */

@@ -7,10 +7,14 @@
 
 #include <stdbool.h>
 
+#include <jansson.h>
+
 #include "arena.h"
 #include "cfg.h"
 #include "http.h"
 #include "util.h"
+#include "event.h"
+#include "provider.h"
 #include "xml.h"
 
 /* Probe signatures WeChat Pay sends to check that merchants verify. */
@@ -35,5 +39,18 @@ char *pn_wechatpay_v2_sign(struct pn_arena *a, const struct pn_xml_flat *x,
 /* The AES-256-ECB key for a v2 refund req_info: the 32 ASCII characters of
  * the lower-case hex MD5 of the APIv2 key. */
 bool pn_wechatpay_v2_refund_key(const struct pn_secret *key, unsigned char out[32]) PN_WUR;
+
+/*
+ * For `paynotify query`: verify the Wechatpay-Timestamp/-Nonce/-Signature/
+ * -Serial of ctx->req (an API answer's headers and raw body) exactly as a
+ * notification's (platform certificate or public-key mode, freshness when
+ * ctx->check_freshness); and normalise a transaction object (as returned by
+ * GET /v3/pay/transactions/...) as the resource of an event_type
+ * notification, merchant identity checked: the same dedup identity.
+ */
+bool pn_wechatpay_v3_verify_sig(const struct pn_verify_ctx *ctx, const char **key_id,
+				struct pn_err *err) PN_WUR;
+void pn_wechatpay_v3_transaction(struct pn_arena *a, const struct pn_site *site, json_t *p,
+				 const char *event_type, struct pn_event *ev);
 
 #endif

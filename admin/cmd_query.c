@@ -1,0 +1,504 @@
+/*
+ * cmd_query.c: paynotify query — ask the provider about orders whose
+ * notification never came, and feed a final, verified answer through the
+ * same ingest as a notification (docs/QUERY.md).
+ *
+ * One request per order and provider, never retried within a run; bounded
+ * times ([query] connect_timeout_ms, timeout_ms).  Only final answers
+ * (paid; closed or failed where the provider says so) are ingested, with
+ * ev->source "query", the verified answer's raw bytes as raw_body and the
+ * dedup identity of the provider's notification for the same payment, so
+ * that whichever comes second is a duplicate or already_applied, never a
+ * second application.  Not found, waiting, refused answers and transport
+ * errors change nothing and are reported.
+ *
+ * Exit status: 0 nothing to do (every order was asked; nothing needs a
+ * human), 1 something needs a human (an answer refused, a stored outcome
+ * such as paid_after_close or amount_mismatch, an order no provider can be
+ * asked about), 3 could not do the job (configuration, database, an order
+ * not asked because of a transport error, timeout or 5xx), 64 usage.
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "admin.h"
+#include "arena.h"
+#include "money.h"
+#include "query.h"
+#include "store.h"
+
+const struct pn_query_provider *const pn_query_providers[] = {
+	&pn_query_alipay,
+	&pn_query_wechatpay,
+	&pn_query_stripe,
+	&pn_query_2c2p,
+	NULL,
+};
+
+const struct pn_query_provider *
+pn_query_provider_find(const char *name)
+{
+	const struct pn_query_provider *const *p;
+
+	for (p = pn_query_providers; *p; p++)
+		if (strcmp((*p)->name, name) == 0)
+			return *p;
+	return NULL;
+}
+
+void
+pn_query_set(const struct pn_query_ctx *ctx, struct pn_query_answer *ans,
+	     enum pn_query_state state, const char *fmt, ...)
+{
+	va_list	ap;
+	char	buf[512];
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	ans->state = state;
+	ans->detail = pn_arena_strdup(ctx->arena, buf);
+}
+
+bool
+pn_query_http_ok(const struct pn_query_ctx *ctx, const struct pn_qhttp_answer *h,
+		 bool not_found_404, struct pn_query_answer *ans)
+{
+	if (h->status >= 200 && h->status < 300)
+		return true;
+	if (h->status == 404 && not_found_404)
+		pn_query_set(ctx, ans, PN_Q_NOT_FOUND, "HTTP 404: %.200s", (const char *)h->body);
+	else
+		pn_query_set(ctx, ans, PN_Q_ERROR, "HTTP %ld from the provider: %.200s", h->status,
+			     (const char *)h->body);
+	return false;
+}
+
+static void
+help(FILE *f)
+{
+	fprintf(f, "usage: paynotify query [--site S] [--provider P]\n"
+		"                       (--order ID | --pending-older-than DURATION)\n"
+		"                       [--dry-run | --apply] [--format table|csv|json]\n\n"
+		"Ask each order's provider for the payment's state with its order-query API\n"
+		"(Alipay alipay.trade.query, WeChat Pay v3, Stripe PaymentIntents, 2C2P\n"
+		"paymentInquiry), verify the answer, and with --apply feed a final answer\n"
+		"(paid, closed, failed) through the same ingest as a notification, recorded\n"
+		"with source \"query\".  --dry-run (the default) asks and changes nothing.\n"
+		"One request per order and provider, no retries; timeouts from [query].\n"
+		"The provider is the order's (orders.psp), else --provider, else every\n"
+		"provider the site can be queried with.  DURATION: 90s, 5m, 2h, 1d.\n"
+		"Exit status: 0 nothing to do, 1 something needs a human, 3 could not do the\n"
+		"job (an order could not be asked: transport error, timeout, 5xx), 64 usage.\n");
+}
+
+/* "90s", "5m", "2h", "1d" (or plain seconds) into seconds. */
+static bool
+parse_duration(const char *s, int64_t *out)
+{
+	char   *end;
+	long long v;
+	int64_t	mult = 1;
+
+	if (*s < '0' || *s > '9')
+		return false;
+	v = strtoll(s, &end, 10);
+	if (end == s || v < 0 || v > 100LL * 365 * 86400)
+		return false;
+	if (*end == 's')
+		end++;
+	else if (*end == 'm')
+		mult = 60, end++;
+	else if (*end == 'h')
+		mult = 3600, end++;
+	else if (*end == 'd')
+		mult = 86400, end++;
+	if (*end != '\0')
+		return false;
+	*out = (int64_t)v * mult;
+	return *out <= INT64_C(100) * 365 * 86400;
+}
+
+struct creds_cache {
+	const struct pn_site *site;
+	const struct pn_query_provider *qp;
+	void   *creds;
+	bool	failed;
+	char	why[512];
+};
+
+struct run {
+	struct pn_config *cfg;
+	PGconn *conn;
+	struct pn_store *store;
+	struct pn_qhttp http;
+	bool	apply;
+	struct pn_table out;
+	struct creds_cache *cache;
+	size_t	ncache;
+	/* counts, for the summary and paynotify.query_runs */
+	int	orders, asked, final, applied, waiting, not_found, refused, errors, attention;
+};
+
+static struct creds_cache *
+creds_for(struct run *r, const struct pn_site *site, const struct pn_query_provider *qp)
+{
+	struct creds_cache *c;
+	struct pn_err err;
+	size_t	i;
+
+	for (i = 0; i < r->ncache; i++)
+		if (r->cache[i].site == site && r->cache[i].qp == qp)
+			return &r->cache[i];
+	r->cache = pn_xrealloc(r->cache, (r->ncache + 1) * sizeof(*r->cache));
+	c = &r->cache[r->ncache++];
+	memset(c, 0, sizeof(*c));
+	c->site = site;
+	c->qp = qp;
+	if (!qp->load(site, &c->creds, &err)) {
+		c->failed = true;
+		snprintf(c->why, sizeof(c->why), "%s", err.msg);
+	}
+	return c;
+}
+
+static const char *
+state_name(enum pn_query_state s)
+{
+	switch (s) {
+	case PN_Q_FINAL: return "final";
+	case PN_Q_WAITING: return "waiting";
+	case PN_Q_NOT_FOUND: return "not_found";
+	case PN_Q_REFUSED: return "refused";
+	case PN_Q_ATTENTION: return "attention";
+	case PN_Q_ERROR: return "error";
+	}
+	return "error";
+}
+
+static void
+add_row(struct run *r, struct pn_arena *a, const struct pn_query_order *o, const char *provider,
+	const char *answer, const char *result, const char *detail)
+{
+	char	amount[48];
+	const char *cells[7];
+
+	pn_money_format(o->amount_minor, pn_money_exponent(o->currency), amount, sizeof(amount));
+	cells[0] = o->site;
+	cells[1] = provider;
+	cells[2] = o->order_id;
+	cells[3] = pn_arena_printf(a, "%s %s", amount, o->currency);
+	cells[4] = answer;
+	cells[5] = result;
+	cells[6] = detail;
+	pn_table_add(&r->out, cells);
+}
+
+/* Outcomes after which nothing is left for a human. */
+static bool
+outcome_settled(const char *outcome)
+{
+	return strcmp(outcome, "applied") == 0 || strcmp(outcome, "already_applied") == 0
+	    || strcmp(outcome, "ignored") == 0;
+}
+
+static void
+query_one(struct run *r, struct pn_arena *a, const struct pn_site *site,
+	  const struct pn_query_provider *qp, const struct pn_query_order *o)
+{
+	struct creds_cache *cc = creds_for(r, site, qp);
+	struct pn_query_answer ans;
+	struct pn_query_ctx ctx;
+	struct pn_ingest_result res;
+	struct pn_err err;
+	const char *word;
+
+	if (cc->failed) {
+		r->errors++;
+		add_row(r, a, o, qp->name, NULL, "error", cc->why);
+		return;
+	}
+	memset(&ans, 0, sizeof(ans));
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.cfg = r->cfg;
+	ctx.site = site;
+	ctx.http = &r->http;
+	ctx.arena = a;
+	ctx.now = (int64_t)time(NULL);
+	ctx.creds = cc->creds;
+	r->asked++;
+	qp->ask(&ctx, o, &ans);
+	word = ans.psp_state;
+	switch (ans.state) {
+	case PN_Q_WAITING: r->waiting++; break;
+	case PN_Q_NOT_FOUND: r->not_found++; break;
+	case PN_Q_REFUSED: r->refused++; break;
+	case PN_Q_ATTENTION: r->attention++; break;
+	case PN_Q_ERROR: r->errors++; break;
+	case PN_Q_FINAL: r->final++; break;
+	}
+	if (ans.state != PN_Q_FINAL) {
+		add_row(r, a, o, qp->name, word, state_name(ans.state), ans.detail);
+		return;
+	}
+	if (!r->apply) {
+		add_row(r, a, o, qp->name, word,
+			pn_arena_printf(a, "would_ingest_%s", pn_kind_name(ans.ev.kind)),
+			pn_arena_printf(a, "%s; dedup key %s%s%s", ans.detail, ans.ev.dedup_key,
+					ans.ev.flag ? "; flagged " : "",
+					ans.ev.flag ? ans.ev.flag : ""));
+		return;
+	}
+	if (!pn_store_ingest(r->store, site->name, qp->name, &ans.ev, ans.raw_headers_json,
+			     ans.raw, ans.raw_len, &res, &err)) {
+		r->errors++;
+		add_row(r, a, o, qp->name, word, "error",
+			pn_arena_printf(a, "%s; not stored: %s", ans.detail, err.msg));
+		return;
+	}
+	if (res.duplicate || outcome_settled(res.outcome)) {
+		if (!res.duplicate && strcmp(res.outcome, "applied") == 0)
+			r->applied++;
+	} else
+		r->attention++;
+	add_row(r, a, o, qp->name, word, res.duplicate ? "duplicate" : res.outcome,
+		pn_arena_printf(a, "%s; notification %lld, order %s", ans.detail,
+				(long long)res.notification_id,
+				res.order_status[0] ? res.order_status : "unknown"));
+}
+
+static const char orders_sql[] =
+	"SELECT site, order_id, status, amount_minor, currency, psp, psp_txn_id"
+	"  FROM paynotify.orders"
+	" WHERE ($1::text IS NULL OR site = $1)"
+	"   AND ($2::text IS NULL OR order_id = $2)"
+	"   AND ($3::bigint IS NULL OR (status = 'pending'"
+	"        AND created_at < now() - make_interval(secs => $3::bigint)))"
+	"   AND ($4::text IS NULL OR psp IS NULL OR psp = $4)"
+	" ORDER BY created_at, site, order_id";
+
+static const char record_sql[] =
+	"INSERT INTO paynotify.query_runs (started_at, dry_run, site, provider, orders, asked,"
+	"       final, applied, waiting, not_found, refused, errors, attention, exit_code)"
+	" SELECT to_timestamp($1::bigint), $2::boolean, $3, $4, $5::int, $6::int, $7::int,"
+	"        $8::int, $9::int, $10::int, $11::int, $12::int, $13::int, $14::int"
+	"  WHERE to_regclass('paynotify.query_runs') IS NOT NULL";
+
+static void
+record_run(struct run *r, time_t started, const char *site, const char *provider, int rc)
+{
+	char	num[14][24];
+	const char *p[14];
+	int	v[] = {r->orders, r->asked, r->final, r->applied, r->waiting, r->not_found,
+		       r->refused, r->errors, r->attention, rc};
+	struct pn_err err;
+	size_t	i;
+
+	snprintf(num[0], sizeof(num[0]), "%lld", (long long)started);
+	p[0] = num[0];
+	p[1] = r->apply ? "false" : "true";
+	p[2] = site;
+	p[3] = provider;
+	for (i = 0; i < PN_ARRAY_LEN(v); i++) {
+		snprintf(num[4 + i], sizeof(num[4 + i]), "%d", v[i]);
+		p[4 + i] = num[4 + i];
+	}
+	if (!pn_db_query(r->conn, record_sql, 14, p, NULL, &err))
+		fprintf(stderr, "paynotify: warning: could not record the query run: %s\n", err.msg);
+}
+
+static int
+query_exec(int argc, char **argv, const char *config_path)
+{
+	static const struct option longopts[] = {
+		{"site", required_argument, NULL, 's'},
+		{"provider", required_argument, NULL, 'p'},
+		{"order", required_argument, NULL, 'o'},
+		{"pending-older-than", required_argument, NULL, 'P'},
+		{"dry-run", no_argument, NULL, 'n'},
+		{"apply", no_argument, NULL, 'a'},
+		{"format", required_argument, NULL, 'f'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	static const char *const cols[] = {"site", "provider", "order_id", "amount", "answer",
+					   "result", "detail"};
+	const char *site_name = NULL, *provider = NULL, *order = NULL, *older = NULL;
+	bool	dry_run = false, apply = false;
+	enum pn_format fmt = pn_format_default();
+	const struct pn_query_provider *only = NULL;
+	struct run r;
+	struct pn_table orders;
+	struct pn_arena *a = NULL;
+	struct pn_err err;
+	char	secs[24];
+	const char *params[4];
+	int64_t	older_s = 0;
+	time_t	started = time(NULL);
+	int	opt, rc = PN_EXIT_FAILED;
+	size_t	i, j;
+
+	optind = 0;	/* glibc: 0 re-initialises getopt after main() used it */
+	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 's': site_name = optarg; break;
+		case 'p': provider = optarg; break;
+		case 'o': order = optarg; break;
+		case 'P': older = optarg; break;
+		case 'n': dry_run = true; break;
+		case 'a': apply = true; break;
+		case 'f':
+			if (!pn_format_parse(optarg, false, &fmt))
+				return PN_EXIT_USAGE;
+			break;
+		case 'h':
+			help(stdout);
+			return 0;
+		default:
+			help(stderr);
+			return PN_EXIT_USAGE;
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "paynotify: query: unexpected argument \"%s\"\n", argv[optind]);
+		return PN_EXIT_USAGE;
+	}
+	if ((order == NULL) == (older == NULL)) {
+		fprintf(stderr, "paynotify: query: give exactly one of --order and "
+			"--pending-older-than\n");
+		return PN_EXIT_USAGE;
+	}
+	if (dry_run && apply) {
+		fprintf(stderr, "paynotify: query: --dry-run and --apply exclude each other\n");
+		return PN_EXIT_USAGE;
+	}
+	if (order != NULL && (*order == '\0' || strlen(order) > 255)) {
+		fprintf(stderr, "paynotify: query: --order needs an order id of 1 to 255 bytes\n");
+		return PN_EXIT_USAGE;
+	}
+	if (older != NULL && !parse_duration(older, &older_s)) {
+		fprintf(stderr, "paynotify: query: invalid --pending-older-than \"%s\": expected a "
+			"number with s, m, h or d (90s, 5m, 2h, 1d)\n", older);
+		return PN_EXIT_USAGE;
+	}
+	if (provider != NULL && (only = pn_query_provider_find(provider)) == NULL) {
+		fprintf(stderr, "paynotify: query: unknown provider \"%s\" (alipay, wechatpay, "
+			"stripe or 2c2p)\n", provider);
+		return PN_EXIT_USAGE;
+	}
+
+	memset(&r, 0, sizeof(r));
+	r.apply = apply;
+	if ((r.cfg = pn_admin_config(config_path)) == NULL)
+		return PN_EXIT_CONFIG;
+	if (site_name != NULL && !pn_opt_site(r.cfg, "--site", site_name)) {
+		pn_cfg_free(r.cfg);
+		return PN_EXIT_USAGE;
+	}
+	if (!pn_qhttp_init(&r.http, r.cfg, &err)) {
+		fprintf(stderr, "paynotify: %s\n", err.msg);
+		pn_cfg_free(r.cfg);
+		return PN_EXIT_FAILED;
+	}
+	if ((r.conn = pn_db_connect(r.cfg, &err)) == NULL) {
+		fprintf(stderr, "paynotify: %s\n", err.msg);
+		goto done;
+	}
+	snprintf(secs, sizeof(secs), "%lld", (long long)older_s);
+	params[0] = site_name;
+	params[1] = order;
+	params[2] = older ? secs : NULL;
+	params[3] = provider;
+	if (!pn_db_query(r.conn, orders_sql, 4, params, &orders, &err)) {
+		fprintf(stderr, "paynotify: %s\n", err.msg);
+		goto done;
+	}
+	r.store = pn_store_new(r.cfg->conninfo, r.cfg->statement_timeout_ms,
+			       r.cfg->connect_timeout_s, "paynotify-query");
+	pn_table_init(&r.out, PN_ARRAY_LEN(cols), cols);
+	a = pn_arena_new();
+	for (i = 0; i < orders.nrows; i++) {
+		const struct pn_site *site = pn_cfg_site(r.cfg, pn_table_get(&orders, i, "site"));
+		const char *psp = pn_table_get(&orders, i, "psp");
+		struct pn_query_order o;
+		int64_t	amount = 0;
+		size_t	asked = 0;
+		const char *why = NULL;
+
+		o.site = pn_table_get(&orders, i, "site");
+		o.order_id = pn_table_get(&orders, i, "order_id");
+		o.status = pn_table_get(&orders, i, "status");
+		o.currency = pn_table_get(&orders, i, "currency");
+		o.psp_txn_id = pn_table_get(&orders, i, "psp_txn_id");
+		if (!pn_parse_i64(pn_table_get(&orders, i, "amount_minor"), &amount))
+			amount = 0;
+		o.amount_minor = amount;
+		r.orders++;
+		if (site == NULL) {
+			r.attention++;
+			add_row(&r, a, &o, psp, NULL, "attention",
+				"the order's site is not in the configuration");
+			pn_arena_reset(a);
+			continue;
+		}
+		for (j = 0; pn_query_providers[j]; j++) {
+			const struct pn_query_provider *qp = pn_query_providers[j];
+
+			if ((only && qp != only) || (psp && strcmp(psp, qp->name) != 0))
+				continue;
+			if (!qp->configured(site, &why)) {
+				/* said only when this provider was the one to ask */
+				if (psp != NULL || only != NULL) {
+					r.attention++;
+					add_row(&r, a, &o, qp->name, NULL, "attention",
+						pn_arena_printf(a, "cannot query: %s", why));
+					asked++;
+				}
+				continue;
+			}
+			query_one(&r, a, site, qp, &o);
+			asked++;
+		}
+		if (asked == 0) {
+			r.attention++;
+			add_row(&r, a, &o, psp, NULL, "attention",
+				"no provider of the site can be queried (see docs/QUERY.md)");
+		}
+		pn_arena_reset(a);
+	}
+	pn_table_free(&orders);
+	pn_table_print(&r.out, fmt, stdout);
+	if (r.errors > 0)
+		rc = PN_EXIT_FAILED;
+	else if (r.refused > 0 || r.attention > 0)
+		rc = PN_EXIT_ATTENTION;
+	else
+		rc = PN_EXIT_OK;
+	fprintf(stderr, "paynotify: query: %d order%s, %d asked: %d final (%d applied), "
+		"%d waiting, %d not found, %d refused, %d need a human, %d errors%s\n",
+		r.orders, r.orders == 1 ? "" : "s", r.asked, r.final, r.applied, r.waiting,
+		r.not_found, r.refused, r.attention, r.errors, apply ? "" : " (dry run)");
+	record_run(&r, started, site_name, provider, rc);
+	pn_table_free(&r.out);
+done:
+	pn_arena_free(a);
+	for (i = 0; i < r.ncache; i++)
+		if (r.cache[i].creds)
+			r.cache[i].qp->free_creds(r.cache[i].creds);
+	free(r.cache);
+	pn_store_free(r.store);
+	PQfinish(r.conn);
+	pn_qhttp_destroy(&r.http);
+	pn_cfg_free(r.cfg);
+	return rc;
+}
+
+const struct pn_cmd pn_cmd_query = {
+	"query", "(--order ID | --pending-older-than D) [--apply]",
+	"ask the provider about orders whose notification never came", query_exec, help,
+};

@@ -1,0 +1,1181 @@
+/*
+ * cmd_reconcile.c: paynotify reconcile — compare one day of a provider's
+ * statement with the stored notifications and the orders (对账), and with
+ * --apply feed what the provider collected or refunded, but no
+ * notification brought, through the same ingest as a notification
+ * (docs/RECONCILE.md, docs/OPERATIONS.md "Daily reconciliation").
+ *
+ * The whole file is parsed (and its own totals checked) before anything
+ * is read from or written to the database: a file that cannot be read or
+ * does not parse exits 3 and changes nothing.  A statement row is applied
+ * with ev->source "statement", its line as raw_body, and the dedup
+ * identity of the provider's notification (or `paynotify query`) for the
+ * same payment or refund (admin/statement_<provider>.c), so that whichever
+ * comes second is a duplicate or already_applied, never a second
+ * application.
+ *
+ * Exit status: 0 everything matched (lost payments and refunds applied
+ * with --apply count as matched once applied), 1 something needs a human,
+ * 3 could not do the job (file unreadable or malformed, a statement of
+ * another merchant, database), 64 usage, 78 configuration.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "admin.h"
+#include "arena.h"
+#include "crypto.h"
+#include "json.h"
+#include "money.h"
+#include "query.h"
+#include "statement.h"
+#include "store.h"
+
+#define CUTOFF_NEAR_S                                                                              \
+	900 /* "paid here, not in the statement" within 15 min of the                              \
+	     * cut-off: probably on the next day's statement */
+#define MAX_CURRENCIES 16
+
+/* What a line of the report says. */
+enum cls {
+	K_MATCHED,                 /* statement and here agree */
+	K_MISSING_PAYMENT,         /* paid at the provider, not here: a lost notification */
+	K_MISSING_REFUND,          /* refunded at the provider, not here */
+	K_NOT_IN_STATEMENT,        /* paid here, absent from the statement */
+	K_REFUND_NOT_IN_STATEMENT, /* refunded here that day, absent from the statement */
+	K_AMOUNT_MISMATCH,         /* the amounts differ */
+	K_CURRENCY_MISMATCH,       /* the currencies differ */
+	K_REFUND_TOTAL_MISMATCH,   /* the statement's refunds exceed what was paid, or a
+	                            * refund is stored but did not move the order */
+	K_DUPLICATE_PAYMENT,       /* two provider transactions for one order */
+	K_UNKNOWN_ORDER,           /* the statement names an order we do not have */
+	K_DISPUTE,                 /* a chargeback (Stripe) */
+	K_FEE,                     /* a fee of its own: counted in the totals */
+	K_OTHER,                   /* payouts, revoked trades...: listed, not compared */
+	NCLS
+};
+
+static const char *const cls_names[NCLS] = {
+    "matched",
+    "missing_payment",
+    "missing_refund",
+    "not_in_statement",
+    "refund_not_in_statement",
+    "amount_mismatch",
+    "currency_mismatch",
+    "refund_total_mismatch",
+    "duplicate_payment",
+    "unknown_order",
+    "dispute",
+    "fee",
+    "other",
+};
+
+/* ---- a small string map (open addressing, arena) -------------------------- */
+
+struct map {
+	size_t cap, n;
+	const char **keys;
+	void **vals;
+};
+
+static uint64_t
+fnv(const char *s)
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return h;
+}
+
+static void
+map_init(struct map *m, struct pn_arena *a, size_t want)
+{
+	m->cap = 64;
+	while (m->cap < want * 2 + 1)
+		m->cap *= 2;
+	m->n = 0;
+	m->keys = pn_arena_alloc(a, m->cap * sizeof(*m->keys));
+	m->vals = pn_arena_alloc(a, m->cap * sizeof(*m->vals));
+}
+
+static void *
+map_get(const struct map *m, const char *k)
+{
+	size_t i;
+
+	if (k == NULL)
+		return NULL;
+	for (i = fnv(k) & (m->cap - 1); m->keys[i]; i = (i + 1) & (m->cap - 1))
+		if (strcmp(m->keys[i], k) == 0)
+			return m->vals[i];
+	return NULL;
+}
+
+/* The first value for a key stays; want was sized for every key put. */
+static void
+map_put(struct map *m, const char *k, void *v)
+{
+	size_t i;
+
+	if (k == NULL || m->n * 2 + 1 >= m->cap)
+		return;
+	for (i = fnv(k) & (m->cap - 1); m->keys[i]; i = (i + 1) & (m->cap - 1))
+		if (strcmp(m->keys[i], k) == 0)
+			return;
+	m->keys[i] = k;
+	m->vals[i] = v;
+	m->n++;
+}
+
+/* ---- the run -------------------------------------------------------------- */
+
+struct order {
+	const char *order_id, *currency, *status, *psp, *psp_txn_id;
+	int64_t amount, refunded, paid_at; /* paid_at: -1 when never paid */
+	bool stmt_paid;                    /* a statement payment row names it */
+	const char *stmt_txn;              /* that row's transaction */
+	int64_t stmt_refunds;              /* statement refunds seen so far */
+	int64_t refunded_now;              /* refunded here, after our own applies */
+};
+
+struct notif {
+	const char *dedup_key, *event_kind, *order_id, *outcome;
+	int64_t received;
+};
+
+struct totals {
+	char cur[4];
+	int npay, nref;
+	int64_t pay, ref, fee, net;
+	bool fee_known;
+};
+
+struct run {
+	const struct pn_stmt_adapter *ad;
+	const struct pn_site *site;
+	struct pn_config *cfg;
+	struct pn_arena *a;
+	struct pn_statement st;
+	const char *path;
+	const char *day;
+	int64_t from, to; /* the day, Unix seconds, [from, to) */
+	bool apply;
+	PGconn *conn;
+	struct pn_store *store;
+	struct order *orders;
+	size_t norders;
+	struct map by_order, by_txn, by_key, stmt_keys, refunded_orders;
+	struct notif *notifs;
+	size_t nnotifs;
+	struct pn_table out;
+	int count[NCLS];
+	int human, applied, errors;
+	struct totals tot[MAX_CURRENCIES];
+	size_t ntot;
+};
+
+static void
+help(FILE *f)
+{
+	fprintf(f,
+	        "usage: paynotify reconcile --provider P --site S --statement FILE [--date D]\n"
+	        "                           [--fetch] [--apply] [--format table|csv|json]\n\n"
+	        "Compare one day of the provider's statement with the stored notifications and\n"
+	        "the orders, in major units with currency:\n"
+	        "  missing_payment / missing_refund  collected or refunded at the provider, not\n"
+	        "                      here (a lost notification); --apply feeds it through the\n"
+	        "                      ingest with source \"statement\" and the notification's\n"
+	        "                      dedup identity, so it is applied once\n"
+	        "  not_in_statement    paid here, absent from the statement\n"
+	        "  refund_not_in_statement, amount_mismatch, currency_mismatch,\n"
+	        "  refund_total_mismatch, duplicate_payment, unknown_order, dispute\n"
+	        "Fees and net amounts are shown where the statement gives them.\n"
+	        "Statements: alipay (业务明细 daily bill CSV, GBK), wechatpay (tradebill\n"
+	        "bill_type=ALL), stripe (itemized balance change or payout reconciliation\n"
+	        "report CSV).  D is YYYY-MM-DD in the provider's day (Alipay, WeChat Pay:\n"
+	        "UTC+8; Stripe: UTC); default: the day the statement covers.\n"
+	        "--fetch (Alipay, WeChat Pay): download the day's bill (default: yesterday)\n"
+	        "with the keys of `paynotify query` into FILE first (the Alipay zip; the\n"
+	        "WeChat Pay ALL bill, its SHA1 checked against the signed answer).\n"
+	        "Exit status: 0 all matched, 1 something needs a human, 3 the file cannot be\n"
+	        "read or is malformed (nothing changed) or the database failed, 64 usage,\n"
+	        "78 configuration.  See docs/RECONCILE.md.\n");
+}
+
+static void
+money(char *buf, size_t n, int64_t minor, const char *cur)
+{
+	char num[48];
+	int exp = pn_money_exponent(cur);
+
+	pn_money_format(minor < 0 ? -minor : minor, exp < 0 ? 2 : exp, num, sizeof(num));
+	snprintf(buf, n, "%s%s %s", minor < 0 ? "-" : "", num, cur);
+}
+
+static const char *
+amt(struct run *r, int64_t minor, const char *cur)
+{
+	char buf[64];
+
+	money(buf, sizeof(buf), minor, cur);
+	return pn_arena_strdup(r->a, buf);
+}
+
+static const char *
+kind_word(enum pn_stmt_kind k)
+{
+	switch (k) {
+	case PN_STMT_PAYMENT:
+		return "payment";
+	case PN_STMT_REFUND:
+		return "refund";
+	case PN_STMT_DISPUTE:
+		return "dispute";
+	case PN_STMT_FEE:
+		return "fee";
+	case PN_STMT_OTHER:
+		return "other";
+	}
+	return "other";
+}
+
+static struct totals *
+totals_for(struct run *r, const char *cur)
+{
+	size_t i;
+
+	for (i = 0; i < r->ntot; i++)
+		if (strcmp(r->tot[i].cur, cur) == 0)
+			return &r->tot[i];
+	if (r->ntot == MAX_CURRENCIES)
+		return &r->tot[MAX_CURRENCIES - 1];
+	memset(&r->tot[r->ntot], 0, sizeof(r->tot[0]));
+	snprintf(r->tot[r->ntot].cur, sizeof(r->tot[0].cur), "%s", cur);
+	return &r->tot[r->ntot++];
+}
+
+static void
+row(struct run *r, enum cls c, bool human, const struct pn_stmt_txn *t, const struct order *o,
+    const char *result, const char *detail)
+{
+	const char *cells[10];
+	char line[16];
+
+	r->count[c]++;
+	if (human)
+		r->human++;
+	snprintf(line, sizeof(line), "%d", t ? t->line : 0);
+	cells[0] = cls_names[c];
+	cells[1] = t && t->order_id ? t->order_id : o ? o->order_id : NULL;
+	cells[2] = t && t->psp_txn_id ? t->psp_txn_id : o ? o->psp_txn_id : NULL;
+	cells[3] = t ? line : NULL;
+	cells[4] = t ? pn_arena_printf(r->a, "%s %s", kind_word(t->kind),
+	                               amt(r, t->amount_minor, t->currency))
+	             : NULL;
+	cells[5] =
+	    o ? pn_arena_printf(r->a, "%s %s%s", o->status, amt(r, o->amount, o->currency),
+	                        o->refunded > 0 ? pn_arena_printf(r->a, ", %s refunded",
+	                                                          amt(r, o->refunded, o->currency))
+	                                        : "")
+	    : t && (t->kind == PN_STMT_PAYMENT || t->kind == PN_STMT_REFUND) ? "no such order"
+	                                                                     : NULL;
+	cells[6] = t && t->has_fee ? amt(r, t->fee_minor, t->currency) : NULL;
+	cells[7] = t && t->has_net ? amt(r, t->net_minor, t->currency) : NULL;
+	cells[8] = result;
+	cells[9] = detail;
+	pn_table_add(&r->out, cells);
+}
+
+/* ---- loading -------------------------------------------------------------- */
+
+static const char orders_sql[] =
+    "SELECT order_id, amount_minor, currency, status, psp, psp_txn_id, refunded_minor,"
+    "       coalesce(extract(epoch FROM paid_at)::bigint, -1) AS paid_at"
+    "  FROM paynotify.orders"
+    " WHERE site = $1"
+    "   AND (order_id IN (SELECT jsonb_array_elements_text($2::jsonb))"
+    "        OR psp_txn_id IN (SELECT jsonb_array_elements_text($3::jsonb))"
+    "        OR (psp = $4 AND paid_at >= to_timestamp($5::bigint)"
+    "            AND paid_at < to_timestamp($6::bigint)))"
+    " ORDER BY paid_at NULLS LAST, order_id";
+
+static const char notifs_sql[] =
+    "SELECT dedup_key, event_kind, order_id, outcome,"
+    "       extract(epoch FROM received_at)::bigint AS received"
+    "  FROM paynotify.notifications"
+    " WHERE site = $1 AND provider = $2"
+    "   AND (dedup_key IN (SELECT jsonb_array_elements_text($3::jsonb))"
+    "        OR (event_kind = 'refund' AND received_at >= to_timestamp($4::bigint)"
+    "            AND received_at < to_timestamp($5::bigint)))"
+    " ORDER BY id";
+
+static const char *
+dumps(struct run *r, json_t *j)
+{
+	char *s = json_dumps(j, JSON_COMPACT);
+	const char *out = pn_arena_strdup(r->a, s ? s : "[]");
+
+	free(s);
+	json_decref(j);
+	return out;
+}
+
+/* Both identities an Alipay refund may carry (part or whole refunded); one for the rest. */
+static void
+refund_keys(struct run *r, const struct pn_stmt_txn *t, const char **k1, const char **k2)
+{
+	struct pn_event ev;
+
+	r->ad->event(r->a, r->site, t, 1, 0, &ev);
+	*k1 = ev.dedup_key;
+	r->ad->event(r->a, r->site, t, 1, 1, &ev);
+	*k2 = strcmp(ev.dedup_key, *k1) ? ev.dedup_key : NULL;
+}
+
+static bool
+parse_signed(const char *s, int64_t *out)
+{
+	if (s != NULL && s[0] == '-') {
+		if (!pn_parse_i64(s + 1, out))
+			return false;
+		*out = -*out;
+		return true;
+	}
+	return pn_parse_i64(s, out);
+}
+
+static bool
+load(struct run *r, struct pn_err *err)
+{
+	json_t *oids = json_array(), *txns = json_array(), *keys = json_array();
+	struct pn_table t;
+	char from[24], to[24];
+	const char *p[6];
+	size_t i;
+
+	for (i = 0; i < r->st.ntxns; i++) {
+		const struct pn_stmt_txn *x = &r->st.txns[i];
+
+		if (x->order_id)
+			json_array_append_new(oids, json_string(x->order_id));
+		if (x->psp_txn_id)
+			json_array_append_new(txns, json_string(x->psp_txn_id));
+		if (x->kind == PN_STMT_REFUND) {
+			const char *k1, *k2;
+
+			refund_keys(r, x, &k1, &k2);
+			json_array_append_new(keys, json_string(k1));
+			map_put(&r->stmt_keys, k1, (void *)x);
+			if (k2) {
+				json_array_append_new(keys, json_string(k2));
+				map_put(&r->stmt_keys, k2, (void *)x);
+			}
+			if (x->order_id)
+				map_put(&r->refunded_orders, x->order_id, (void *)x);
+		}
+	}
+	snprintf(from, sizeof(from), "%lld", (long long)r->from);
+	snprintf(to, sizeof(to), "%lld", (long long)r->to);
+	p[0] = r->site->name;
+	p[1] = dumps(r, oids);
+	p[2] = dumps(r, txns);
+	p[3] = r->ad->provider;
+	p[4] = from;
+	p[5] = to;
+	if (!pn_db_query(r->conn, orders_sql, 6, p, &t, err))
+		return false;
+	r->norders = t.nrows;
+	r->orders = pn_arena_alloc(r->a, (t.nrows + 1) * sizeof(*r->orders));
+	map_init(&r->by_order, r->a, t.nrows);
+	map_init(&r->by_txn, r->a, t.nrows);
+	for (i = 0; i < t.nrows; i++) {
+		struct order *o = &r->orders[i];
+		const char *v;
+
+		o->order_id = pn_arena_strdup(r->a, pn_table_get(&t, i, "order_id"));
+		o->currency = pn_arena_strdup(r->a, pn_table_get(&t, i, "currency"));
+		o->status = pn_arena_strdup(r->a, pn_table_get(&t, i, "status"));
+		o->psp = (v = pn_table_get(&t, i, "psp")) ? pn_arena_strdup(r->a, v) : NULL;
+		o->psp_txn_id =
+		    (v = pn_table_get(&t, i, "psp_txn_id")) ? pn_arena_strdup(r->a, v) : NULL;
+		if (!pn_parse_i64(pn_table_get(&t, i, "amount_minor"), &o->amount) ||
+		    !pn_parse_i64(pn_table_get(&t, i, "refunded_minor"), &o->refunded) ||
+		    !parse_signed(pn_table_get(&t, i, "paid_at"), &o->paid_at)) {
+			pn_table_free(&t);
+			pn_err_set(err, "unreadable order row for %s", o->order_id);
+			return false;
+		}
+		o->refunded_now = o->refunded;
+		map_put(&r->by_order, o->order_id, o);
+		map_put(&r->by_txn, o->psp_txn_id, o);
+	}
+	pn_table_free(&t);
+
+	p[1] = r->ad->provider;
+	p[2] = dumps(r, keys);
+	p[3] = from;
+	p[4] = to;
+	if (!pn_db_query(r->conn, notifs_sql, 5, p, &t, err))
+		return false;
+	r->nnotifs = t.nrows;
+	r->notifs = pn_arena_alloc(r->a, (t.nrows + 1) * sizeof(*r->notifs));
+	map_init(&r->by_key, r->a, t.nrows);
+	for (i = 0; i < t.nrows; i++) {
+		struct notif *n = &r->notifs[i];
+		const char *v;
+
+		n->dedup_key = pn_arena_strdup(r->a, pn_table_get(&t, i, "dedup_key"));
+		n->event_kind = pn_arena_strdup(r->a, pn_table_get(&t, i, "event_kind"));
+		n->order_id =
+		    (v = pn_table_get(&t, i, "order_id")) ? pn_arena_strdup(r->a, v) : NULL;
+		n->outcome = pn_arena_strdup(r->a, pn_table_get(&t, i, "outcome"));
+		if (!pn_parse_i64(pn_table_get(&t, i, "received"), &n->received))
+			n->received = 0;
+		map_put(&r->by_key, n->dedup_key, n);
+	}
+	pn_table_free(&t);
+	return true;
+}
+
+/* ---- applying ------------------------------------------------------------- */
+
+static bool
+settled(const char *outcome)
+{
+	return strcmp(outcome, "applied") == 0 || strcmp(outcome, "already_applied") == 0;
+}
+
+/*
+ * Feed one statement row through the ingest.  *human: the result needs a
+ * human (anything but applied / already applied).  Returns the result word.
+ */
+static const char *
+ingest(struct run *r, const struct pn_stmt_txn *t, const struct order *o, int64_t refunded_after,
+       bool *human, const char **detail)
+{
+	struct pn_event ev;
+	struct pn_ingest_result res;
+	struct pn_err err;
+	json_t *h;
+	const char *hj;
+
+	r->ad->event(r->a, r->site, t, o ? o->amount : -1, refunded_after, &ev);
+	if (!r->apply) {
+		*human = true;
+		*detail = pn_arena_printf(r->a, "%s; --apply ingests it as %s (dedup key %s)",
+		                          *detail, pn_kind_name(ev.kind), ev.dedup_key);
+		return "not applied";
+	}
+	h = json_pack("{s:s, s:s, s:i}", "statement-format", r->ad->format, "statement-file",
+	              r->path, "statement-line", t->line);
+	hj = dumps(r, h);
+	if (!pn_store_ingest(r->store, r->site->name, r->ad->provider, &ev, hj,
+	                     (const unsigned char *)t->raw, t->raw_len, &res, &err)) {
+		r->errors++;
+		*human = true;
+		*detail = pn_arena_printf(r->a, "%s; not stored: %s", *detail, err.msg);
+		return "error";
+	}
+	if (res.wakeup) {
+		struct pn_err werr;
+
+		if (!pn_store_send_wakeup(r->store, &werr))
+			fprintf(stderr, "paynotify: reconcile: warning: wake-up not sent: %s\n",
+			        werr.msg);
+	}
+	*detail = pn_arena_printf(r->a, "%s; notification %lld%s%s", *detail,
+	                          (long long)res.notification_id,
+	                          res.order_status[0] ? ", order " : "", res.order_status);
+	if (res.duplicate) {
+		*human = !settled(res.outcome);
+		return pn_arena_printf(r->a, "duplicate (%s)", res.outcome);
+	}
+	*human = !settled(res.outcome);
+	if (strcmp(res.outcome, "applied") == 0)
+		r->applied++;
+	return pn_arena_strdup(r->a, res.outcome);
+}
+
+/* ---- comparing ------------------------------------------------------------ */
+
+static bool
+paid_status(const char *s)
+{
+	return strcmp(s, "paid") == 0 || strcmp(s, "partially_refunded") == 0 ||
+	       strcmp(s, "refunded") == 0;
+}
+
+static struct order *
+order_of(struct run *r, const struct pn_stmt_txn *t)
+{
+	struct order *o = map_get(&r->by_order, t->order_id);
+
+	if (o == NULL && t->order_id == NULL)
+		o = map_get(&r->by_txn, t->psp_txn_id);
+	return o;
+}
+
+static void
+payment(struct run *r, const struct pn_stmt_txn *t)
+{
+	struct order *o = order_of(r, t);
+	const char *detail, *result = NULL;
+	bool human = true;
+
+	if (o == NULL) {
+		row(r, K_UNKNOWN_ORDER, true, t, NULL, NULL,
+		    "the provider collected money for an "
+		    "order this site does not have");
+		return;
+	}
+	if (strcmp(o->currency, t->currency) != 0) {
+		o->stmt_paid = true;
+		row(r, K_CURRENCY_MISMATCH, true, t, o, NULL,
+		    "the statement's currency is not "
+		    "the order's");
+		return;
+	}
+	if (o->amount != t->amount_minor) {
+		o->stmt_paid = true;
+		row(r, K_AMOUNT_MISMATCH, true, t, o, NULL,
+		    pn_arena_printf(r->a, "the provider collected %s, the order is for %s",
+		                    amt(r, t->amount_minor, t->currency),
+		                    amt(r, o->amount, o->currency)));
+		return;
+	}
+	if ((o->stmt_paid && o->stmt_txn && t->psp_txn_id && strcmp(o->stmt_txn, t->psp_txn_id)) ||
+	    (paid_status(o->status) && o->psp_txn_id && t->psp_txn_id &&
+	     strcmp(o->psp_txn_id, t->psp_txn_id) != 0)) {
+		detail = pn_arena_printf(r->a,
+		                         "the order is paid by %s; this is a second "
+		                         "provider transaction: refund one",
+		                         o->stmt_paid && o->stmt_txn ? o->stmt_txn : o->psp_txn_id);
+		result = ingest(r, t, o, 0, &human, &detail);
+		(void)human;
+		row(r, K_DUPLICATE_PAYMENT, true, t, o, result, detail);
+		return;
+	}
+	o->stmt_paid = true;
+	o->stmt_txn = t->psp_txn_id;
+	if (paid_status(o->status)) {
+		row(r, K_MATCHED, false, t, o, NULL, NULL);
+		return;
+	}
+	detail = pn_arena_printf(r->a,
+	                         "the provider collected it; the order is %s here "
+	                         "(lost notification)",
+	                         o->status);
+	result = ingest(r, t, o, 0, &human, &detail);
+	row(r, K_MISSING_PAYMENT, human, t, o, result, detail);
+}
+
+static void
+refund(struct run *r, const struct pn_stmt_txn *t)
+{
+	struct order *o = order_of(r, t);
+	const char *k1, *k2, *detail, *result;
+	struct notif *n;
+	bool human = true;
+
+	if (o == NULL) {
+		row(r, K_UNKNOWN_ORDER, true, t, NULL, NULL,
+		    "the provider refunded an order this "
+		    "site does not have");
+		return;
+	}
+	if (strcmp(o->currency, t->currency) != 0) {
+		row(r, K_CURRENCY_MISMATCH, true, t, o, NULL,
+		    "the refund's currency is not the "
+		    "order's");
+		return;
+	}
+	o->stmt_refunds += t->amount_minor;
+	if (o->stmt_refunds > o->amount) {
+		row(r, K_REFUND_TOTAL_MISMATCH, true, t, o, NULL,
+		    pn_arena_printf(
+		        r->a, "the statement's refunds total %s, more than the order's %s",
+		        amt(r, o->stmt_refunds, o->currency), amt(r, o->amount, o->currency)));
+		return;
+	}
+	refund_keys(r, t, &k1, &k2);
+	n = map_get(&r->by_key, k1);
+	if (n == NULL && k2)
+		n = map_get(&r->by_key, k2);
+	if (n != NULL) {
+		if (settled(n->outcome))
+			row(r, K_MATCHED, false, t, o, NULL, NULL);
+		else
+			row(r, K_REFUND_TOTAL_MISMATCH, true, t, o, NULL,
+			    pn_arena_printf(r->a,
+			                    "the refund's notification is stored as %s and did "
+			                    "not move the order",
+			                    n->outcome));
+		return;
+	}
+	if (o->refunded >= o->stmt_refunds) {
+		/* recorded here under another identity (Stripe keys on evt_ ids) */
+		row(r, K_MATCHED, false, t, o, NULL, "refund total recorded here");
+		return;
+	}
+	detail = pn_arena_printf(r->a,
+	                         "the provider refunded it; refunded here: %s (lost "
+	                         "notification)",
+	                         amt(r, o->refunded_now, o->currency));
+	result = ingest(r, t, o, o->refunded_now + t->amount_minor, &human, &detail);
+	if (strcmp(result, "applied") == 0 || strncmp(result, "duplicate", 9) == 0)
+		o->refunded_now += t->amount_minor;
+	row(r, K_MISSING_REFUND, human, t, o, result, detail);
+}
+
+static void
+compare(struct run *r)
+{
+	size_t i;
+
+	for (i = 0; i < r->st.ntxns; i++) {
+		const struct pn_stmt_txn *t = &r->st.txns[i];
+		struct totals *tt = totals_for(r, t->currency);
+
+		if (t->has_fee) {
+			tt->fee += t->fee_minor;
+			tt->fee_known = true;
+		}
+		if (t->has_net)
+			tt->net += t->net_minor;
+		switch (t->kind) {
+		case PN_STMT_PAYMENT:
+			tt->npay++;
+			tt->pay += t->amount_minor;
+			payment(r, t);
+			break;
+		case PN_STMT_REFUND:
+			tt->nref++;
+			tt->ref += t->amount_minor;
+			refund(r, t);
+			break;
+		case PN_STMT_DISPUTE:
+			row(r, K_DISPUTE, true, t, order_of(r, t), NULL,
+			    pn_arena_printf(r->a, "%s: answer or accept it in the Dashboard",
+			                    t->type));
+			break;
+		case PN_STMT_FEE:
+			row(r, K_FEE, false, t, NULL, NULL, t->type);
+			break;
+		case PN_STMT_OTHER:
+			row(r, K_OTHER, false, t, order_of(r, t), NULL,
+			    pn_arena_printf(r->a, "%s: not compared", t->type));
+			break;
+		}
+	}
+	/* paid here that day, absent from the statement */
+	for (i = 0; i < r->norders; i++) {
+		struct order *o = &r->orders[i];
+
+		if (o->stmt_paid || !paid_status(o->status) || o->psp == NULL ||
+		    strcmp(o->psp, r->ad->provider) != 0 || o->paid_at < r->from ||
+		    o->paid_at >= r->to)
+			continue;
+		row(r, K_NOT_IN_STATEMENT, true, NULL, o, NULL,
+		    o->paid_at >= r->to - CUTOFF_NEAR_S
+		        ? "paid here within 15 minutes of the statement's cut-off: look for it on "
+		          "the "
+		          "next day's statement before acting"
+		        : "paid here, the provider's statement does not have it: query the "
+		          "provider "
+		          "(paynotify query --order) before shipping more");
+	}
+	/* refunded here that day (a notification received then), absent from the statement */
+	for (i = 0; i < r->nnotifs; i++) {
+		const struct notif *n = &r->notifs[i];
+		struct order *o;
+
+		if (strcmp(n->event_kind, "refund") != 0 || strcmp(n->outcome, "applied") != 0 ||
+		    map_get(&r->stmt_keys, n->dedup_key) != NULL ||
+		    (n->order_id && map_get(&r->refunded_orders, n->order_id) != NULL) ||
+		    n->received < r->from || n->received >= r->to)
+			continue;
+		o = map_get(&r->by_order, n->order_id);
+		row(r, K_REFUND_NOT_IN_STATEMENT, true, NULL, o, NULL,
+		    pn_arena_printf(r->a,
+		                    "a refund notification (%s) applied here that day is not "
+		                    "on the statement",
+		                    n->dedup_key));
+		(void)o;
+	}
+}
+
+static void
+summary(struct run *r, FILE *f)
+{
+	char buf[2048], a1[64], a2[64], a3[64], a4[64];
+	size_t i, n = 0;
+	int c;
+
+	n += (size_t)snprintf(buf + n, sizeof(buf) - n,
+	                      "paynotify: reconcile: %s %s %s (UTC%+d): "
+	                      "%zu statement rows;",
+	                      r->ad->provider, r->site->name, r->day, r->ad->utc_offset_s / 3600,
+	                      r->st.ntxns);
+	for (c = 0; c < NCLS && n < sizeof(buf); c++)
+		if (r->count[c] > 0)
+			n += (size_t)snprintf(buf + n, sizeof(buf) - n, " %s %d,", cls_names[c],
+			                      r->count[c]);
+	if (n < sizeof(buf))
+		n += (size_t)snprintf(
+		    buf + n, sizeof(buf) - n, " needs a human %d%s", r->human,
+		    r->apply ? pn_arena_printf(r->a, ", applied %d", r->applied)
+		             : " (dry run: --apply applies lost payments and refunds)");
+	for (i = 0; i < r->ntot && n < sizeof(buf); i++) {
+		const struct totals *t = &r->tot[i];
+
+		money(a1, sizeof(a1), t->pay, t->cur);
+		money(a2, sizeof(a2), t->ref, t->cur);
+		money(a3, sizeof(a3), t->fee, t->cur);
+		money(a4, sizeof(a4), t->net, t->cur);
+		n +=
+		    (size_t)snprintf(buf + n, sizeof(buf) - n,
+		                     "; %s: payments %d %s, refunds %d "
+		                     "%s, fees %s, net %s",
+		                     t->cur, t->npay, a1, t->nref, a2, t->fee_known ? a3 : "?", a4);
+	}
+	fprintf(f, "%s\n", buf);
+}
+
+/* ---- --fetch (WeChat Pay) ------------------------------------------------- */
+
+/* Write a downloaded bill to path atomically (path.part, then rename). */
+static bool
+write_bill(const char *path, const unsigned char *data, size_t len, struct pn_err *err)
+{
+	char *tmp = pn_xasprintf("%s.part", path);
+	FILE *f = fopen(tmp, "wb");
+	bool ok = f != NULL && fwrite(data, 1, len, f) == len && fflush(f) == 0;
+
+	if (f != NULL && fclose(f) != 0)
+		ok = false;
+	if (!ok)
+		pn_err_set(err, "could not write %s: %s", tmp, strerror(errno));
+	else if (rename(tmp, path) != 0) {
+		pn_err_set(err, "could not rename %s to %s: %s", tmp, path, strerror(errno));
+		ok = false;
+	}
+	if (!ok)
+		unlink(tmp);
+	free(tmp);
+	return ok;
+}
+
+/*
+ * Alipay: alipay.data.dataservice.bill.downloadurl.query (bill_type trade),
+ * signed with `paynotify query`'s key, its answer verified; then the
+ * bill_download_url of the signed answer (https, valid 30 seconds; the zip
+ * is trusted for its TLS and the signed answer that named it), kept at path.
+ */
+static bool
+fetch_alipay(struct run *r, const char *path, struct pn_err *err)
+{
+	const struct pn_site *site = r->site;
+	const char *get_headers[] = {NULL};
+	struct pn_qhttp http;
+	struct pn_query_ctx ctx;
+	struct pn_qhttp_answer h;
+	void *creds = NULL;
+	const char *why = NULL, *url;
+	json_t *biz, *root = NULL, *resp = NULL;
+	bool ok = false;
+
+	if (!pn_query_alipay.configured(site, &why)) {
+		pn_err_set(err, "site %s cannot fetch bills: %s (the keys of paynotify query)",
+		           site->name, why);
+		return false;
+	}
+	if (!pn_query_alipay.load(site, &creds, err))
+		return false;
+	if (!pn_qhttp_init(&http, r->cfg, err)) {
+		pn_query_alipay.free_creds(creds);
+		return false;
+	}
+	http.max_answer = PN_STMT_MAX_FILE;
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.cfg = r->cfg;
+	ctx.site = site;
+	ctx.http = &http;
+	ctx.arena = r->a;
+	ctx.now = (int64_t)time(NULL);
+	ctx.creds = creds;
+	biz = json_pack("{s:s, s:s}", "bill_type", "trade", "bill_date", r->day);
+	ok = pn_query_alipay_call(&ctx, "alipay.data.dataservice.bill.downloadurl.query", biz,
+	                          &root, &resp, err);
+	json_decref(biz);
+	if (!ok)
+		goto done;
+	ok = false;
+	url = pn_json_str(r->a, resp, "bill_download_url");
+	/* "https:/" "/" split: the source checks strip // comments */
+	if (url == NULL || strncmp(url,
+	                           "https:/"
+	                           "/",
+	                           8) != 0) {
+		pn_err_set(err, "Alipay's answer has no https bill_download_url");
+		goto done;
+	}
+	if (!pn_qhttp_do(&http, r->a, "GET", url, get_headers, NULL, 0, &h, err))
+		goto done;
+	if (h.status != 200) {
+		pn_err_set(err, "HTTP %ld downloading the bill: %.200s", h.status,
+		           (const char *)h.body);
+		goto done;
+	}
+	if (!write_bill(path, h.body, h.body_len, err))
+		goto done;
+	fprintf(stderr,
+	        "paynotify: reconcile: fetched Alipay's %s trade bill (%zu bytes) into %s\n",
+	        r->day, h.body_len, path);
+	ok = true;
+done:
+	json_decref(root);
+	pn_qhttp_destroy(&http);
+	pn_query_alipay.free_creds(creds);
+	return ok;
+}
+
+/*
+ * Download the day's ALL trade bill with `paynotify query`'s credentials and
+ * client: GET /v3/bill/tradebill (the answer's signature verified), then its
+ * download_url (on the same API host; signed request; the file's SHA1 checked
+ * against the signed answer's hash_value), written to path atomically.
+ */
+static bool
+fetch_wechatpay(struct run *r, const char *path, struct pn_err *err)
+{
+	const struct pn_site *site = r->site;
+	struct pn_qhttp http;
+	struct pn_query_ctx ctx;
+	struct pn_qhttp_answer h;
+	void *creds = NULL;
+	const char *why = NULL, *hash_type, *hash_value, *url;
+	json_t *root = NULL;
+	unsigned char md[64];
+	size_t mdlen = 0;
+	struct pn_iov iov;
+	char *hex;
+	bool ok = false;
+
+	if (!pn_query_wechatpay.configured(site, &why)) {
+		pn_err_set(err, "site %s cannot fetch bills: %s (the keys of paynotify query)",
+		           site->name, why);
+		return false;
+	}
+	if (!pn_query_wechatpay.load(site, &creds, err))
+		return false;
+	if (!pn_qhttp_init(&http, r->cfg, err)) {
+		pn_query_wechatpay.free_creds(creds);
+		return false;
+	}
+	http.max_answer = PN_STMT_MAX_FILE;
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.cfg = r->cfg;
+	ctx.site = site;
+	ctx.http = &http;
+	ctx.arena = r->a;
+	ctx.now = (int64_t)time(NULL);
+	ctx.creds = creds;
+	url = pn_arena_printf(r->a, "%s/v3/bill/tradebill?bill_date=%s&bill_type=ALL",
+	                      site->wechatpay.query_url, r->day);
+	if (!pn_query_wechatpay_get(&ctx, url, true, &h, err))
+		goto done;
+	root = pn_json_parse(h.body, h.body_len, err);
+	hash_type = root ? pn_json_str(r->a, root, "hash_type") : NULL;
+	hash_value = root ? pn_json_str(r->a, root, "hash_value") : NULL;
+	url = root ? pn_json_str(r->a, root, "download_url") : NULL;
+	if (hash_type == NULL || strcmp(hash_type, "SHA1") != 0 || hash_value == NULL ||
+	    strlen(hash_value) != 40 || url == NULL) {
+		pn_err_set(err, "WeChat Pay's tradebill answer has no SHA1 hash_value and "
+		                "download_url");
+		goto done;
+	}
+	/* the signed request goes to WeChat Pay's API host only */
+	if (strncmp(url, site->wechatpay.query_url, strlen(site->wechatpay.query_url)) != 0 ||
+	    url[strlen(site->wechatpay.query_url)] != '/') {
+		pn_err_set(err, "download_url %.120s is not on wechatpay.query_url %s", url,
+		           site->wechatpay.query_url);
+		goto done;
+	}
+	if (!pn_query_wechatpay_get(&ctx, url, false, &h, err))
+		goto done;
+	iov.p = h.body;
+	iov.len = h.body_len;
+	if (!pn_digest(PN_MD_SHA1, &iov, 1, md, &mdlen)) {
+		pn_err_set(err, "could not hash the bill");
+		goto done;
+	}
+	hex = pn_hex_encode(r->a, md, mdlen, false);
+	{
+		char want[41];
+		size_t i;
+
+		for (i = 0; i < 40; i++)
+			want[i] = (char)(hash_value[i] >= 'A' && hash_value[i] <= 'F'
+			                     ? hash_value[i] - 'A' + 'a'
+			                     : hash_value[i]);
+		want[40] = '\0';
+		if (!pn_ct_equal(hex, want, 40)) {
+			pn_err_set(err,
+			           "the downloaded bill's SHA1 %s is not the hash_value %s of "
+			           "the signed answer",
+			           hex, want);
+			goto done;
+		}
+	}
+	if (!write_bill(path, h.body, h.body_len, err))
+		goto done;
+	fprintf(stderr,
+	        "paynotify: reconcile: fetched WeChat Pay's %s ALL bill (%zu bytes, SHA1 "
+	        "checked) into %s\n",
+	        r->day, h.body_len, path);
+	ok = true;
+done:
+	json_decref(root);
+	pn_qhttp_destroy(&http);
+	pn_query_wechatpay.free_creds(creds);
+	return ok;
+}
+
+/* ---- the command ---------------------------------------------------------- */
+
+static bool
+site_has(const struct pn_site *s, const char *provider)
+{
+	if (strcmp(provider, "alipay") == 0)
+		return s->alipay.configured;
+	if (strcmp(provider, "wechatpay") == 0)
+		return s->wechatpay.configured;
+	if (strcmp(provider, "stripe") == 0)
+		return s->stripe.configured;
+	return false;
+}
+
+static int
+reconcile_exec(int argc, char **argv, const char *config_path)
+{
+	static const struct option longopts[] = {
+	    {"provider", required_argument, NULL, 'p'},
+	    {"site", required_argument, NULL, 's'},
+	    {"statement", required_argument, NULL, 'S'},
+	    {"date", required_argument, NULL, 'd'},
+	    {"apply", no_argument, NULL, 'a'},
+	    {"fetch", no_argument, NULL, 'F'},
+	    {"format", required_argument, NULL, 'f'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	static const char *const cols[] = {"class", "order_id", "psp_txn_id", "line",   "statement",
+	                                   "here",  "fee",      "net",        "result", "detail"};
+	const char *provider = NULL, *site_name = NULL, *date = NULL;
+	enum pn_format fmt = pn_format_default();
+	struct run r;
+	struct pn_err err;
+	char *data = NULL;
+	size_t len = 0, i;
+	int64_t day_epoch;
+	int opt, rc = PN_EXIT_FAILED;
+	bool fetch = false;
+
+	memset(&r, 0, sizeof(r));
+	optind = 0; /* glibc: 0 re-initialises getopt after main() used it */
+	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'p':
+			provider = optarg;
+			break;
+		case 's':
+			site_name = optarg;
+			break;
+		case 'S':
+			r.path = optarg;
+			break;
+		case 'd':
+			date = optarg;
+			break;
+		case 'a':
+			r.apply = true;
+			break;
+		case 'F':
+			fetch = true;
+			break;
+		case 'f':
+			if (!pn_format_parse(optarg, false, &fmt))
+				return PN_EXIT_USAGE;
+			break;
+		case 'h':
+			help(stdout);
+			return PN_EXIT_OK;
+		default:
+			help(stderr);
+			return PN_EXIT_USAGE;
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "paynotify: reconcile: unexpected argument \"%s\"\n", argv[optind]);
+		return PN_EXIT_USAGE;
+	}
+	if (provider == NULL || site_name == NULL || r.path == NULL || *r.path == '\0') {
+		fprintf(stderr, "paynotify: reconcile: --provider, --site and --statement are "
+		                "required\n");
+		return PN_EXIT_USAGE;
+	}
+	if ((r.ad = pn_stmt_adapter_find(provider)) == NULL) {
+		fprintf(stderr,
+		        "paynotify: reconcile: no statement format for provider \"%s\"; "
+		        "expected alipay, wechatpay or stripe%s\n",
+		        provider,
+		        strcmp(provider, "2c2p") == 0 ? " (2C2P's report is not supported yet: "
+		                                        "docs/RECONCILE.md)"
+		                                      : "");
+		return PN_EXIT_USAGE;
+	}
+	if (date != NULL && !pn_stmt_day(date, r.ad->utc_offset_s, &day_epoch)) {
+		fprintf(stderr,
+		        "paynotify: reconcile: invalid --date \"%s\": expected YYYY-MM-DD "
+		        "(2024-05-20)\n",
+		        date);
+		return PN_EXIT_USAGE;
+	}
+	if (fetch && strcmp(provider, "wechatpay") != 0 && strcmp(provider, "alipay") != 0) {
+		fprintf(stderr,
+		        "paynotify: reconcile: --fetch downloads Alipay and WeChat Pay bills "
+		        "only; give the %s report as --statement FILE\n",
+		        provider);
+		return PN_EXIT_USAGE;
+	}
+	if (fetch && date == NULL) {
+		/* yesterday in the provider's zone: the bill of a finished day */
+		static char yday[16];
+		time_t t = time(NULL) + r.ad->utc_offset_s - 86400;
+		struct tm tm;
+
+		gmtime_r(&t, &tm);
+		strftime(yday, sizeof(yday), "%Y-%m-%d", &tm);
+		date = yday;
+	}
+	if ((r.cfg = pn_admin_config(config_path)) == NULL)
+		return PN_EXIT_CONFIG;
+	if ((r.site = pn_cfg_site(r.cfg, site_name)) == NULL) {
+		fprintf(stderr, "paynotify: reconcile: --site \"%s\": no such site in %s\n",
+		        site_name, r.cfg->path);
+		rc = PN_EXIT_USAGE;
+		goto done;
+	}
+	if (!site_has(r.site, provider)) {
+		fprintf(stderr, "paynotify: reconcile: site %s has no %s configuration in %s\n",
+		        site_name, provider, r.cfg->path);
+		rc = PN_EXIT_CONFIG;
+		goto done;
+	}
+	/* 1. the whole file, parsed and checked, before the database is touched */
+	r.a = pn_arena_new();
+	if (fetch) {
+		r.day = date;
+		if (!(strcmp(provider, "alipay") == 0 ? fetch_alipay(&r, r.path, &err)
+		                                      : fetch_wechatpay(&r, r.path, &err))) {
+			fprintf(stderr,
+			        "paynotify: reconcile: could not fetch the bill: %s; nothing "
+			        "changed\n",
+			        err.msg);
+			goto done;
+		}
+	}
+	if (!pn_read_file(r.path, PN_STMT_MAX_FILE, &data, &len, &err)) {
+		fprintf(stderr, "paynotify: reconcile: could not read the statement: %s\n",
+		        err.msg);
+		goto done;
+	}
+	if (!r.ad->parse(r.a, (const unsigned char *)data, len, &r.st, &err)) {
+		fprintf(stderr, "paynotify: reconcile: %s: not a valid %s: %s; nothing changed\n",
+		        r.path, r.ad->format, err.msg);
+		goto done;
+	}
+	if (!r.ad->check_site(r.site, &r.st, &err)) {
+		fprintf(stderr, "paynotify: reconcile: %s: %s; nothing changed\n", r.path, err.msg);
+		goto done;
+	}
+	if (date != NULL && r.st.date != NULL && strcmp(date, r.st.date) != 0) {
+		fprintf(stderr,
+		        "paynotify: reconcile: %s covers %s, not --date %s; nothing "
+		        "changed\n",
+		        r.path, r.st.date, date);
+		goto done;
+	}
+	r.day = date ? date : r.st.date;
+	if (r.day == NULL) {
+		fprintf(stderr, "paynotify: reconcile: %s names no day (no rows): give --date\n",
+		        r.path);
+		rc = PN_EXIT_USAGE;
+		goto done;
+	}
+	if (!pn_stmt_day(r.day, r.ad->utc_offset_s, &r.from)) {
+		fprintf(stderr, "paynotify: reconcile: %s: unreadable day \"%s\"\n", r.path, r.day);
+		goto done;
+	}
+	r.to = r.from + 86400;
+	for (i = 0; i < r.st.ntxns; i++) {
+		const struct pn_stmt_txn *t = &r.st.txns[i];
+
+		if (t->kind == PN_STMT_PAYMENT && (t->epoch < r.from || t->epoch >= r.to)) {
+			fprintf(stderr,
+			        "paynotify: reconcile: %s: line %d: a payment at %s is outside "
+			        "%s (UTC%+d): one statement day per run; nothing changed\n",
+			        r.path, t->line, t->time, r.day, r.ad->utc_offset_s / 3600);
+			goto done;
+		}
+	}
+	map_init(&r.stmt_keys, r.a, r.st.ntxns * 2);
+	map_init(&r.refunded_orders, r.a, r.st.ntxns);
+
+	/* 2. what we have */
+	if ((r.conn = pn_db_connect(r.cfg, &err)) == NULL) {
+		fprintf(stderr, "paynotify: reconcile: %s\n", err.msg);
+		goto done;
+	}
+	if (!load(&r, &err)) {
+		fprintf(stderr, "paynotify: reconcile: %s\n", err.msg);
+		goto done;
+	}
+	if (r.apply)
+		r.store = pn_store_new(r.cfg->conninfo, r.cfg->statement_timeout_ms,
+		                       r.cfg->connect_timeout_s, "paynotify-reconcile");
+
+	/* 3. compare, apply, report */
+	pn_table_init(&r.out, PN_ARRAY_LEN(cols), cols);
+	compare(&r);
+	pn_table_print(&r.out, fmt, stdout);
+	fflush(stdout);
+	/* after a table on stdout; on stderr with csv and json, so stdout stays parseable */
+	summary(&r, fmt == PN_FMT_TABLE ? stdout : stderr);
+	pn_table_free(&r.out);
+	rc = r.errors > 0 ? PN_EXIT_FAILED : r.human > 0 ? PN_EXIT_ATTENTION : PN_EXIT_OK;
+done:
+	free(data);
+	pn_store_free(r.store);
+	PQfinish(r.conn);
+	pn_arena_free(r.a);
+	pn_cfg_free(r.cfg);
+	return rc;
+}
+
+const struct pn_cmd pn_cmd_reconcile = {
+    "reconcile",
+    "--provider P --site S --statement FILE [--date D] [--apply]",
+    "compare a provider's daily statement with the notifications and orders",
+    reconcile_exec,
+    help,
+};

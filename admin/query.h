@@ -1,0 +1,155 @@
+/*
+ * query.h: `paynotify query`, asking a provider about an order whose
+ * notification never came (docs/QUERY.md).
+ *
+ * cmd_query.c picks the orders and feeds final answers through the same
+ * ingest as a notification (pn_store_ingest, source "query").  Each
+ * provider has one small module, admin/query_<provider>.c, exporting one
+ * const struct pn_query_provider: it loads the site's API credentials (only
+ * this command ever reads them), builds and signs the request, sends it
+ * through query_http.c (libcurl, TLS peer and host always verified,
+ * bounded times and sizes), verifies the answer on its raw bytes and turns
+ * a final one into a pn_event with the same dedup identity as the
+ * provider's notification for that payment.
+ */
+#ifndef PN_QUERY_H
+#define PN_QUERY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "arena.h"
+#include "cfg.h"
+#include "event.h"
+#include "http.h"
+#include "util.h"
+
+#define PN_QUERY_MAX_ANSWER (1024 * 1024)	/* bytes of one answer body */
+
+/* ---- HTTP (query_http.c) -------------------------------------------------- */
+
+struct pn_qhttp {
+	const struct pn_config *cfg;	/* timeouts and CA bundle */
+	void   *curl;			/* CURL *, reused for every request of a run */
+	size_t	max_answer;		/* bytes of one answer body; 0: PN_QUERY_MAX_ANSWER
+					 * (reconcile --fetch: a day's bill) */
+};
+
+struct pn_qhttp_answer {
+	long	status;			/* HTTP status; 0 when no answer came */
+	unsigned char *body;		/* arena, NUL-terminated */
+	size_t	body_len;
+	struct pn_request headers;	/* the answer's headers (and body), as a
+					 * receiver would see a request: the
+					 * receivers' verification code reads it */
+	const char *headers_json;	/* {"Name": "value", ...} of the answer (arena) */
+};
+
+bool pn_qhttp_init(struct pn_qhttp *h, const struct pn_config *cfg, struct pn_err *err) PN_WUR;
+void pn_qhttp_destroy(struct pn_qhttp *h);
+
+/* One request; false (err says why) on transport errors, timeouts and
+ * answers larger than PN_QUERY_MAX_ANSWER.  Any HTTP status is true. */
+bool pn_qhttp_do(struct pn_qhttp *h, struct pn_arena *a, const char *method, const char *url,
+		 const char *const *headers, const char *body, size_t body_len,
+		 struct pn_qhttp_answer *out, struct pn_err *err) PN_WUR;
+
+/* Percent-encode for a URL query value or path segment (RFC 3986 unreserved kept). */
+char *pn_qhttp_escape(struct pn_arena *a, const char *s);
+
+/* ---- providers ------------------------------------------------------------ */
+
+/* The order as the database has it. */
+struct pn_query_order {
+	const char *site;
+	const char *order_id;
+	const char *status;
+	int64_t	amount_minor;
+	const char *currency;
+	const char *psp_txn_id;		/* NULL when none is stored */
+};
+
+enum pn_query_state {
+	PN_Q_FINAL,		/* ev is filled: paid, closed or failed; ingest it */
+	PN_Q_WAITING,		/* the provider knows it, not final (unpaid, processing) */
+	PN_Q_NOT_FOUND,		/* the provider does not know the order */
+	PN_Q_REFUSED,		/* the answer did not verify: nothing changes */
+	PN_Q_ATTENTION,		/* verified, but a human must look (paid and refunded) */
+	PN_Q_ERROR,		/* transport error, timeout, 5xx, unreadable answer */
+};
+
+struct pn_query_answer {
+	enum pn_query_state state;
+	const char *psp_state;		/* the provider's word: TRADE_SUCCESS, NOTPAY, ... */
+	const char *detail;		/* for the operator (arena) */
+	struct pn_event ev;		/* PN_Q_FINAL only */
+	const unsigned char *raw;	/* the verified answer as received (PN_Q_FINAL) */
+	size_t	raw_len;
+	const char *raw_headers_json;
+};
+
+struct pn_query_ctx {
+	const struct pn_config *cfg;
+	const struct pn_site *site;
+	struct pn_qhttp *http;
+	struct pn_arena *arena;		/* per order */
+	int64_t	now;			/* Unix seconds */
+	void   *creds;			/* the provider's loaded credentials for the site */
+};
+
+struct pn_query_provider {
+	const char *name;		/* "alipay": as orders.psp and the adapters */
+	/* Can the site be queried (credentials configured)?  why: what is missing. */
+	bool	(*configured)(const struct pn_site *site, const char **why);
+	/* Load and check the site's API credentials (secret file modes, key
+	 * types); *creds is freed with free_creds. */
+	bool	(*load)(const struct pn_site *site, void **creds, struct pn_err *err);
+	void	(*free_creds)(void *creds);
+	/* Optional: a word about the loaded credentials for check-config. */
+	const char *(*describe)(const void *creds);
+	/* Ask about one order: one request (two for Stripe without a stored
+	 * PaymentIntent id: search, never retried). */
+	void	(*ask)(const struct pn_query_ctx *ctx, const struct pn_query_order *o,
+		       struct pn_query_answer *ans);
+};
+
+/*
+ * WeChat Pay API v3: a GET of url signed with the site's query key
+ * (ctx->creds from pn_query_wechatpay.load); a non-2xx answer is an error.
+ * With verify, the answer's Wechatpay-* signature is checked exactly as a
+ * notification's (a bill file download carries none: its hash is checked
+ * by the caller).  Shared by `paynotify reconcile --fetch`.
+ */
+bool pn_query_wechatpay_get(const struct pn_query_ctx *ctx, const char *url, bool verify,
+			    struct pn_qhttp_answer *out, struct pn_err *err) PN_WUR;
+
+/*
+ * Alipay: one signed gateway call (method, biz_content) with the site's
+ * query key; the answer's <method>_response member verified on its raw
+ * bytes and its code 10000.  *root is the parsed answer (json_decref it),
+ * *resp the member inside it.  Shared by `paynotify reconcile --fetch`
+ * (alipay.data.dataservice.bill.downloadurl.query).
+ */
+bool pn_query_alipay_call(const struct pn_query_ctx *ctx, const char *method, json_t *biz,
+			  json_t **root, json_t **resp, struct pn_err *err) PN_WUR;
+
+extern const struct pn_query_provider pn_query_alipay;
+extern const struct pn_query_provider pn_query_wechatpay;
+extern const struct pn_query_provider pn_query_stripe;
+extern const struct pn_query_provider pn_query_2c2p;
+extern const struct pn_query_provider *const pn_query_providers[];
+
+const struct pn_query_provider *pn_query_provider_find(const char *name);
+
+/* Shared by the modules: set state and a printf detail. */
+void pn_query_set(const struct pn_query_ctx *ctx, struct pn_query_answer *ans,
+		  enum pn_query_state state, const char *fmt, ...) PN_PRINTF(4, 5);
+/* Classify an HTTP answer that is not 2xx (5xx -> ERROR, 404 -> NOT_FOUND
+ * when not_found_404, anything else ERROR); true when it was 2xx. */
+bool pn_query_http_ok(const struct pn_query_ctx *ctx, const struct pn_qhttp_answer *h,
+		      bool not_found_404, struct pn_query_answer *ans);
+
+#endif

@@ -1,0 +1,355 @@
+/*
+ * query_alipay.c: alipay.trade.query (docs/QUERY.md "Alipay").
+ *
+ * Request: the open-platform common parameters (app_id, method, format,
+ * charset, sign_type, timestamp in Beijing time, version) and
+ * biz_content {"out_trade_no": ...}, signed as every open-platform request
+ * is: the sorted "k=v" of every non-empty parameter but sign, joined by
+ * '&', RSA2 (SHA256withRSA) or RSA (SHA1withRSA) with the app's private key
+ * (alipay.query_private_key_file), sent as a form body.
+ * Answer: {"alipay_trade_query_response": {...}, "sign": "..."}; the
+ * signature covers the exact bytes of the response member's value as they
+ * appear in the answer (found in the text, never re-serialised), as
+ * alipay-sdk-java (AlipaySignature.getSignSourceData) and gopay
+ * (getSignData) take them; it is checked with the site's Alipay public
+ * key(s) (alipay.public_key_file, a bare key or the Alipay public-key
+ * certificate) with the algorithm of alipay.sign_type.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <openssl/crypto.h>
+
+#include "2c2p.h"
+#include "buf.h"
+#include "crypto.h"
+#include "form.h"
+#include "json.h"
+#include "money.h"
+#include "query.h"
+
+#define METHOD "alipay.trade.query"
+#define RESPONSE_MEMBER "alipay_trade_query_response"
+
+struct creds {
+	EVP_PKEY *key;
+};
+
+static bool
+alipay_configured(const struct pn_site *site, const char **why)
+{
+	if (!site->alipay.configured) {
+		*why = "Alipay is not configured";
+		return false;
+	}
+	if (site->alipay.query_key_path == NULL) {
+		*why = "alipay.query_private_key_file is not set";
+		return false;
+	}
+	return true;
+}
+
+static bool
+alipay_load(const struct pn_site *site, void **out, struct pn_err *err)
+{
+	struct creds *c;
+	EVP_PKEY *k;
+
+	if (!pn_cfg_secret_file_ok(site->alipay.query_key_path, err))
+		return false;
+	k = pn_privkey_load(site->alipay.query_key_path, err);
+	if (k == NULL) {
+		pn_err_prefix(err, "site %s: alipay.query_private_key_file", site->name);
+		return false;
+	}
+	if (EVP_PKEY_get_base_id(k) != EVP_PKEY_RSA) {
+		EVP_PKEY_free(k);
+		pn_err_set(err, "site %s: alipay.query_private_key_file is not an RSA key",
+			   site->name);
+		return false;
+	}
+	c = pn_xcalloc(1, sizeof(*c));
+	c->key = k;
+	*out = c;
+	return true;
+}
+
+static void
+alipay_free(void *p)
+{
+	struct creds *c = p;
+
+	if (c == NULL)
+		return;
+	EVP_PKEY_free(c->key);
+	free(c);
+}
+
+static int
+param_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct pn_form_field *)a)->key, ((const struct pn_form_field *)b)->key);
+}
+
+/* The signed request body (form); NULL when signing failed. */
+static char *
+build_request(const struct pn_query_ctx *ctx, const struct creds *c, const char *method,
+	      json_t *biz, size_t *len)
+{
+	const struct pn_site *site = ctx->site;
+	struct pn_arena *a = ctx->arena;
+	enum pn_md md = site->alipay.sign_type == PN_ALIPAY_RSA ? PN_MD_SHA1 : PN_MD_SHA256;
+	struct pn_form_field p[8];
+	struct pn_buf content = PN_BUF_INIT, body = PN_BUF_INIT;
+	char   *biz_text = json_dumps(biz, JSON_COMPACT), when[32], *out = NULL;
+	time_t	bj = (time_t)ctx->now + 8 * 3600;	/* Alipay reads Beijing time */
+	unsigned char *sig;
+	size_t	siglen, i, n = 0;
+	struct tm tm;
+
+	gmtime_r(&bj, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+	p[n++] = (struct pn_form_field){"app_id", site->alipay.app_id, 0};
+	p[n++] = (struct pn_form_field){"biz_content", pn_arena_strdup(a, biz_text), 0};
+	p[n++] = (struct pn_form_field){"charset", "utf-8", 0};
+	p[n++] = (struct pn_form_field){"format", "JSON", 0};
+	p[n++] = (struct pn_form_field){"method", method, 0};
+	p[n++] = (struct pn_form_field){"sign_type",
+		site->alipay.sign_type == PN_ALIPAY_RSA ? "RSA" : "RSA2", 0};
+	p[n++] = (struct pn_form_field){"timestamp", pn_arena_strdup(a, when), 0};
+	p[n++] = (struct pn_form_field){"version", "1.0", 0};
+	free(biz_text);
+	qsort(p, n, sizeof(p[0]), param_cmp);
+	for (i = 0; i < n; i++)
+		pn_buf_printf(&content, "%s%s=%s", i ? "&" : "", p[i].key, p[i].value);
+	if (!pn_rsa_sign(a, c->key, md, content.data, content.len, &sig, &siglen))
+		goto done;
+	for (i = 0; i < n; i++)
+		pn_buf_printf(&body, "%s=%s&", p[i].key, pn_form_encode(a, p[i].value));
+	pn_buf_printf(&body, "sign=%s", pn_form_encode(a, pn_b64_encode(a, sig, siglen)));
+	out = pn_arena_memdup(a, body.data, body.len + 1);
+	*len = body.len;
+done:
+	pn_buf_free(&content);
+	pn_buf_free(&body);
+	return out;
+}
+
+/* Verify sign over the raw bytes of the response member. */
+static bool
+verify_answer(const struct pn_query_ctx *ctx, const struct pn_qhttp_answer *h, const char *member,
+	      const char *sign, const char **key_id)
+{
+	const struct pn_site *site = ctx->site;
+	enum pn_md md = site->alipay.sign_type == PN_ALIPAY_RSA ? PN_MD_SHA1 : PN_MD_SHA256;
+	const char *raw;
+	size_t	rawlen, siglen, i;
+	unsigned char *sig;
+	struct pn_iov iov;
+
+	if (!pn_2c2p_raw_member((const char *)h->body, h->body_len, member, &raw, &rawlen)
+	    || raw[0] != '{')
+		return false;
+	if (!pn_b64_decode(ctx->arena, sign, strlen(sign), &sig, &siglen))
+		return false;
+	iov.p = raw;
+	iov.len = rawlen;
+	for (i = 0; i < site->alipay.nkeys; i++)
+		if (pn_rsa_verify(site->alipay.keys[i].pkey, md, &iov, 1, sig, siglen)) {
+			*key_id = site->alipay.keys[i].id;
+			return true;
+		}
+	return false;
+}
+
+static void
+alipay_ask(const struct pn_query_ctx *ctx, const struct pn_query_order *o,
+	   struct pn_query_answer *ans)
+{
+	struct pn_arena *a = ctx->arena;
+	const struct pn_site *site = ctx->site;
+	const char *headers[] = {"Content-Type: application/x-www-form-urlencoded;charset=utf-8",
+				 "Accept: application/json", NULL};
+	struct pn_qhttp_answer h;
+	struct pn_err err;
+	json_t *root = NULL, *resp;
+	const char *member = RESPONSE_MEMBER, *sign, *code, *sub_code, *status, *otn, *trade_no;
+	const char *total, *key_id = NULL;
+	struct pn_event *ev = &ans->ev;
+	size_t	blen;
+	json_t *biz = json_pack("{s:s}", "out_trade_no", o->order_id);
+	char   *body = build_request(ctx, ctx->creds, METHOD, biz, &blen);
+
+	json_decref(biz);
+	if (body == NULL) {
+		pn_query_set(ctx, ans, PN_Q_ERROR, "could not sign the request with "
+			     "alipay.query_private_key_file");
+		return;
+	}
+	if (!pn_qhttp_do(ctx->http, a, "POST", site->alipay.query_url, headers, body, blen, &h,
+			 &err)) {
+		pn_query_set(ctx, ans, PN_Q_ERROR, "%s", err.msg);
+		return;
+	}
+	if (!pn_query_http_ok(ctx, &h, false, ans))
+		return;
+	root = pn_json_parse(h.body, h.body_len, &err);
+	if (root == NULL || !json_is_object(root)) {
+		pn_query_set(ctx, ans, PN_Q_ERROR, "Alipay answer is not a JSON object");
+		goto done;
+	}
+	resp = json_object_get(root, member);
+	if (resp == NULL) {		/* gateway-level errors (bad app_id, bad sign) */
+		member = "error_response";
+		resp = json_object_get(root, member);
+	}
+	if (!json_is_object(resp)) {
+		pn_query_set(ctx, ans, PN_Q_ERROR, "Alipay answer has no %s object",
+			     RESPONSE_MEMBER);
+		goto done;
+	}
+	sign = pn_json_str(a, root, "sign");
+	code = pn_json_str(a, resp, "code");
+	sub_code = pn_json_str(a, resp, "sub_code");
+	if (sign == NULL || *sign == '\0') {
+		/* Alipay leaves some error answers unsigned; they change nothing. */
+		pn_query_set(ctx, ans, code && strcmp(code, "10000") == 0 ? PN_Q_REFUSED : PN_Q_ERROR,
+			     "unsigned Alipay answer (code %.16s, sub_code %.64s)", code ? code : "-",
+			     sub_code ? sub_code : "-");
+		goto done;
+	}
+	if (!verify_answer(ctx, &h, member, sign, &key_id)) {
+		pn_query_set(ctx, ans, PN_Q_REFUSED, "could not verify Alipay %s signature of the "
+			     "%s answer for site %s: no key matched (%zu tried)",
+			     site->alipay.sign_type == PN_ALIPAY_RSA ? "RSA" : "RSA2", member,
+			     site->name, site->alipay.nkeys);
+		goto done;
+	}
+	if (code == NULL || strcmp(code, "10000") != 0) {
+		ans->psp_state = sub_code ? sub_code : code;
+		pn_query_set(ctx, ans, sub_code && strcmp(sub_code, "ACQ.TRADE_NOT_EXIST") == 0
+			     ? PN_Q_NOT_FOUND : PN_Q_ERROR, "Alipay answered code %.16s "
+			     "sub_code %.64s: %.120s", code ? code : "-", sub_code ? sub_code : "-",
+			     pn_json_str(a, resp, "sub_msg") ? pn_json_str(a, resp, "sub_msg") : "");
+		goto done;
+	}
+	status = pn_json_str(a, resp, "trade_status");
+	otn = pn_json_str(a, resp, "out_trade_no");
+	trade_no = pn_json_str(a, resp, "trade_no");
+	total = pn_json_str(a, resp, "total_amount");
+	ans->psp_state = status;
+	if (otn == NULL || strcmp(otn, o->order_id) != 0) {
+		pn_query_set(ctx, ans, PN_Q_REFUSED, "Alipay answered for out_trade_no \"%.64s\", "
+			     "not \"%s\"", otn ? otn : "", o->order_id);
+		goto done;
+	}
+	if (status == NULL) {
+		pn_query_set(ctx, ans, PN_Q_ERROR, "Alipay answer has no trade_status");
+		goto done;
+	}
+	pn_event_init(ev);
+	ev->source = "query";
+	ev->event_type = status;
+	ev->order_id = otn;
+	ev->psp_txn_id = trade_no && *trade_no ? trade_no : NULL;
+	ev->key_id = key_id;
+	ev->currency = "CNY";
+	ev->psp_time = pn_json_str(a, resp, "send_pay_date");
+	/* The notification's identity for this payment (webhooks/alipay.c). */
+	ev->dedup_key = ev->psp_txn_id ? pn_arena_printf(a, "%s:%s", ev->psp_txn_id, status)
+	    : pn_arena_printf(a, "otn:%s:%s", otn, status);
+	if (strcmp(status, "TRADE_SUCCESS") == 0 || strcmp(status, "TRADE_FINISHED") == 0)
+		ev->kind = PN_KIND_PAID;
+	else if (strcmp(status, "TRADE_CLOSED") == 0)
+		ev->kind = PN_KIND_CLOSED;
+	else {
+		pn_query_set(ctx, ans, PN_Q_WAITING, "Alipay trade_status %.32s", status);
+		goto done;
+	}
+	if (total == NULL || !pn_money_parse(total, 2, &ev->amount_minor, &err)) {
+		ev->amount_minor = -1;
+		if (ev->kind == PN_KIND_PAID) {
+			ev->flag = "amount_mismatch";
+			ev->flag_detail = pn_arena_printf(a, "total_amount \"%.40s\" is not an "
+							  "amount", total ? total : "");
+		}
+	}
+	ans->raw = h.body;
+	ans->raw_len = h.body_len;
+	ans->raw_headers_json = h.headers_json;
+	pn_query_set(ctx, ans, PN_Q_FINAL, "Alipay trade_status %s, trade_no %s", status,
+		     trade_no ? trade_no : "-");
+done:
+	json_decref(root);
+}
+
+bool
+pn_query_alipay_call(const struct pn_query_ctx *ctx, const char *method, json_t *biz,
+		     json_t **root, json_t **resp, struct pn_err *err)
+{
+	struct pn_arena *a = ctx->arena;
+	const struct pn_site *site = ctx->site;
+	const char *headers[] = {"Content-Type: application/x-www-form-urlencoded;charset=utf-8",
+				 "Accept: application/json", NULL};
+	struct pn_qhttp_answer h;
+	const char *member, *sign, *code, *sub_code, *key_id = NULL;
+	size_t	blen, i;
+	char   *body = build_request(ctx, ctx->creds, method, biz, &blen), *m;
+
+	*root = NULL;
+	if (body == NULL) {
+		pn_err_set(err, "could not sign the request with alipay.query_private_key_file");
+		return false;
+	}
+	if (!pn_qhttp_do(ctx->http, a, "POST", site->alipay.query_url, headers, body, blen, &h,
+			 err))
+		return false;
+	if (h.status < 200 || h.status > 299) {
+		pn_err_set(err, "HTTP %ld from Alipay: %.200s", h.status, (const char *)h.body);
+		return false;
+	}
+	/* alipay.data.dataservice.bill.downloadurl.query -> alipay_data_..._query_response */
+	m = pn_arena_printf(a, "%s_response", method);
+	for (i = 0; m[i]; i++)
+		if (m[i] == '.')
+			m[i] = '_';
+	member = m;
+	*root = pn_json_parse(h.body, h.body_len, err);
+	if (*root == NULL || !json_is_object(*root)
+	    || !json_is_object(*resp = json_object_get(*root, member))) {
+		pn_err_set(err, "Alipay answer has no %s object: %.200s", member,
+			   (const char *)h.body);
+		goto failed;
+	}
+	sign = pn_json_str(a, *root, "sign");
+	code = pn_json_str(a, *resp, "code");
+	sub_code = pn_json_str(a, *resp, "sub_code");
+	if (sign == NULL || *sign == '\0' || !verify_answer(ctx, &h, member, sign, &key_id)) {
+		pn_err_set(err, "could not verify Alipay's signature of the %s answer for site %s "
+			   "(code %.16s, sub_code %.64s)", member, site->name, code ? code : "-",
+			   sub_code ? sub_code : "-");
+		goto failed;
+	}
+	if (code == NULL || strcmp(code, "10000") != 0) {
+		pn_err_set(err, "Alipay answered code %.16s sub_code %.64s: %.120s",
+			   code ? code : "-", sub_code ? sub_code : "-",
+			   pn_json_str(a, *resp, "sub_msg") ? pn_json_str(a, *resp, "sub_msg") : "");
+		goto failed;
+	}
+	return true;
+failed:
+	json_decref(*root);
+	*root = NULL;
+	return false;
+}
+
+const struct pn_query_provider pn_query_alipay = {
+	.name = "alipay",
+	.configured = alipay_configured,
+	.load = alipay_load,
+	.free_creds = alipay_free,
+	.ask = alipay_ask,
+};

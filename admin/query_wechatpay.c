@@ -1,0 +1,245 @@
+/*
+ * query_wechatpay.c: WeChat Pay API v3 "query an order by out_trade_no"
+ * (docs/QUERY.md "WeChat Pay").
+ *
+ * Request: GET /v3/pay/transactions/out-trade-no/{out_trade_no}?mchid=...
+ * with Authorization: WECHATPAY2-SHA256-RSA2048 mchid="",nonce_str="",
+ * signature="",timestamp="",serial_no="": SHA256withRSA with the merchant
+ * API private key over "GET\n<path?query>\n<timestamp>\n<nonce>\n\n" (empty
+ * body), serial_no the merchant API certificate's serial
+ * (wechatpay-go core/auth/signers, credentials.WechatPayCredentials).
+ * Answer: 200 and the transaction as JSON (not encrypted), signed in its
+ * Wechatpay-Timestamp/-Nonce/-Signature/-Serial headers exactly as a
+ * notification; verified by the receiver's own code
+ * (pn_wechatpay_v3_verify_sig), then normalised by it
+ * (pn_wechatpay_v3_transaction): a SUCCESS answer gets the dedup key of the
+ * TRANSACTION.SUCCESS notification of that transaction_id.
+ * Other statuses: 404 ORDER_NOT_EXIST is "not found"; wechatpay-go checks
+ * no signature on a non-2xx answer, and neither do we: such answers change
+ * nothing.
+ * API v2 (orderquery) is not implemented: a site with only v2 keys is
+ * reported as not queryable.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/rand.h>
+
+#include "crypto.h"
+#include "json.h"
+#include "provider.h"
+#include "query.h"
+#include "wechatpay.h"
+
+struct creds {
+	EVP_PKEY *key;
+};
+
+static bool
+wechatpay_configured(const struct pn_site *site, const char **why)
+{
+	if (!site->wechatpay.configured) {
+		*why = "WeChat Pay is not configured";
+		return false;
+	}
+	if (site->wechatpay.napiv3_keys == 0) {
+		*why = "the site has API v2 keys only (orderquery is not implemented)";
+		return false;
+	}
+	if (site->wechatpay.query_key_path == NULL) {
+		*why = "wechatpay.query_private_key_file and wechatpay.query_cert_serial are not set";
+		return false;
+	}
+	return true;
+}
+
+static bool
+wechatpay_load(const struct pn_site *site, void **out, struct pn_err *err)
+{
+	struct creds *c;
+	EVP_PKEY *k;
+
+	if (!pn_cfg_secret_file_ok(site->wechatpay.query_key_path, err))
+		return false;
+	k = pn_privkey_load(site->wechatpay.query_key_path, err);
+	if (k == NULL) {
+		pn_err_prefix(err, "site %s: wechatpay.query_private_key_file", site->name);
+		return false;
+	}
+	if (EVP_PKEY_get_base_id(k) != EVP_PKEY_RSA || EVP_PKEY_get_bits(k) < 2048) {
+		EVP_PKEY_free(k);
+		pn_err_set(err, "site %s: wechatpay.query_private_key_file is not an RSA key of at "
+			   "least 2048 bits", site->name);
+		return false;
+	}
+	c = pn_xcalloc(1, sizeof(*c));
+	c->key = k;
+	*out = c;
+	return true;
+}
+
+static void
+wechatpay_free(void *p)
+{
+	struct creds *c = p;
+
+	if (c == NULL)
+		return;
+	EVP_PKEY_free(c->key);
+	free(c);
+}
+
+/* The path (and query) of url as it goes on the request line. */
+static const char *
+url_path(const char *url)
+{
+	const char *p = strchr(url + 8, '/');	/* after "https://" */
+
+	return p ? p : "";
+}
+
+/* Sign and send a GET of url: WECHATPAY2-SHA256-RSA2048 over "GET\n<path>\n<ts>\n<nonce>\n\n". */
+static bool
+signed_get(const struct pn_query_ctx *ctx, const char *url, struct pn_qhttp_answer *h,
+	   struct pn_err *err)
+{
+	struct pn_arena *a = ctx->arena;
+	const struct pn_site *site = ctx->site;
+	const struct creds *c = ctx->creds;
+	unsigned char rnd[16], *sig;
+	char   *nonce, *message, *auth, ts[24];
+	const char *headers[5];
+	size_t	siglen, nh = 0;
+
+	if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
+		pn_err_set(err, "could not make a nonce");
+		return false;
+	}
+	nonce = pn_hex_encode(a, rnd, sizeof(rnd), true);
+	snprintf(ts, sizeof(ts), "%lld", (long long)ctx->now);
+	message = pn_arena_printf(a, "GET\n%s\n%s\n%s\n\n", url_path(url), ts, nonce);
+	if (!pn_rsa_sign(a, c->key, PN_MD_SHA256, message, strlen(message), &sig, &siglen)) {
+		pn_err_set(err, "could not sign the request with wechatpay.query_private_key_file");
+		return false;
+	}
+	auth = pn_arena_printf(a, "Authorization: " PN_WECHATPAY_SIGN_TYPE " mchid=\"%s\","
+			       "nonce_str=\"%s\",signature=\"%s\",timestamp=\"%s\",serial_no=\"%s\"",
+			       site->wechatpay.mchid, nonce, pn_b64_encode(a, sig, siglen), ts,
+			       site->wechatpay.query_cert_serial);
+	headers[nh++] = auth;
+	headers[nh++] = "Accept: application/json";
+	if (site->wechatpay.public_key_id)	/* public-key mode: say which key we verify with */
+		headers[nh++] = pn_arena_printf(a, "Wechatpay-Serial: %s",
+						site->wechatpay.public_key_id);
+	headers[nh] = NULL;
+	return pn_qhttp_do(ctx->http, a, "GET", url, headers, NULL, 0, h, err);
+}
+
+bool
+pn_query_wechatpay_get(const struct pn_query_ctx *ctx, const char *url, bool verify,
+		       struct pn_qhttp_answer *out, struct pn_err *err)
+{
+	struct pn_verify_ctx vctx;
+	const char *key_id = NULL;
+
+	if (!signed_get(ctx, url, out, err))
+		return false;
+	if (out->status < 200 || out->status > 299) {
+		pn_err_set(err, "HTTP %ld from WeChat Pay: %.200s", out->status,
+			   (const char *)out->body);
+		return false;
+	}
+	if (!verify)
+		return true;
+	memset(&vctx, 0, sizeof(vctx));
+	vctx.req = &out->headers;
+	vctx.site = ctx->site;
+	vctx.arena = ctx->arena;
+	vctx.now = ctx->now;
+	vctx.check_freshness = true;
+	if (!pn_wechatpay_v3_verify_sig(&vctx, &key_id, err)) {
+		pn_err_prefix(err, "WeChat Pay answer refused");
+		return false;
+	}
+	return true;
+}
+
+static void
+wechatpay_ask(const struct pn_query_ctx *ctx, const struct pn_query_order *o,
+	      struct pn_query_answer *ans)
+{
+	struct pn_arena *a = ctx->arena;
+	const struct pn_site *site = ctx->site;
+	char   *url;
+	const char *key_id = NULL, *state, *otn;
+	struct pn_qhttp_answer h;
+	struct pn_verify_ctx vctx;
+	struct pn_err err;
+	json_t *root = NULL;
+	struct pn_event *ev = &ans->ev;
+
+	url = pn_arena_printf(a, "%s/v3/pay/transactions/out-trade-no/%s?mchid=%s",
+			      site->wechatpay.query_url, pn_qhttp_escape(a, o->order_id),
+			      pn_qhttp_escape(a, site->wechatpay.mchid));
+	if (!signed_get(ctx, url, &h, &err)) {
+		pn_query_set(ctx, ans, PN_Q_ERROR, "%s", err.msg);
+		return;
+	}
+	if (!pn_query_http_ok(ctx, &h, true, ans))
+		return;
+	memset(&vctx, 0, sizeof(vctx));
+	vctx.req = &h.headers;
+	vctx.site = site;
+	vctx.arena = a;
+	vctx.now = ctx->now;
+	vctx.check_freshness = true;
+	if (!pn_wechatpay_v3_verify_sig(&vctx, &key_id, &err)) {
+		pn_query_set(ctx, ans, PN_Q_REFUSED, "WeChat Pay answer refused: %s", err.msg);
+		return;
+	}
+	root = pn_json_parse(h.body, h.body_len, &err);
+	if (root == NULL || !json_is_object(root)) {
+		pn_query_set(ctx, ans, PN_Q_ERROR, "WeChat Pay answer is not a JSON object");
+		goto done;
+	}
+	state = pn_json_str(a, root, "trade_state");
+	otn = pn_json_str(a, root, "out_trade_no");
+	ans->psp_state = state;
+	if (otn == NULL || strcmp(otn, o->order_id) != 0) {
+		pn_query_set(ctx, ans, PN_Q_REFUSED, "WeChat Pay answered for out_trade_no "
+			     "\"%.64s\", not \"%s\"", otn ? otn : "", o->order_id);
+		goto done;
+	}
+	pn_event_init(ev);
+	ev->source = "query";
+	ev->key_id = key_id;
+	pn_wechatpay_v3_transaction(a, site, root, state && strcmp(state, "SUCCESS") == 0
+				    ? "TRANSACTION.SUCCESS" : "QUERY", ev);
+	if (state != NULL && strcmp(state, "REFUND") == 0) {
+		pn_query_set(ctx, ans, PN_Q_ATTENTION, "WeChat Pay trade_state REFUND: the order was "
+			     "paid and refunded; look at it by hand");
+		goto done;
+	}
+	if (ev->kind != PN_KIND_PAID && ev->kind != PN_KIND_CLOSED && ev->kind != PN_KIND_FAILED) {
+		pn_query_set(ctx, ans, PN_Q_WAITING, "WeChat Pay trade_state %.32s",
+			     state ? state : "(none)");
+		goto done;
+	}
+	ans->raw = h.body;
+	ans->raw_len = h.body_len;
+	ans->raw_headers_json = h.headers_json;
+	pn_query_set(ctx, ans, PN_Q_FINAL, "WeChat Pay trade_state %s, transaction_id %s", state,
+		     ev->psp_txn_id ? ev->psp_txn_id : "-");
+done:
+	json_decref(root);
+}
+
+const struct pn_query_provider pn_query_wechatpay = {
+	.name = "wechatpay",
+	.configured = wechatpay_configured,
+	.load = wechatpay_load,
+	.free_creds = wechatpay_free,
+	.ask = wechatpay_ask,
+};

@@ -1,0 +1,503 @@
+/*
+ * statement_alipay.c: Alipay's daily business detail bill (业务明细), the
+ * CSV inside the zip that alipay.data.dataservice.bill.downloadurl.query
+ * (bill_type=trade) points to.  Layout: docs/RECONCILE.md "Alipay".
+ *
+ * The zip itself is read too (libzip).  GBK encoded (read through iconv as
+ * GB18030, its superset; a file already converted to UTF-8 is accepted
+ * too).  Lines:
+ *
+ *   #支付宝业务明细查询
+ *   #账号：[<PID>0156]
+ *   #起始日期：[2024年05月20日 00:00:00]   终止日期：[2024年05月21日 00:00:00]
+ *   #-----...业务明细列表-----...
+ *   支付宝交易号,商户订单号,业务类型,...        (the header row: 25 columns)
+ *   <rows: values padded with a trailing tab>
+ *   #-----...业务明细列表结束-----...
+ *   #交易合计：N笔，商家实收共X元，商家优惠共Y元
+ *   #退款合计：M笔，商家实收共-Z元，商家优惠共0.00元
+ *   #导出时间：[...]
+ *
+ * Columns are found by name in the header row; the totals lines are
+ * checked against the rows, so a truncated or edited file is refused.
+ * Times are Beijing time (UTC+8); the bill covers one calendar day there.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <zip.h>
+
+#include "money.h"
+#include "statement.h"
+
+#define H_FIRST "#支付宝业务明细查询"
+#define M_LIST "业务明细列表"
+#define M_END "业务明细列表结束"
+#define T_TRADE "#交易合计："
+#define T_REFUND "#退款合计："
+
+enum col { C_TRADE_NO, C_OTN, C_TYPE, C_DONE, C_TOTAL, C_RECEIVED, C_BATCH, C_FEE, NCOLS };
+
+static const char *const col_names[NCOLS] = {
+    "支付宝交易号",   "商户订单号",     "业务类型",          "完成时间",
+    "订单金额（元）", "商家实收（元）", "退款批次号/请求号", "服务费（元）",
+};
+
+/* Alipay pads values with a tab (so spreadsheets keep long numbers as text). */
+static char *
+clean(char *s)
+{
+	size_t n;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	n = strlen(s);
+	while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+		s[--n] = '\0';
+	return s;
+}
+
+static bool
+all_digits(const char *s)
+{
+	if (*s == '\0')
+		return false;
+	for (; *s; s++)
+		if (*s < '0' || *s > '9')
+			return false;
+	return true;
+}
+
+/* "2024年05月20日 00:00:00" (after the "[") into "2024-05-20". */
+static bool
+cn_date(struct pn_arena *a, const char *s, const char **out)
+{
+	if (strlen(s) < 16 || strncmp(s + 4, "年", 3) != 0 || strncmp(s + 9, "月", 3) != 0 ||
+	    strncmp(s + 14, "日", 3) != 0)
+		return false;
+	*out = pn_arena_printf(a, "%.4s-%.2s-%.2s", s, s + 7, s + 12);
+	return true;
+}
+
+/* "#交易合计：2笔，商家实收共36.80元，..." -> count and amount. */
+static bool
+totals_line(const char *s, long *count, int64_t *received, bool *has_received)
+{
+	const char *p;
+	char *end;
+	struct pn_err e;
+	char num[32];
+	size_t n;
+
+	*count = strtol(s, &end, 10);
+	if (end == s || *count < 0 || strncmp(end, "笔", 3) != 0)
+		return false;
+	*has_received = false;
+	p = strstr(end, "商家实收共");
+	if (p == NULL)
+		return true;
+	p += strlen("商家实收共");
+	n = strspn(p, "-0123456789.");
+	if (n == 0 || n >= sizeof(num) || strncmp(p + n, "元", 3) != 0)
+		return false;
+	memcpy(num, p, n);
+	num[n] = '\0';
+	if (!pn_stmt_amount(num, 2, received, &e))
+		return false;
+	*has_received = true;
+	return true;
+}
+
+/*
+ * The zip bill_download_url serves: <PID>_<date>_业务明细.csv beside
+ * <PID>_<date>_业务明细(汇总).csv, names in GBK without the UTF-8 flag.
+ * The detail file is found by name (UTF-8-flagged names are read as they
+ * are), its size bounded before it is inflated (libzip checks the CRC).
+ */
+static bool
+alipay_unzip(struct pn_arena *a, const unsigned char *data, size_t len, const unsigned char **out,
+             size_t *outlen, struct pn_err *err)
+{
+	zip_error_t ze;
+	zip_source_t *src;
+	zip_t *z;
+	zip_stat_t zs;
+	zip_file_t *f = NULL;
+	zip_int64_t n, i, found = -1, got;
+	unsigned char *buf;
+	bool ok = false;
+
+	zip_error_init(&ze);
+	if ((src = zip_source_buffer_create(data, len, 0, &ze)) == NULL) {
+		pn_err_set(err, "could not read the zip: %s", zip_error_strerror(&ze));
+		zip_error_fini(&ze);
+		return false;
+	}
+	if ((z = zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &ze)) == NULL) {
+		pn_err_set(err, "not a readable zip: %s", zip_error_strerror(&ze));
+		zip_source_free(src);
+		zip_error_fini(&ze);
+		return false;
+	}
+	zip_error_fini(&ze);
+	n = zip_get_num_entries(z, 0);
+	for (i = 0; i < n && i < 64; i++) {
+		const char *raw = zip_get_name(z, (zip_uint64_t)i, ZIP_FL_ENC_RAW);
+		char *name = NULL;
+		struct pn_err e;
+
+		if (raw == NULL)
+			continue;
+		if (pn_utf8_valid(raw, strlen(raw)))
+			name = pn_arena_strdup(a, raw);
+		else if (!pn_stmt_from_gbk(a, raw, strlen(raw), &name, &e))
+			continue;
+		if (strstr(name, "业务明细") == NULL || strstr(name, "汇总") != NULL)
+			continue;
+		if (found >= 0) {
+			pn_err_set(err, "the zip holds two 业务明细 files");
+			goto done;
+		}
+		found = i;
+	}
+	if (found < 0) {
+		pn_err_set(err, "the zip holds no 业务明细 file (%lld entries)", (long long)n);
+		goto done;
+	}
+	if (zip_stat_index(z, (zip_uint64_t)found, 0, &zs) != 0 || !(zs.valid & ZIP_STAT_SIZE) ||
+	    zs.size > PN_STMT_MAX_FILE) {
+		pn_err_set(err, "the zip's 业务明细 file is larger than %d bytes",
+		           PN_STMT_MAX_FILE);
+		goto done;
+	}
+	if ((f = zip_fopen_index(z, (zip_uint64_t)found, 0)) == NULL) {
+		pn_err_set(err, "could not open the zip's 业务明细 file: %s", zip_strerror(z));
+		goto done;
+	}
+	buf = pn_arena_alloc(a, (size_t)zs.size + 1);
+	got = zip_fread(f, buf, zs.size);
+	if (got < 0 || (zip_uint64_t)got != zs.size) {
+		pn_err_set(err, "could not inflate the zip's 业务明细 file: %s",
+		           zip_file_strerror(f));
+		goto done;
+	}
+	*out = buf;
+	*outlen = (size_t)zs.size;
+	ok = true;
+done:
+	if (f != NULL)
+		zip_fclose(f);
+	zip_discard(z);
+	return ok;
+}
+
+static bool
+alipay_parse(struct pn_arena *a, const unsigned char *data, size_t len, struct pn_statement *st,
+             struct pn_err *err)
+{
+	struct pn_lines l;
+	char *text, *line, *f[PN_STMT_MAX_FIELDS];
+	size_t nf, ncols = 0;
+	int col[NCOLS], i, state = 0; /* 0 preamble, 1 header next, 2 rows, 3 after */
+	long n_trade = 0, n_refund = 0, t_count;
+	int64_t sum_trade = 0, sum_refund = 0, t_recv;
+	bool eof, has_recv, seen_trade_total = false;
+	struct pn_err e;
+
+	if (len >= 4 && memcmp(data, "PK\x03\x04", 4) == 0 &&
+	    !alipay_unzip(a, data, len, &data, &len, err))
+		return false;
+	if (len >= 3 && memcmp(data, "\xEF\xBB\xBF", 3) == 0) {
+		data += 3;
+		len -= 3;
+	}
+	if (len >= strlen(H_FIRST) && memcmp(data, H_FIRST, strlen(H_FIRST)) == 0) {
+		if (!pn_utf8_valid((const char *)data, len)) {
+			pn_err_set(err, "starts as UTF-8 but is not valid UTF-8");
+			return false;
+		}
+		text = pn_arena_strndup(a, (const char *)data, len);
+	} else if (!pn_stmt_from_gbk(a, (const char *)data, len, &text, err)) {
+		pn_err_prefix(err, "not an Alipay bill");
+		return false;
+	}
+	memset(st, 0, sizeof(*st));
+	pn_lines_init(&l, (const unsigned char *)text, strlen(text));
+	for (;;) {
+		if (!pn_lines_next(&l, a, &line, &eof, err))
+			return false;
+		if (eof)
+			break;
+		if (l.lineno == 1) {
+			if (strcmp(clean(line), H_FIRST) != 0) {
+				pn_err_set(err,
+				           "line 1: expected \"%s\" (the business detail bill, "
+				           "业务明细), found \"%.60s\"",
+				           H_FIRST, line);
+				return false;
+			}
+			continue;
+		}
+		if (state == 0) {
+			if (strncmp(line, "#账号：[", strlen("#账号：[")) == 0) {
+				char *acc = line + strlen("#账号：["), *close = strchr(acc, ']');
+
+				if (close == NULL) {
+					pn_err_set(err, "line %d: unreadable account line",
+					           l.lineno);
+					return false;
+				}
+				*close = '\0';
+				st->account = pn_arena_strdup(a, acc);
+			} else if (strncmp(line, "#起始日期：[", strlen("#起始日期：[")) == 0) {
+				const char *from = line + strlen("#起始日期：["), *to, *d1, *d2;
+				int64_t e1, e2;
+
+				to = strstr(from, "终止日期：[");
+				if (to == NULL || !cn_date(a, from, &d1) ||
+				    !cn_date(a, to + strlen("终止日期：["), &d2) ||
+				    !pn_stmt_day(d1, 8 * 3600, &e1) ||
+				    !pn_stmt_day(d2, 8 * 3600, &e2)) {
+					pn_err_set(err, "line %d: unreadable date range \"%.80s\"",
+					           l.lineno, line);
+					return false;
+				}
+				if (e2 - e1 != 86400) {
+					pn_err_set(err,
+					           "line %d: the bill covers %s to %s, not one day "
+					           "(a monthly bill? reconcile takes daily bills)",
+					           l.lineno, d1, d2);
+					return false;
+				}
+				st->date = d1;
+			} else if (line[0] == '#' && strstr(line, M_LIST) != NULL &&
+			           strstr(line, M_END) == NULL) {
+				state = 1;
+			} else if (line[0] != '#') {
+				pn_err_set(err,
+				           "line %d: expected the \"%s\" marker before the rows",
+				           l.lineno, M_LIST);
+				return false;
+			}
+			continue;
+		}
+		if (state == 1) {
+			if (!pn_csv_split(line, f, &nf, err)) {
+				pn_err_prefix(err, "line %d (header row)", l.lineno);
+				return false;
+			}
+			for (i = 0; i < NCOLS; i++) {
+				col[i] = pn_csv_col(f, nf, col_names[i]);
+				if (col[i] < 0) {
+					pn_err_set(err,
+					           "line %d: the header row has no column \"%s\"",
+					           l.lineno, col_names[i]);
+					return false;
+				}
+			}
+			ncols = nf;
+			state = 2;
+			continue;
+		}
+		if (state == 2) {
+			struct pn_stmt_txn *t;
+			const char *type, *trade_no, *otn;
+			int64_t total, recv, fee;
+
+			if (line[0] == '#') {
+				if (strstr(line, M_END) == NULL) {
+					pn_err_set(
+					    err, "line %d: unexpected comment line inside the rows",
+					    l.lineno);
+					return false;
+				}
+				state = 3;
+				continue;
+			}
+			if (!pn_csv_split(line, f, &nf, err)) {
+				pn_err_prefix(err, "line %d", l.lineno);
+				return false;
+			}
+			if (nf != ncols) {
+				pn_err_set(err, "line %d: %zu fields, the header row has %zu",
+				           l.lineno, nf, ncols);
+				return false;
+			}
+			if ((t = pn_stmt_add(a, st, l.lineno, err)) == NULL)
+				return false;
+			t->raw = pn_arena_strndup(a, (const char *)l.raw, l.raw_len);
+			t->raw_len = l.raw_len;
+			type = clean(f[col[C_TYPE]]);
+			trade_no = clean(f[col[C_TRADE_NO]]);
+			otn = clean(f[col[C_OTN]]);
+			t->type = type;
+			t->time = clean(f[col[C_DONE]]);
+			memcpy(t->currency, "CNY", 4);
+			if (strcmp(type, "交易") == 0)
+				t->kind = PN_STMT_PAYMENT;
+			else if (strcmp(type, "退款") == 0)
+				t->kind = PN_STMT_REFUND;
+			else {
+				t->kind = PN_STMT_OTHER; /* listed for a human, never applied */
+			}
+			if (t->kind != PN_STMT_OTHER &&
+			    (!all_digits(trade_no) || strlen(trade_no) > 64)) {
+				pn_err_set(err,
+				           "line %d: 支付宝交易号 \"%.40s\" is not a trade number",
+				           l.lineno, trade_no);
+				return false;
+			}
+			if (t->kind != PN_STMT_OTHER && (*otn == '\0' || strlen(otn) > 255)) {
+				pn_err_set(err,
+				           "line %d: 商户订单号 is empty or longer than 255 bytes",
+				           l.lineno);
+				return false;
+			}
+			t->psp_txn_id = *trade_no ? trade_no : NULL;
+			t->order_id = *otn ? otn : NULL;
+			if (!pn_stmt_time(t->time, 8 * 3600, &t->epoch)) {
+				pn_err_set(err,
+				           "line %d: 完成时间 \"%.40s\" is not YYYY-MM-DD HH:MM:SS",
+				           l.lineno, t->time);
+				return false;
+			}
+			if (!pn_stmt_amount(clean(f[col[C_TOTAL]]), 2, &total, &e) ||
+			    !pn_stmt_amount(clean(f[col[C_RECEIVED]]), 2, &recv, &e) ||
+			    !pn_stmt_amount(clean(f[col[C_FEE]]), 2, &fee, &e)) {
+				pn_err_set(err, "line %d: unreadable amount: %s", l.lineno, e.msg);
+				return false;
+			}
+			if ((t->kind == PN_STMT_PAYMENT && total < 0) ||
+			    (t->kind == PN_STMT_REFUND && total > 0)) {
+				pn_err_set(err, "line %d: 订单金额 of a %s has the wrong sign",
+				           l.lineno, type);
+				return false;
+			}
+			t->amount_minor = total < 0 ? -total : total;
+			t->has_fee = t->has_net = true;
+			t->fee_minor = -fee; /* 服务费 is negative when charged */
+			t->net_minor = recv + fee;
+			if (t->kind == PN_STMT_REFUND) {
+				const char *batch = clean(f[col[C_BATCH]]);
+
+				t->refund_id = *batch ? batch : NULL;
+				n_refund++;
+				sum_refund += recv;
+			} else if (t->kind == PN_STMT_PAYMENT) {
+				n_trade++;
+				sum_trade += recv;
+			}
+			continue;
+		}
+		/* state 3: the totals and the export time */
+		if (*clean(line) == '\0')
+			continue;
+		if (line[0] != '#') {
+			pn_err_set(err, "line %d: rows after the \"%s\" marker", l.lineno, M_END);
+			return false;
+		}
+		if (strncmp(line, T_TRADE, strlen(T_TRADE)) == 0 ||
+		    strncmp(line, T_REFUND, strlen(T_REFUND)) == 0) {
+			bool trade = strncmp(line, T_TRADE, strlen(T_TRADE)) == 0;
+			long want = trade ? n_trade : n_refund;
+			int64_t want_sum = trade ? sum_trade : sum_refund;
+
+			if (!totals_line(line + strlen(trade ? T_TRADE : T_REFUND), &t_count,
+			                 &t_recv, &has_recv)) {
+				pn_err_set(err, "line %d: unreadable totals line \"%.80s\"",
+				           l.lineno, line);
+				return false;
+			}
+			if (t_count != want || (has_recv && t_recv != want_sum)) {
+				char s1[32], s2[32];
+
+				pn_money_format(want_sum, 2, s1, sizeof(s1));
+				pn_money_format(t_recv, 2, s2, sizeof(s2));
+				pn_err_set(
+				    err,
+				    "line %d: the file's %s total says %ld rows, %s CNY; its "
+				    "rows are %ld, %s CNY (truncated or edited?)",
+				    l.lineno, trade ? "交易" : "退款", t_count, has_recv ? s2 : "?",
+				    want, s1);
+				return false;
+			}
+			if (trade)
+				seen_trade_total = true;
+		}
+	}
+	if (state < 2) {
+		pn_err_set(err, "line %d: no header row (\"%s\" marker missing)", l.lineno, M_LIST);
+		return false;
+	}
+	if (state == 2) {
+		pn_err_set(err, "line %d: the file ends before the \"%s\" marker (truncated?)",
+		           l.lineno, M_END);
+		return false;
+	}
+	if (!seen_trade_total) {
+		pn_err_set(err, "line %d: no \"%s\" totals line after the rows (truncated?)",
+		           l.lineno, T_TRADE);
+		return false;
+	}
+	return true;
+}
+
+static bool
+alipay_check_site(const struct pn_site *site, const struct pn_statement *st, struct pn_err *err)
+{
+	/* 账号 is the seller's PID (2088 + 12 digits) followed by a 4-digit suffix. */
+	if (st->account != NULL && site->alipay.seller_id != NULL &&
+	    strncmp(st->account, site->alipay.seller_id, strlen(site->alipay.seller_id)) != 0) {
+		pn_err_set(err, "the bill is for Alipay account %s, not site %s's seller_id %s",
+		           st->account, site->name, site->alipay.seller_id);
+		return false;
+	}
+	return true;
+}
+
+static void
+alipay_event(struct pn_arena *a, const struct pn_site *site, const struct pn_stmt_txn *t,
+             int64_t order_amount, int64_t refunded_after, struct pn_event *ev)
+{
+	char fee[32];
+
+	(void)site;
+	pn_event_init(ev);
+	ev->source = "statement";
+	ev->key_id = "statement";
+	ev->order_id = t->order_id;
+	ev->psp_txn_id = t->psp_txn_id;
+	ev->currency = "CNY";
+	ev->psp_time = t->time;
+	if (t->kind == PN_STMT_PAYMENT) {
+		/* webhooks/alipay.c: <trade_no>:<trade_status> */
+		ev->kind = PN_KIND_PAID;
+		ev->event_type = "TRADE_SUCCESS";
+		ev->amount_minor = t->amount_minor;
+		ev->dedup_key = pn_arena_printf(a, "%s:TRADE_SUCCESS", t->psp_txn_id);
+		return;
+	}
+	/* A refund's notification: TRADE_SUCCESS while part is refunded, TRADE_CLOSED once
+	 * all is; <trade_no>:<trade_status>:refund:<out_biz_no or refund_fee>. */
+	ev->kind = PN_KIND_REFUND;
+	ev->event_type = refunded_after >= order_amount ? "TRADE_CLOSED" : "TRADE_SUCCESS";
+	/* exactly the notification's content (else a conflicting_duplicate): total_amount
+	 * and refund_fee, the running total refunded */
+	ev->amount_minor = order_amount;
+	ev->refund_minor = refunded_after;
+	ev->refund_cumulative = true;
+	pn_money_format(refunded_after, 2, fee, sizeof(fee));
+	ev->dedup_key = pn_arena_printf(a, "%s:%s:refund:%s", t->psp_txn_id, ev->event_type,
+	                                t->refund_id ? t->refund_id : fee);
+}
+
+const struct pn_stmt_adapter pn_stmt_alipay = {
+    .provider = "alipay",
+    .format = "Alipay business detail bill (业务明细)",
+    .utc_offset_s = 8 * 3600,
+    .parse = alipay_parse,
+    .check_site = alipay_check_site,
+    .event = alipay_event,
+};

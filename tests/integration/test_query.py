@@ -1,0 +1,529 @@
+# test_query.py: `paynotify query` against loopback stand-ins of the four
+# providers' order-query APIs (tests/lib/psp_standins.py: HTTPS with a test
+# CA made by the test and passed as [query] ca_file, every request's
+# signature checked with the merchant's test key, every answer signed with
+# the provider's test key) and a real (throwaway) PostgreSQL; late
+# notifications go through the real receivers as CGI.  Per provider:
+#   - a missed payment: query --apply applies it once; the late notification
+#     is then a duplicate / already_applied, never a second application
+#   - notification first, query second: no second application
+#   - --dry-run asks and changes nothing
+#   - a tampered answer and one signed with the wrong key are refused
+#     (exit 1), nothing changes (Stripe: a server whose certificate the CA
+#     file does not vouch for is refused, exit 3)
+#   - not found and unpaid answers change nothing (exit 0); a closed answer
+#     closes the order where the provider says so
+#   - 5xx, timeout and connection refused: order unchanged, exit 3
+#   - a paid answer for a closed order: paid_after_close (when the schema
+#     has that outcome)
+# And: usage errors (64), a Stripe sk_ key refused, a query key file with a
+# bad mode refused by query but never read by the receiver, check-config
+# shows the query credentials, a run recorded in paynotify.query_runs and
+# exported by stats.
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import pntest  # noqa: E402
+
+try:
+    import pnkit  # noqa: E402
+    import psp_standins  # noqa: E402
+except ImportError:     # pragma: no cover (python3-cryptography missing)
+    psp_standins = None
+
+ADMIN = os.path.join(pntest.REPO, "paynotify")
+KEYS = os.path.join(pntest.REPO, "tests", "fixtures", "unit", "keys")
+MERCHANT_PRIV = os.path.join(KEYS, "test-b.key.pem")   # the app's / merchant's API key
+MERCHANT_PUB = os.path.join(KEYS, "test-b.pub.pem")
+PROVIDER_PRIV = os.path.join(KEYS, "test-a.key.pem")   # Alipay's / WeChat Pay's key (configured
+WRONG_PRIV = os.path.join(pntest.REPO, "tests", "fixtures", "keys", "site-b-private.pem")
+MERCHANT_SERIAL = "5157F09EFDC096DE15EBE81A47057A7232F1B8E1"
+STRIPE_RK = "rk_test_51QueryRestrictedKey0123456789"
+SITE = "shop-x"
+
+PG = None
+SI = None
+CFG = None
+
+
+def write_config(url, ca_file, timeout_ms=1500, stripe_key=STRIPE_RK, key_mode=0o600):
+    """pnkit's all-provider site plus the query keys, pointing at url."""
+    cfg = pnkit.write_all_config(PG)
+    d = cfg.dir
+    shutil.copyfile(MERCHANT_PRIV, os.path.join(d, "merchant-api.key"))
+    os.chmod(os.path.join(d, "merchant-api.key"), key_mode)
+    pntest.write_secret(os.path.join(d, "stripe-rk"), stripe_key + "\n")
+    with open(cfg.path) as f:
+        text = f.read()
+    text = text.replace("[site %s]\n" % SITE, "\n".join([
+        "[query]",
+        "ca_file = %s" % ca_file,
+        "connect_timeout_ms = 1000",
+        "timeout_ms = %d" % timeout_ms,
+        "",
+        "[site %s]" % SITE,
+        "alipay.query_private_key_file = merchant-api.key",
+        "alipay.query_url = %s/gateway.do" % url,
+        "wechatpay.query_private_key_file = merchant-api.key",
+        "wechatpay.query_cert_serial = %s" % MERCHANT_SERIAL,
+        "wechatpay.query_url = %s" % url,
+        "stripe.query_key_file = stripe-rk",
+        "stripe.query_url = %s" % url,
+        "2c2p.query_url = %s" % url,
+        ""]))
+    with open(cfg.path, "w") as f:
+        f.write(text)
+    return cfg.path
+
+
+def setUpModule():
+    global PG, SI, CFG
+    if psp_standins is None:
+        raise unittest.SkipTest("python3-cryptography is needed for the stand-ins")
+    PG = pntest.PgCluster().start()
+    SI = psp_standins.Standins(
+        provider_key=PROVIDER_PRIV, wrong_key=WRONG_PRIV, merchant_pub=MERCHANT_PUB,
+        app_id=pnkit.ALIPAY_APP_ID, mchid=pnkit.WX_MCHID, merchant_serial=MERCHANT_SERIAL,
+        wx_pubid=pnkit.WX_PUBID, stripe_key=STRIPE_RK, twoc2p_merchant=pnkit.TWOC2P_MERCHANT,
+        twoc2p_secret=pnkit.TWOC2P_KEY)
+    CFG = write_config(SI.url, SI.ca_file)
+
+
+def tearDownModule():
+    if PG is not None:
+        PG.destroy()
+
+
+def query(*args, config=None):
+    p = subprocess.run([ADMIN, "-c", config or CFG, "query"] + list(args) + ["--format", "json"],
+                       env=pntest.clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=60)
+    out = p.stdout.decode()
+    rows = json.loads(out) if out.strip().startswith("[") else []
+    return p.returncode, rows, p.stderr.decode()
+
+
+def has_outcome(name):
+    return name in (PG.scalar("SELECT pg_get_constraintdef(oid) FROM pg_constraint "
+                              "WHERE conname LIKE 'notifications_outcome%' LIMIT 1") or "")
+
+
+class Base:
+    """Cases every provider runs; subclasses say how the provider says things."""
+    provider = None
+    currency = "CNY"
+    amount_minor = 8888
+
+    def setUp(self):
+        PG.reset()
+        SI.reset()
+        self.oid = "Q%s-%s" % (self.provider, pnkit.seq())
+        PG.add_order(SITE, self.oid, self.amount_minor, self.currency)
+
+    def tearDown(self):
+        self.assertEqual(SI.bad_requests, [], "the stand-in refused a request's signature")
+
+    # ---- per provider: the stand-in's state and the late notification -------
+    def set_paid(self):
+        raise NotImplementedError
+
+    def set_unpaid(self):
+        raise NotImplementedError
+
+    def notify(self):
+        """The provider's notification of the same payment, through the receiver."""
+        raise NotImplementedError
+
+    # ---- helpers --------------------------------------------------------------
+    def raw_text(self, raw):
+        return raw
+
+    def run_query(self, *extra, config=None):
+        return query("--site", SITE, "--provider", self.provider, "--order", self.oid, *extra,
+                     config=config)
+
+    def applied_rows(self):
+        return [n for n in PG.notifications("order_id = %s" % pntest.q(self.oid))
+                if n["outcome"] == "applied"]
+
+    def deliver(self):
+        headers, body = self.notify()
+        r = pntest.run_cgi(pntest.binary(self.provider), "POST", pnkit.path(self.provider),
+                           headers, body, config=CFG)
+        self.assertTrue(pnkit.is_success(self.provider, r), (r.status, r.body, r.stderr))
+        return r
+
+    def assert_unchanged(self):
+        self.assertEqual(PG.order(SITE, self.oid)["status"], "pending")
+        self.assertEqual(PG.notifications("order_id = %s" % pntest.q(self.oid)), [])
+
+    # ---- the cases --------------------------------------------------------------
+    def test_missed_payment_applied_once_then_notification_is_duplicate(self):
+        self.set_paid()
+        rc, rows, err = self.run_query("--apply")
+        self.assertEqual(rc, 0, (rows, err))
+        self.assertEqual([r["result"] for r in rows], ["applied"], rows)
+        self.assertEqual(PG.order(SITE, self.oid)["status"], "paid")
+        stored = PG.notifications("order_id = %s" % pntest.q(self.oid))
+        self.assertEqual(len(stored), 1)
+        self.assertIn(self.oid.encode(), self.raw_text(stored[0]["raw_body"]),
+                      "the verified answer is kept byte for byte")
+        self.assertEqual(PG.scalar("SELECT source FROM paynotify.notifications WHERE id = %d"
+                                   % stored[0]["id"]), "query")
+        self.deliver()
+        self.assertEqual(PG.order(SITE, self.oid)["status"], "paid")
+        self.assertEqual(len(self.applied_rows()), 1, "a second application")
+        rows = PG.notifications("order_id = %s" % pntest.q(self.oid))
+        # same key: the query's row counts a second delivery; Stripe (evt_ key)
+        # and an adapter keyed differently: a second row, already_applied
+        self.assertTrue(rows[0]["deliveries"] == 2 or
+                        (len(rows) == 2 and rows[1]["outcome"] == "already_applied"), rows)
+        # asking again changes nothing either
+        rc, rows, err = self.run_query("--apply")
+        self.assertEqual(rc, 0, (rows, err))
+        self.assertIn(rows[0]["result"], ("duplicate", "already_applied"), rows)
+        self.assertEqual(len(self.applied_rows()), 1)
+
+    def test_notification_first_then_query_no_second_application(self):
+        self.set_paid()
+        self.deliver()
+        self.assertEqual(PG.order(SITE, self.oid)["status"], "paid")
+        rc, rows, err = self.run_query("--apply")
+        self.assertEqual(rc, 0, (rows, err))
+        self.assertIn(rows[0]["result"], ("duplicate", "already_applied"), rows)
+        self.assertEqual(len(self.applied_rows()), 1)
+
+    def test_dry_run_changes_nothing(self):
+        self.set_paid()
+        rc, rows, err = self.run_query("--dry-run")
+        self.assertEqual(rc, 0, (rows, err))
+        self.assertEqual(rows[0]["result"], "would_ingest_paid", rows)
+        self.assert_unchanged()
+        rc, rows, err = self.run_query()        # the default is a dry run
+        self.assertEqual(rows[0]["result"], "would_ingest_paid", rows)
+        self.assert_unchanged()
+
+    def test_tampered_answer_refused(self):
+        self.set_paid()
+        SI.mode = "tamper"
+        rc, rows, err = self.run_query("--apply")
+        self.assertEqual(rc, 1, (rows, err))
+        self.assertEqual(rows[0]["result"], "refused", rows)
+        self.assert_unchanged()
+
+    def test_wrongly_signed_answer_refused(self):
+        self.set_paid()
+        SI.mode = "wrong_key"
+        rc, rows, err = self.run_query("--apply")
+        self.assertEqual(rc, 1, (rows, err))
+        self.assertEqual(rows[0]["result"], "refused", rows)
+        self.assert_unchanged()
+
+    def test_not_found_changes_nothing(self):
+        rc, rows, err = self.run_query("--apply")
+        self.assertEqual(rc, 0, (rows, err))
+        self.assertEqual(rows[0]["result"], "not_found", rows)
+        self.assert_unchanged()
+
+    def test_unpaid_changes_nothing(self):
+        self.set_unpaid()
+        rc, rows, err = self.run_query("--apply")
+        self.assertEqual(rc, 0, (rows, err))
+        self.assertEqual(rows[0]["result"], "waiting", rows)
+        self.assert_unchanged()
+
+    def test_5xx_exit_3(self):
+        self.set_paid()
+        SI.mode = "500"
+        rc, rows, err = self.run_query("--apply")
+        self.assertEqual(rc, 3, (rows, err))
+        self.assertEqual(rows[0]["result"], "error", rows)
+        self.assertIn("HTTP 502", rows[0]["detail"])
+        self.assert_unchanged()
+
+    def test_timeout_exit_3(self):
+        self.set_paid()
+        SI.mode = "sleep"
+        SI.sleep_s = 3          # timeout_ms is 1500
+        rc, rows, err = self.run_query("--apply")
+        self.assertEqual(rc, 3, (rows, err))
+        self.assertIn("timed out", rows[0]["detail"].lower() + err.lower())
+        self.assert_unchanged()
+
+    def test_connection_refused_exit_3(self):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()               # nothing listens there now
+        cfg = write_config("https://127.0.0.1:%d" % port, SI.ca_file)
+        self.set_paid()
+        rc, rows, err = self.run_query("--apply", config=cfg)
+        self.assertEqual(rc, 3, (rows, err))
+        self.assertEqual(rows[0]["result"], "error", rows)
+        self.assert_unchanged()
+        self.assertEqual(SI.requests, [])
+
+    def test_paid_for_closed_order_is_paid_after_close(self):
+        if not has_outcome("paid_after_close"):
+            self.skipTest("schema without the paid_after_close outcome (sql branch)")
+        PG.psql("UPDATE paynotify.orders SET status = 'closed' WHERE order_id = %s"
+                % pntest.q(self.oid))
+        self.set_paid()
+        rc, rows, err = self.run_query("--apply")
+        self.assertEqual(rc, 1, (rows, err))
+        self.assertEqual(rows[0]["result"], "paid_after_close", rows)
+
+
+class TestAlipay(Base, unittest.TestCase):
+    provider = "alipay"
+
+    def set_paid(self, status="TRADE_SUCCESS"):
+        self.trade_no = "2024052022001" + pnkit.seq()
+        SI.state[("alipay", self.oid)] = {"trade_no": self.trade_no, "trade_status": status,
+                                          "total_amount": "88.88"}
+
+    def set_unpaid(self):
+        self.set_paid("WAIT_BUYER_PAY")
+
+    def notify(self):
+        return pnkit.sign_alipay_pairs(pnkit.alipay_params(self.oid, "88.88",
+                                                           trade_no=self.trade_no))
+
+    def test_closed_closes_the_order(self):
+        self.set_paid("TRADE_CLOSED")
+        rc, rows, err = self.run_query("--apply")
+        self.assertEqual(rc, 0, (rows, err))
+        self.assertEqual(rows[0]["result"], "applied", rows)
+        self.assertEqual(PG.order(SITE, self.oid)["status"], "closed")
+
+    def test_answer_signature_covers_exact_member_bytes(self):
+        """The stand-in signs the member's text; the query command must not
+        re-serialise it (a re-serialised member would differ: ensure_ascii)."""
+        self.set_paid()
+        SI.state[("alipay", self.oid)]["layout"] = "odd"
+        rc, rows, err = self.run_query("--apply")
+        self.assertEqual(rc, 0, (rows, err))
+        self.assertEqual(rows[0]["result"], "applied", rows)
+        raw = PG.notifications("order_id = %s" % pntest.q(self.oid))[0]["raw_body"]
+        self.assertIn(b'\\u4f1a\\u5458', raw)       # stored as sent, escapes and all
+
+
+class TestWechatPay(Base, unittest.TestCase):
+    provider = "wechatpay"
+
+    def set_paid(self, state="SUCCESS", mchid=None):
+        self.txn = "4200000" + pnkit.seq()
+        SI.state[("wechatpay", self.oid)] = {"trade_state": state, "total": 8888,
+                                             "transaction_id": self.txn,
+                                             "appid": pnkit.WX_APPID,
+                                             "mchid": mchid or pnkit.WX_MCHID}
+
+    def set_unpaid(self):
+        self.set_paid("NOTPAY")
+
+    def notify(self):
+        return pnkit.wechat_paid(self.oid, 8888, txn=self.txn)
+
+    def test_closed_closes_the_order(self):
+        self.set_paid("CLOSED")
+        rc, rows, err = self.run_query("--apply")
+        self.assertEqual(rc, 0, (rows, err))
+        self.assertEqual(rows[0]["result"], "applied", rows)
+        self.assertEqual(PG.order(SITE, self.oid)["status"], "closed")
+
+    def test_other_merchant_stored_flagged(self):
+        self.set_paid(mchid="1900000999")
+        rc, rows, err = self.run_query("--apply")
+        self.assertEqual(rc, 1, (rows, err))
+        self.assertEqual(rows[0]["result"], "merchant_mismatch", rows)
+        self.assertEqual(PG.order(SITE, self.oid)["status"], "pending")
+
+
+class TestStripe(Base, unittest.TestCase):
+    provider = "stripe"
+    currency = "USD"
+    amount_minor = 1999
+
+    def set_paid(self, status="succeeded"):
+        self.pi = "pi_test_" + pnkit.seq()
+        SI.state[("stripe", self.pi)] = {"id": self.pi, "order_id": self.oid, "amount": 1999,
+                                         "currency": "usd", "status": status}
+
+    def set_unpaid(self):
+        self.set_paid("requires_payment_method")
+
+    def notify(self):
+        return pnkit.sign_stripe(pntest.stripe_checkout_completed(self.oid, 1999, "usd",
+                                                                  payment_intent=self.pi))
+
+    # Stripe answers carry no signature: authenticity is TLS to the host.
+    def test_tampered_answer_refused(self):
+        self.skipTest("Stripe does not sign API answers (see test_untrusted_certificate)")
+
+    def test_wrongly_signed_answer_refused(self):
+        self.skipTest("Stripe does not sign API answers (see test_untrusted_certificate)")
+
+    def test_untrusted_certificate_refused(self):
+        other = pntest.temp_dir("pnquery-ca.")
+        other_ca = psp_standins.make_ca(other)[0]
+        cfg = write_config(SI.url, other_ca)
+        self.set_paid()
+        rc, rows, err = self.run_query("--apply", config=cfg)
+        self.assertEqual(rc, 3, (rows, err))
+        self.assertIn("certificate", rows[0]["detail"].lower())
+        self.assert_unchanged()
+
+    def test_canceled_changes_nothing(self):
+        self.set_paid("canceled")
+        rc, rows, err = self.run_query("--apply")
+        self.assertEqual(rc, 0, (rows, err))
+        self.assertEqual(rows[0]["result"], "waiting", rows)
+        self.assert_unchanged()
+
+    def test_by_stored_payment_intent_id(self):
+        self.set_paid()
+        PG.psql("UPDATE paynotify.orders SET psp = 'stripe', psp_txn_id = %s WHERE order_id = %s"
+                % (pntest.q(self.pi), pntest.q(self.oid)))
+        rc, rows, err = self.run_query("--apply")
+        self.assertEqual(rc, 0, (rows, err))
+        self.assertEqual(rows[0]["result"], "applied", rows)
+        self.assertTrue(any(p.startswith("/v1/payment_intents/pi_") for _, p in SI.requests))
+
+    def test_secret_key_refused(self):
+        cfg = write_config(SI.url, SI.ca_file, stripe_key="sk_test_51NotARestrictedKey000")
+        self.set_paid()
+        rc, rows, err = self.run_query("--apply", config=cfg)
+        self.assertEqual(rc, 3, (rows, err))
+        self.assertIn("secret key", rows[0]["detail"])
+        self.assertEqual(SI.requests, [])
+
+
+class TestTwoC2P(Base, unittest.TestCase):
+    provider = "2c2p"
+    currency = "SGD"
+    amount_minor = 1999
+
+    def set_paid(self, code="0000"):
+        self.ref = "T" + pnkit.seq()
+        SI.state[("2c2p", self.oid)] = {"amount": '"19.99"', "currency": "SGD",
+                                        "tranRef": self.ref, "respCode": code}
+
+    def set_unpaid(self):
+        self.set_paid("0001")
+
+    def notify(self):
+        payload = json.loads(pnkit.twoc2p_payload(self.oid))
+        payload["tranRef"] = self.ref
+        return pnkit.sign_2c2p(json.dumps(payload, separators=(",", ":")))
+
+    def raw_text(self, raw):
+        return psp_standins.b64u_dec(json.loads(raw)["payload"].split(".")[1])
+
+    def test_not_found_changes_nothing(self):
+        # 2C2P's not-found answer is unsigned ({"respCode":"2002",...}); it
+        # changes nothing either way
+        rc, rows, err = self.run_query("--apply")
+        self.assertEqual(rc, 0, (rows, err))
+        self.assertEqual(rows[0]["result"], "not_found", rows)
+        self.assertIn("2002", rows[0]["detail"])
+        self.assert_unchanged()
+
+    def test_signed_system_error_is_an_error(self):
+        self.set_paid("0999")
+        rc, rows, err = self.run_query("--apply")
+        self.assertEqual(rc, 3, (rows, err))
+        self.assertEqual(rows[0]["result"], "error", rows)
+        self.assert_unchanged()
+
+    def test_failed_fails_the_order(self):
+        self.set_paid("4005")
+        rc, rows, err = self.run_query("--apply")
+        self.assertEqual(rc, 0, (rows, err))
+        self.assertEqual(rows[0]["result"], "applied", rows)
+        self.assertEqual(PG.order(SITE, self.oid)["status"], "failed")
+
+
+class TestCommand(unittest.TestCase):
+    def setUp(self):
+        PG.reset()
+        SI.reset()
+
+    def test_usage_errors(self):
+        for args in ([], ["--order", "x", "--pending-older-than", "5m"],
+                     ["--order", "x", "--dry-run", "--apply"],
+                     ["--pending-older-than", "5 weeks"], ["--order", "x", "--provider", "paypal"],
+                     ["--order", "x", "--site", "no-such-site"], ["--order", ""]):
+            rc, rows, err = query(*args)
+            self.assertEqual(rc, 64, (args, err))
+            self.assertTrue(err.startswith("paynotify"), err)
+
+    def test_pending_older_than_selects_old_pending_orders(self):
+        PG.add_order(SITE, "old-1", 8888, "CNY")
+        PG.add_order(SITE, "new-1", 8888, "CNY")
+        PG.add_order(SITE, "paid-1", 8888, "CNY", status="paid")
+        PG.psql("UPDATE paynotify.orders SET created_at = now() - interval '10 minutes' "
+                "WHERE order_id IN ('old-1', 'paid-1')")
+        SI.state[("alipay", "old-1")] = {"trade_no": "T1", "trade_status": "TRADE_SUCCESS",
+                                         "total_amount": "88.88"}
+        rc, rows, err = query("--pending-older-than", "5m", "--provider", "alipay", "--apply")
+        self.assertEqual(rc, 0, (rows, err))
+        self.assertEqual([(r["order_id"], r["result"]) for r in rows], [("old-1", "applied")])
+        self.assertEqual(PG.order(SITE, "new-1")["status"], "pending")
+        # the run is recorded, and stats exports it
+        run = PG.psql("SELECT orders, asked, final, applied, exit_code, dry_run "
+                      "FROM paynotify.query_runs ORDER BY id DESC LIMIT 1")
+        self.assertEqual([tuple(x) for x in run], [("1", "1", "1", "1", "0", "f")])
+        p = subprocess.run([ADMIN, "-c", CFG, "stats", "--format", "prometheus"],
+                           env=pntest.clean_env(), stdout=subprocess.PIPE, timeout=30)
+        text = p.stdout.decode()
+        self.assertIn("paynotify_query_last_run_timestamp_seconds ", text)
+        self.assertIn('paynotify_query_last_run_orders{result="applied"} 1', text)
+
+    def test_every_provider_asked_when_the_order_names_none(self):
+        PG.add_order(SITE, "any-1", 8888, "CNY")
+        rc, rows, err = query("--site", SITE, "--order", "any-1")
+        self.assertEqual(sorted(r["provider"] for r in rows),
+                         ["2c2p", "alipay", "stripe", "wechatpay"], rows)
+
+    def test_bad_key_mode_refused_by_query_never_read_by_receiver(self):
+        cfg = write_config(SI.url, SI.ca_file, key_mode=0o644)
+        PG.add_order(SITE, "mode-1", 8888, "CNY")
+        rc, rows, err = query("--site", SITE, "--order", "mode-1", "--provider", "alipay",
+                              config=cfg)
+        self.assertEqual(rc, 3, (rows, err))
+        self.assertIn("must not be accessible", rows[0]["detail"])
+        headers, body = pnkit.alipay_paid("mode-1", "88.88")
+        r = pntest.run_cgi(pntest.binary("alipay"), "POST", pnkit.path("alipay"), headers, body,
+                           config=cfg)
+        self.assertTrue(pnkit.is_success("alipay", r), (r.status, r.body, r.stderr))
+
+    def test_check_config_checks_query_credentials(self):
+        p = subprocess.run([ADMIN, "-c", CFG, "check-config"], env=pntest.clean_env(),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+        out = p.stdout.decode()
+        self.assertEqual(p.returncode, 0, out + p.stderr.decode())
+        self.assertIn("query alipay: ok", out)
+        self.assertIn("query stripe: ok (rk_test_ key)", out)
+        cfg = write_config(SI.url, SI.ca_file, stripe_key="sk_live_51NotRestricted0000")
+        p = subprocess.run([ADMIN, "-c", cfg, "check-config"], env=pntest.clean_env(),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+        self.assertEqual(p.returncode, 3)
+        self.assertIn("secret key", p.stdout.decode() + p.stderr.decode())
+
+    def test_http_url_refused_by_config(self):
+        cfg = write_config("http://127.0.0.1:1", SI.ca_file)
+        rc, rows, err = query("--order", "x", config=cfg)
+        self.assertEqual(rc, 3, err)
+        self.assertIn("expected an https:// URL", err)
+
+
+if __name__ == "__main__":
+    unittest.main()

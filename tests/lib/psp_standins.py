@@ -1,0 +1,474 @@
+"""psp_standins: loopback stand-ins for the providers' order-query APIs, for
+tests/integration/test_query.py (never installed).
+
+One HTTPS server (http.server + ssl, a test CA made here with
+python3-cryptography, a server certificate for 127.0.0.1) serves the four
+documented endpoints:
+
+  POST /gateway.do                                     Alipay alipay.trade.query
+  GET  /v3/pay/transactions/out-trade-no/{otn}?mchid=  WeChat Pay API v3
+  GET  /v1/payment_intents/{id}, /v1/payment_intents/search?query=
+                                                       Stripe
+  POST /payment/4.3/paymentInquiry                     2C2P PGW v4
+
+Each CHECKS the request as the provider does (Alipay: RSA2 over the sorted
+parameters with the merchant's public key; WeChat Pay: the
+WECHATPAY2-SHA256-RSA2048 Authorization over "METHOD\\nURL\\nts\\nnonce\\nbody\\n"
+with the merchant's public key and its serial; Stripe: the Bearer restricted
+key; 2C2P: the HS256 JWT with the merchant secret) and answers in the
+provider's format, SIGNED with the provider's test key (Alipay: RSA2 over
+the exact bytes of alipay_trade_query_response; WeChat Pay: Wechatpay-*
+headers; 2C2P: an HS256 JWT).  A request that does not verify gets the
+provider's own error answer and is counted in .bad_requests.
+
+Behaviour per order: .state[(provider, order_id)] = dict(...) (see
+answer_*); .mode = None | "tamper" (body changed after signing) |
+"wrong_key" (signed with a key the site does not trust) | "500" | "sleep"
+(answer after .sleep_s seconds).
+"""
+
+import base64
+import datetime
+import hashlib
+import hmac
+import http.server
+import json
+import os
+import ssl
+import tempfile
+import threading
+import time
+import urllib.parse
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from cryptography.x509.oid import NameOID
+
+import pntest
+
+
+def make_ca(directory):
+    """A test CA and a server certificate for 127.0.0.1 (PEM files in
+    directory).  Returns (ca_file, cert_file, key_file)."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME,
+                                            "paynotify test CA %s" % os.urandom(4).hex())])
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
+          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+          .not_valid_before(now - datetime.timedelta(minutes=5))
+          .not_valid_after(now + datetime.timedelta(days=1))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    import ipaddress
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
+            .issuer_name(ca_name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    paths = [os.path.join(directory, n) for n in ("ca.pem", "server.pem", "server.key")]
+    with open(paths[0], "wb") as f:
+        f.write(ca.public_bytes(serialization.Encoding.PEM))
+    with open(paths[1], "wb") as f:
+        f.write(cert.public_bytes(serialization.Encoding.PEM))
+    with open(paths[2], "wb") as f:
+        f.write(key.private_bytes(serialization.Encoding.PEM,
+                                  serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption()))
+    return paths
+
+
+def load_private(path):
+    with open(path, "rb") as f:
+        return serialization.load_pem_private_key(f.read(), password=None)
+
+
+def load_public(path):
+    with open(path, "rb") as f:
+        return serialization.load_pem_public_key(f.read())
+
+
+def rsa_verify(pub, sig_b64, data, md=hashes.SHA256):
+    try:
+        pub.verify(base64.b64decode(sig_b64, validate=True), data, padding.PKCS1v15(), md())
+        return True
+    except Exception:       # noqa: BLE001 (any failure is "does not verify")
+        return False
+
+
+def b64u(b):
+    return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+
+
+def b64u_dec(s):
+    return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+
+
+class Standins:
+    """The stand-in server.  provider_key: the provider's test private key
+    (signs answers); wrong_key: another key (mode "wrong_key");
+    merchant_pub: the merchant's public key (checks Alipay and WeChat Pay
+    requests); merchant_serial, mchid, stripe_key, twoc2p_secret,
+    twoc2p_merchant: what requests must carry."""
+
+    def __init__(self, provider_key, wrong_key, merchant_pub, app_id, mchid, merchant_serial,
+                 wx_pubid, stripe_key, twoc2p_merchant, twoc2p_secret):
+        self.provider_key = load_private(provider_key)
+        self.wrong_key = load_private(wrong_key)
+        self.merchant_pub = load_public(merchant_pub)
+        self.app_id = app_id
+        self.mchid = mchid
+        self.merchant_serial = merchant_serial
+        self.wx_pubid = wx_pubid
+        self.stripe_key = stripe_key
+        self.twoc2p_merchant = twoc2p_merchant
+        self.twoc2p_secret = twoc2p_secret
+        self.state = {}
+        self.mode = None
+        self.sleep_s = 3
+        self.requests = []          # (provider, path) of every request
+        self.bad_requests = []      # (provider, why) of requests that did not verify
+        self.lock = threading.Lock()
+        d = pntest.temp_dir("pnstandin.")
+        self.ca_file, cert, key = make_ca(d)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(cert, key)
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                outer._dispatch(self, "GET")
+
+            def do_POST(self):
+                outer._dispatch(self, "POST")
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        self.port = self.httpd.server_address[1]
+        self.url = "https://127.0.0.1:%d" % self.port
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+        pntest.add_cleanup(self.stop)
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def reset(self):
+        with self.lock:
+            self.state.clear()
+            self.mode = None
+            self.requests.clear()
+            self.bad_requests.clear()
+
+    # ---- plumbing -----------------------------------------------------------
+
+    def _send(self, h, status, body, headers=None, ctype="application/json; charset=utf-8"):
+        if self.mode == "sleep":
+            time.sleep(self.sleep_s)
+        if self.mode == "500":
+            status, body, headers = 502, b"<html>bad gateway</html>", {}
+            ctype = "text/html"
+        try:
+            h.send_response(status)
+            h.send_header("Content-Type", ctype)
+            h.send_header("Content-Length", str(len(body)))
+            for k, v in (headers or {}).items():
+                h.send_header(k, v)
+            h.end_headers()
+            h.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+            pass
+
+    def _sign_key(self):
+        return self.wrong_key if self.mode == "wrong_key" else self.provider_key
+
+    def _dispatch(self, h, method):
+        n = int(h.headers.get("Content-Length") or 0)
+        body = h.rfile.read(n) if n else b""
+        url = urllib.parse.urlsplit(h.path)
+        if method == "POST" and url.path == "/gateway.do":
+            prov = "alipay"
+            fn = self._alipay
+        elif method == "GET" and url.path.startswith("/v3/pay/transactions/out-trade-no/"):
+            prov = "wechatpay"
+            fn = self._wechatpay
+        elif method == "GET" and url.path == "/alipay-bill":
+            prov = "alipay"
+            fn = self._alipay_bill_file
+        elif method == "GET" and url.path in ("/v3/bill/tradebill", "/v3/billdownload/file"):
+            prov = "wechatpay"
+            fn = self._wx_bill
+        elif method == "GET" and url.path.startswith("/v1/payment_intents"):
+            prov = "stripe"
+            fn = self._stripe
+        elif method == "POST" and url.path == "/payment/4.3/paymentInquiry":
+            prov = "2c2p"
+            fn = self._2c2p
+        else:
+            self._send(h, 404, b'{"error":"no such endpoint"}')
+            return
+        with self.lock:
+            self.requests.append((prov, h.path))
+        fn(h, method, url, body)
+
+    def _bad(self, prov, why):
+        with self.lock:
+            self.bad_requests.append((prov, why))
+
+    # ---- Alipay ---------------------------------------------------------------
+
+    def _alipay(self, h, method, url, body):
+        params = dict(urllib.parse.parse_qsl(body.decode("ascii"), keep_blank_values=True,
+                                             strict_parsing=True))
+        content = "&".join("%s=%s" % (k, params[k]) for k in sorted(params)
+                           if k != "sign" and params[k] != "").encode("utf-8")
+        bill = params.get("method") == "alipay.data.dataservice.bill.downloadurl.query"
+        member = ("alipay_data_dataservice_bill_downloadurl_query_response" if bill
+                  else "alipay_trade_query_response")
+        if (params.get("method") not in ("alipay.trade.query",
+                                         "alipay.data.dataservice.bill.downloadurl.query")
+                or params.get("app_id") != self.app_id
+                or params.get("sign_type") != "RSA2"
+                or not rsa_verify(self.merchant_pub, params.get("sign", ""), content)):
+            self._bad("alipay", "request signature or parameters")
+            resp = {"code": "40002", "msg": "Invalid Arguments", "sub_code": "isv.invalid-signature",
+                    "sub_msg": "invalid signature"}
+        elif bill:
+            biz = json.loads(params["biz_content"])
+            if biz.get("bill_type") == "trade" and ("alipay-bill", biz.get("bill_date")) \
+                    in self.state:
+                resp = {"code": "10000", "msg": "Success", "bill_download_url":
+                        "%s/alipay-bill?date=%s" % (self.url, biz["bill_date"])}
+            else:
+                resp = {"code": "40004", "msg": "Business Failed",
+                        "sub_code": "isp.bill_not_exist", "sub_msg": "bill does not exist"}
+        else:
+            otn = json.loads(params["biz_content"])["out_trade_no"]
+            st = self.state.get(("alipay", otn))
+            if st is None:
+                resp = {"code": "40004", "msg": "Business Failed", "sub_code": "ACQ.TRADE_NOT_EXIST",
+                        "sub_msg": "trade does not exist"}
+            else:
+                resp = {"code": "10000", "msg": "Success", "trade_no": st["trade_no"],
+                        "out_trade_no": otn, "buyer_logon_id": "159****5620",
+                        "trade_status": st["trade_status"], "total_amount": st["total_amount"],
+                        "buyer_pay_amount": st["total_amount"], "send_pay_date":
+                        "2024-05-20 10:00:05", "buyer_user_id": "2088101117955611"}
+        # Alipay's own spacing: the signature covers these exact bytes.  An
+        # "odd" layout (blanks, \u escapes) proves the verifier takes the
+        # member's bytes as sent and never re-serialises them.
+        st = None if "trade_status" not in resp else self.state.get(("alipay",
+                                                                     resp["out_trade_no"]))
+        if st and st.get("layout") == "odd":
+            resp["subject"] = "\u4f1a\u5458 \"quoted\" \\ {braces}"
+            member_text = json.dumps(resp, ensure_ascii=True, indent=1)
+        else:
+            member_text = json.dumps(resp, ensure_ascii=False, separators=(",", ":"))
+        sig = self._sign_key().sign(member_text.encode("utf-8"), padding.PKCS1v15(),
+                                    hashes.SHA256())
+        text = '{"%s":%s,"sign":"%s"}' % (member, member_text, base64.b64encode(sig).decode())
+        if self.mode == "tamper":
+            text = text.replace('"total_amount":"', '"total_amount":"1')
+        self._send(h, 200, text.encode("utf-8"), ctype="text/html;charset=utf-8")
+
+    # ---- WeChat Pay v3 ---------------------------------------------------------
+
+    def _wechatpay(self, h, method, url, body):
+        auth = h.headers.get("Authorization", "")
+        ok = False
+        if auth.startswith("WECHATPAY2-SHA256-RSA2048 "):
+            fields = {}
+            for part in auth[len("WECHATPAY2-SHA256-RSA2048 "):].split(","):
+                k, _, v = part.partition("=")
+                fields[k.strip()] = v.strip().strip('"')
+            msg = "%s\n%s\n%s\n%s\n%s\n" % (method, h.path, fields.get("timestamp", ""),
+                                             fields.get("nonce_str", ""), body.decode())
+            ok = (fields.get("mchid") == self.mchid
+                  and fields.get("serial_no") == self.merchant_serial
+                  and abs(int(fields.get("timestamp", "0")) - time.time()) < 300
+                  and rsa_verify(self.merchant_pub, fields.get("signature", ""), msg.encode()))
+        q = dict(urllib.parse.parse_qsl(url.query))
+        if not ok or q.get("mchid") != self.mchid:
+            self._bad("wechatpay", "Authorization or mchid")
+            self._wx_answer(h, 401, {"code": "SIGN_ERROR", "message": "signature error"})
+            return
+        otn = urllib.parse.unquote(url.path.rsplit("/", 1)[1])
+        st = self.state.get(("wechatpay", otn))
+        if st is None:
+            self._wx_answer(h, 404, {"code": "ORDER_NOT_EXIST", "message": "order does not exist"})
+            return
+        txn = {"appid": st.get("appid"), "mchid": st.get("mchid", self.mchid),
+               "out_trade_no": otn, "trade_type": "JSAPI", "trade_state": st["trade_state"],
+               "trade_state_desc": "test", "bank_type": "OTHERS", "attach": "",
+               "payer": {"openid": "oUpF8uMuAJO_M2pxb1Q9zNjWeS6o"},
+               "amount": {"total": st["total"], "payer_total": st["total"], "currency": "CNY",
+                          "payer_currency": "CNY"}}
+        if st["trade_state"] != "NOTPAY":
+            txn["transaction_id"] = st["transaction_id"]
+        if st["trade_state"] == "SUCCESS":
+            txn["success_time"] = "2024-05-20T10:00:05+08:00"
+        self._wx_answer(h, 200, txn)
+
+    def _wx_auth_ok(self, h, method, body):
+        auth = h.headers.get("Authorization", "")
+        if not auth.startswith("WECHATPAY2-SHA256-RSA2048 "):
+            return False
+        fields = {}
+        for part in auth[len("WECHATPAY2-SHA256-RSA2048 "):].split(","):
+            k, _, v = part.partition("=")
+            fields[k.strip()] = v.strip().strip('"')
+        msg = "%s\n%s\n%s\n%s\n%s\n" % (method, h.path, fields.get("timestamp", ""),
+                                         fields.get("nonce_str", ""), body.decode())
+        return (fields.get("mchid") == self.mchid
+                and fields.get("serial_no") == self.merchant_serial
+                and abs(int(fields.get("timestamp", "0")) - time.time()) < 300
+                and rsa_verify(self.merchant_pub, fields.get("signature", ""), msg.encode()))
+
+    def set_alipay_bill(self, date, data):
+        """The zip alipay.data.dataservice.bill.downloadurl.query points to for date."""
+        with self.lock:
+            self.state[("alipay-bill", date)] = data
+
+    def _alipay_bill_file(self, h, method, url, body):
+        data = self.state.get(("alipay-bill", dict(urllib.parse.parse_qsl(url.query))
+                               .get("date")))
+        if data is None:
+            self._send(h, 404, b"no such bill", ctype="text/plain")
+            return
+        self._send(h, 200, data, ctype="application/oct-stream")
+
+    def set_wx_bill(self, date, data):
+        """The ALL trade bill (bytes) GET /v3/bill/tradebill?bill_date=date serves."""
+        with self.lock:
+            self.state[("wechatpay-bill", date)] = data
+
+    def _wx_bill(self, h, method, url, body):
+        """Trade bill API v3: the signed answer with hash and download_url, then the
+        file itself (the download carries no Wechatpay-Signature)."""
+        if not self._wx_auth_ok(h, method, body):
+            self._bad("wechatpay", "bill Authorization")
+            self._wx_answer(h, 401, {"code": "SIGN_ERROR", "message": "signature error"})
+            return
+        q = dict(urllib.parse.parse_qsl(url.query))
+        if url.path == "/v3/bill/tradebill":
+            data = self.state.get(("wechatpay-bill", q.get("bill_date")))
+            if data is None or q.get("bill_type") != "ALL":
+                self._wx_answer(h, 400, {"code": "NO_STATEMENT_EXIST",
+                                         "message": "the bill does not exist"})
+                return
+            digest = hashlib.sha1(data).hexdigest()
+            if self.mode == "bad_hash":
+                digest = hashlib.sha1(data + b"x").hexdigest()
+            self._wx_answer(h, 200, {"hash_type": "SHA1", "hash_value": digest,
+                                     "download_url": "%s/v3/billdownload/file?token=%s"
+                                     % (self.url, q["bill_date"])})
+            return
+        data = self.state.get(("wechatpay-bill", q.get("token")))
+        if data is None:
+            self._wx_answer(h, 404, {"code": "NOT_FOUND", "message": "no such file"})
+            return
+        self._send(h, 200, data, ctype="text/plain; charset=utf-8")
+
+    def _wx_answer(self, h, status, obj):
+        body = json.dumps(obj, separators=(",", ":")).encode("utf-8")
+        ts = str(int(time.time()))
+        nonce = hashlib.sha1(os.urandom(8)).hexdigest()
+        sig = self._sign_key().sign(("%s\n%s\n" % (ts, nonce)).encode() + body + b"\n",
+                                    padding.PKCS1v15(), hashes.SHA256())
+        if self.mode == "tamper":
+            body = body.replace(b'"total":', b'"total":1')
+        self._send(h, status, body, {
+            "Wechatpay-Timestamp": ts, "Wechatpay-Nonce": nonce,
+            "Wechatpay-Signature": base64.b64encode(sig).decode(),
+            "Wechatpay-Serial": self.wx_pubid, "Request-ID": "08F4" + nonce[:8]})
+
+    # ---- Stripe -----------------------------------------------------------------
+
+    def _stripe(self, h, method, url, body):
+        if h.headers.get("Authorization") != "Bearer " + self.stripe_key:
+            self._bad("stripe", "Authorization")
+            self._send(h, 401, b'{"error":{"type":"invalid_request_error",'
+                       b'"message":"Invalid API Key provided"}}')
+            return
+        pis = [st for (p, _), st in self.state.items() if p == "stripe"]
+        if url.path == "/v1/payment_intents/search":
+            q = dict(urllib.parse.parse_qsl(url.query)).get("query", "")
+            prefix = "metadata['order_id']:'"
+            if not (q.startswith(prefix) and q.endswith("'")):
+                self._send(h, 400, b'{"error":{"type":"invalid_request_error"}}')
+                return
+            oid = q[len(prefix):-1].replace("\\'", "'").replace("\\\\", "\\")
+            data = [self._pi(st) for st in pis if st["order_id"] == oid]
+            out = {"object": "search_result", "data": data, "has_more": False,
+                   "next_page": None, "url": "/v1/payment_intents/search"}
+        else:
+            pid = url.path.rsplit("/", 1)[1]
+            found = [self._pi(st) for st in pis if st["id"] == pid]
+            if not found:
+                self._send(h, 404, b'{"error":{"code":"resource_missing",'
+                           b'"type":"invalid_request_error"}}')
+                return
+            out = found[0]
+        text = json.dumps(out, indent=2).encode()
+        self._send(h, 200, text, {"Request-Id": "req_test"})
+
+    @staticmethod
+    def _pi(st):
+        return {"id": st["id"], "object": "payment_intent", "amount": st["amount"],
+                "amount_received": st["amount"] if st["status"] == "succeeded" else 0,
+                "currency": st["currency"], "livemode": False, "status": st["status"],
+                "metadata": {"order_id": st["order_id"]}, "created": int(time.time())}
+
+    # ---- 2C2P -------------------------------------------------------------------
+
+    def _jwt(self, payload, key=None):
+        signed = b64u(b'{"alg":"HS256","typ":"JWT"}') + "." + b64u(payload)
+        k = key or self.twoc2p_secret
+        return signed + "." + b64u(hmac.new(k.encode(), signed.encode(), hashlib.sha256).digest())
+
+    def _2c2p(self, h, method, url, body):
+        try:
+            jwt = json.loads(body)["payload"]
+            head, pay, sig = jwt.split(".")
+            good = hmac.compare_digest(
+                b64u_dec(sig), hmac.new(self.twoc2p_secret.encode(), (head + "." + pay).encode(),
+                                        hashlib.sha256).digest())
+            req = json.loads(b64u_dec(pay))
+            good = good and json.loads(b64u_dec(head)).get("alg") == "HS256"
+        except (ValueError, KeyError):
+            good, req = False, {}
+        if not good or req.get("merchantID") != self.twoc2p_merchant:
+            self._bad("2c2p", "JWT")
+            self._send(h, 200, b'{"respCode":"9042","respDesc":"Invalid signature"}')
+            return
+        inv = req["invoiceNo"]
+        st = self.state.get(("2c2p", inv))
+        if st is None:
+            self._send(h, 200, b'{"respCode":"2002","respDesc":"Transaction not found"}')
+            return
+        payload = ('{"merchantID":"%s","invoiceNo":"%s","accountNo":"411111XXXXXX1111",'
+                   '"amount":%s,"currencyCode":"%s","tranRef":"%s","referenceNo":"R1",'
+                   '"transactionDateTime":"20240520100005","agentCode":"OCBC",'
+                   '"channelCode":"VI","approvalCode":"123456","eci":"05",'
+                   '"respCode":"%s","respDesc":"%s"}'
+                   % (st.get("merchant", self.twoc2p_merchant), inv, st["amount"],
+                      st["currency"], st["tranRef"], st["respCode"], st.get("respDesc", "x")))
+        token = self._jwt(payload.encode(), key="0" * 64 if self.mode == "wrong_key" else None)
+        if self.mode == "tamper":
+            h2, p2, s2 = token.split(".")
+            token = ".".join([h2, b64u(payload.replace(st["amount"], "1" + st["amount"])
+                                       .encode()), s2])
+        self._send(h, 200, json.dumps({"payload": token}).encode())
