@@ -77,6 +77,7 @@ def write_config(url, ca_file, timeout_ms=1500, stripe_key=STRIPE_RK, key_mode=0
         "wechatpay.query_url = %s" % url,
         "stripe.query_key_file = stripe-rk",
         "stripe.query_url = %s" % url,
+        "stripe.mode = test",       # rk_test_ key, test-mode PaymentIntents and events
         "2c2p.query_url = %s" % url,
         ""]))
     with open(cfg.path, "w") as f:
@@ -362,7 +363,8 @@ class TestStripe(Base, unittest.TestCase):
 
     def notify(self):
         return pnkit.sign_stripe(pntest.stripe_checkout_completed(self.oid, 1999, "usd",
-                                                                  payment_intent=self.pi))
+                                                                  payment_intent=self.pi,
+                                                                  livemode=False))
 
     # Stripe answers carry no signature: authenticity is TLS to the host.
     def test_tampered_answer_refused(self):
@@ -515,13 +517,13 @@ class TestCommand(unittest.TestCase):
         cfg = write_config(SI.url, SI.ca_file, stripe_key="sk_live_51NotRestricted0000")
         p = subprocess.run([ADMIN, "-c", cfg, "check-config"], env=pntest.clean_env(),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
-        self.assertEqual(p.returncode, 3)
+        self.assertEqual(p.returncode, 78)     # a configuration error (docs/OPERATIONS.md)
         self.assertIn("secret key", p.stdout.decode() + p.stderr.decode())
 
     def test_http_url_refused_by_config(self):
         cfg = write_config("http://127.0.0.1:1", SI.ca_file)
         rc, rows, err = query("--order", "x", config=cfg)
-        self.assertEqual(rc, 3, err)
+        self.assertEqual(rc, 78, err)          # a configuration error
         self.assertIn("expected an https:// URL", err)
 
 
