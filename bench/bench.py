@@ -382,6 +382,7 @@ def write_config(d, pg, conninfo=None, database_lines=()):
             "alipay.seller_id = " + ALIPAY_SELLER_ID,
             "alipay.public_key_file = test-public.pem",
             "stripe.secret_files = stripe-whsec",
+            "stripe.mode = test",       # the signed events are test-mode (livemode false)
             # the signed sets are made once, at the start of a run that can
             # last longer than the default 300 s (the check itself is unchanged)
             "stripe.tolerance_s = 3600",

@@ -382,7 +382,10 @@ class CheckConfig(unittest.TestCase):
 
     def check(self, conninfo):
         cfg = pnkit.write_all_config(None, conninfo=conninfo)
-        p = subprocess.run([os.path.join(pntest.REPO, "paynotify"), "check-config", "-c", cfg.path],
+        # --user: the files are checked as this user (as root without it,
+        # check-config warns that it could not tell what the receivers can read)
+        p = subprocess.run([os.path.join(pntest.REPO, "paynotify"), "check-config", "-c", cfg.path,
+                            "--user", pwd.getpwuid(os.getuid()).pw_name],
                            env=pntest.clean_env(), stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, timeout=60)
         return p.returncode, p.stdout.decode()

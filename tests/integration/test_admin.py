@@ -819,7 +819,8 @@ class TestReport(AdminTest):
         rows = list(csv.DictReader(io.StringIO(p.stdout, newline="")))
         self.assertEqual(len(rows), 4)
         self.assertNotIn("OLD", [r["order_id"] for r in rows])
-        p = admin("report", "--site", "shop2", "--pending-older-than", "30m", "--format", "table")
+        p = admin("report", "--site", "shop2", "--pending-older-than", "30m", "--format", "table",
+                  "--wide")
         self.assertEqual(p.returncode, 1)
         self.assertIn("pending_without_notification  shop2", p.stdout)
         self.assertTrue(p.stdout.endswith("1 item needs a human\n"), p.stdout)

@@ -121,9 +121,13 @@ def sign_stripe(body, t=None, secret=STRIPE_SECRET):
              "Stripe-Signature": pntest.stripe_header(secret, t, body)}, body)
 
 
-def stripe_paid(oid, amount_minor, currency="usd", event_id=None):
-    return sign_stripe(pntest.stripe_checkout_completed(oid, amount_minor, currency,
-                                                        event_id=event_id))
+def stripe_paid(oid, amount_minor, currency="usd", event_id=None, payment_intent=None):
+    """A signed checkout.session.completed; one PaymentIntent per order unless
+    told otherwise (a second PaymentIntent for a paid order is a
+    duplicate_payment)."""
+    return sign_stripe(pntest.stripe_checkout_completed(
+        oid, amount_minor, currency, event_id=event_id,
+        payment_intent=payment_intent or "pi_" + "".join(c for c in oid if c.isalnum())))
 
 
 class _AlipaySite:
