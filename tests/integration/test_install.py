@@ -165,7 +165,7 @@ class TestManPagesCoverOptions(unittest.TestCase):
     def test_exit_codes_of_the_command(self):
         text = read("doc", "man", "paynotify.1.in")
         exits = re.search(r"(?ms)^\.SH EXIT STATUS\n(.*?)^\.SH ", text).group(1)
-        codes = re.findall(r"#define PN_EXIT_\w+ (\d+)", read("admin", "admin.h"))
+        codes = re.findall(r"#define PN_EXIT_\w+ (\d+)", read("common", "exit.h"))
         self.assertTrue(codes)
         for code in codes:
             self.assertIn(".TP\n.B %s\n" % code, exits, "exit status %s" % code)
