@@ -460,6 +460,8 @@ class TestCommand(unittest.TestCase):
         for args in ([], ["--order", "x", "--pending-older-than", "5m"],
                      ["--order", "x", "--dry-run", "--apply"],
                      ["--pending-older-than", "5 weeks"], ["--order", "x", "--provider", "paypal"],
+                     ["--pending-older-than", "5m", "--pending-younger-than", "1m"],
+                     ["--order", "x", "--pending-younger-than", "1h"],
                      ["--order", "x", "--site", "no-such-site"], ["--order", ""]):
             rc, rows, err = query(*args)
             self.assertEqual(rc, 64, (args, err))
@@ -469,11 +471,15 @@ class TestCommand(unittest.TestCase):
         PG.add_order(SITE, "old-1", 8888, "CNY")
         PG.add_order(SITE, "new-1", 8888, "CNY")
         PG.add_order(SITE, "paid-1", 8888, "CNY", status="paid")
+        PG.add_order(SITE, "ancient-1", 8888, "CNY")
         PG.psql("UPDATE paynotify.orders SET created_at = now() - interval '10 minutes' "
                 "WHERE order_id IN ('old-1', 'paid-1')")
+        PG.psql("UPDATE paynotify.orders SET created_at = now() - interval '2 days' "
+                "WHERE order_id = 'ancient-1'")
         SI.state[("alipay", "old-1")] = {"trade_no": "T1", "trade_status": "TRADE_SUCCESS",
                                          "total_amount": "88.88"}
-        rc, rows, err = query("--pending-older-than", "5m", "--provider", "alipay", "--apply")
+        rc, rows, err = query("--pending-older-than", "5m", "--pending-younger-than", "1d",
+                              "--provider", "alipay", "--apply")
         self.assertEqual(rc, 0, (rows, err))
         self.assertEqual([(r["order_id"], r["result"]) for r in rows], [("old-1", "applied")])
         self.assertEqual(PG.order(SITE, "new-1")["status"], "pending")
