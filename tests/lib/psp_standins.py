@@ -118,7 +118,7 @@ class Standins:
     twoc2p_merchant: what requests must carry."""
 
     def __init__(self, provider_key, wrong_key, merchant_pub, app_id, mchid, merchant_serial,
-                 wx_pubid, stripe_key, twoc2p_merchant, twoc2p_secret):
+                 wx_pubid, stripe_key, twoc2p_merchant, twoc2p_secret, wx_apiv2=None):
         self.provider_key = load_private(provider_key)
         self.wrong_key = load_private(wrong_key)
         self.merchant_pub = load_public(merchant_pub)
@@ -129,6 +129,7 @@ class Standins:
         self.stripe_key = stripe_key
         self.twoc2p_merchant = twoc2p_merchant
         self.twoc2p_secret = twoc2p_secret
+        self.wx_apiv2 = wx_apiv2
         self.state = {}
         self.mode = None
         self.sleep_s = 3
@@ -202,6 +203,9 @@ class Standins:
         if method == "POST" and url.path == "/gateway.do":
             prov = "alipay"
             fn = self._alipay
+        elif method == "POST" and url.path == "/pay/orderquery":
+            prov = "wechatpay-v2"
+            fn = self._wechatpay_v2
         elif method == "GET" and url.path.startswith("/v3/pay/transactions/out-trade-no/"):
             prov = "wechatpay"
             fn = self._wechatpay
@@ -315,6 +319,55 @@ class Standins:
             "Wechatpay-Timestamp": ts, "Wechatpay-Nonce": nonce,
             "Wechatpay-Signature": base64.b64encode(sig).decode(),
             "Wechatpay-Serial": self.wx_pubid, "Request-ID": "08F4" + nonce[:8]})
+
+    # ---- WeChat Pay v2 orderquery ------------------------------------------------
+
+    @staticmethod
+    def _v2_sign(fields, alg, key):
+        """WXPayUtil.generateSignature: sorted non-empty k=v, &key=, MD5 or HMAC-SHA256."""
+        text = "&".join("%s=%s" % (k, v.strip()) for k, v in sorted(fields.items())
+                        if k != "sign" and v.strip() != "") + "&key=" + key
+        if alg == "HMAC-SHA256":
+            return hmac.new(key.encode(), text.encode(), hashlib.sha256).hexdigest().upper()
+        return hashlib.md5(text.encode()).hexdigest().upper()
+
+    def _wechatpay_v2(self, h, method, url, body):
+        import xml.etree.ElementTree as ET
+        try:
+            req = {e.tag: (e.text or "") for e in ET.fromstring(body)}
+        except ET.ParseError:
+            req = {}
+        alg = req.get("sign_type") or "MD5"
+        good = (req.get("mch_id") == self.mchid and alg in ("MD5", "HMAC-SHA256")
+                and req.get("sign") == self._v2_sign(req, alg, self.wx_apiv2))
+        if not good:
+            self._bad("wechatpay-v2", "sign or mch_id")
+            self._send(h, 200, b"<xml><return_code><![CDATA[FAIL]]></return_code>"
+                       b"<return_msg><![CDATA[SIGNERROR]]></return_msg></xml>",
+                       ctype="text/plain")
+            return
+        otn = req.get("out_trade_no", "")
+        st = self.state.get(("wechatpay-v2", otn))
+        out = {"return_code": "SUCCESS", "return_msg": "OK", "appid": req.get("appid", ""),
+               "mch_id": self.mchid, "nonce_str": hashlib.sha1(os.urandom(8)).hexdigest()}
+        if st is None:
+            out.update({"result_code": "FAIL", "err_code": "ORDERNOTEXIST",
+                        "err_code_des": "order does not exist"})
+        else:
+            out.update({"result_code": "SUCCESS", "openid": "oUpF8uMuAJO_M2pxb1Q9zNjWeS6o",
+                        "trade_type": "JSAPI", "trade_state": st["trade_state"],
+                        "bank_type": "CMC", "total_fee": str(st["total"]), "fee_type": "CNY",
+                        "out_trade_no": otn, "attach": "", "time_end": "20240520100005",
+                        "trade_state_desc": "test"})
+            if st["trade_state"] != "NOTPAY":
+                out["transaction_id"] = st["transaction_id"]
+        key = "W" * 32 if self.mode == "wrong_key" else self.wx_apiv2
+        out["sign"] = self._v2_sign(out, alg, key)
+        if self.mode == "tamper" and "total_fee" in out:
+            out["total_fee"] = "1" + out["total_fee"]
+        text = "<xml>" + "".join("<%s><![CDATA[%s]]></%s>" % (k, v, k) for k, v in out.items()) \
+            + "</xml>"
+        self._send(h, 200, text.encode(), ctype="text/plain")
 
     # ---- Stripe -----------------------------------------------------------------
 
