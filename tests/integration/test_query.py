@@ -56,7 +56,8 @@ SI = None
 CFG = None
 
 
-def write_config(url, ca_file, timeout_ms=1500, stripe_key=STRIPE_RK, key_mode=0o600):
+def write_config(url, ca_file, timeout_ms=1500, stripe_key=STRIPE_RK, key_mode=0o600,
+                 alipay_certs=None):
     """pnkit's all-provider site plus the query keys, pointing at url."""
     cfg = pnkit.write_all_config(PG)
     d = cfg.dir
@@ -74,6 +75,10 @@ def write_config(url, ca_file, timeout_ms=1500, stripe_key=STRIPE_RK, key_mode=0
         "[site %s]" % SITE,
         "alipay.query_private_key_file = merchant-api.key",
         "alipay.query_url = %s/gateway.do" % url,
+    ] + ([
+        "alipay.query_app_cert_file = %s" % alipay_certs[0],
+        "alipay.query_root_cert_file = %s" % alipay_certs[1],
+    ] if alipay_certs else []) + [
         "wechatpay.query_private_key_file = merchant-api.key",
         "wechatpay.query_cert_serial = %s" % MERCHANT_SERIAL,
         "wechatpay.query_url = %s" % url,
@@ -331,6 +336,34 @@ class TestAlipay(Base, unittest.TestCase):
         self.assertEqual(rows[0]["result"], "applied", rows)
         raw = PG.notifications("order_id = %s" % pntest.q(self.oid))[0]["raw_body"]
         self.assertIn(b'\\u4f1a\\u5458', raw)       # stored as sent, escapes and all
+
+
+class TestAlipayCertificateMode(unittest.TestCase):
+    """Public-key certificate mode: app_cert_sn and alipay_root_cert_sn as the
+    SDKs compute them go with the request (the stand-in refuses anything
+    else); the answer carries alipay_cert_sn after the member."""
+
+    def test_paid_with_certificate_serials(self):
+        PG.reset()
+        SI.reset()
+        d = pntest.temp_dir("pnquery-alipay-certs.")
+        app, root, app_sn, root_sn = psp_standins.alipay_cert_files(d, MERCHANT_PUB)
+        cfg = write_config(SI.url, SI.ca_file, alipay_certs=(app, root))
+        SI.alipay_cert_sns = (app_sn, root_sn)
+        PG.add_order(SITE, "AC-1", 8888, "CNY")
+        SI.state[("alipay", "AC-1")] = {"trade_no": "2024120122001400077",
+                                        "trade_status": "TRADE_SUCCESS", "total_amount": "88.88"}
+        rc, rows, err = query("--site", SITE, "--provider", "alipay", "--order", "AC-1",
+                              "--apply", config=cfg)
+        self.assertEqual(SI.bad_requests, [], "app_cert_sn / alipay_root_cert_sn wrong")
+        self.assertEqual(rc, 0, (rows, err))
+        self.assertEqual(rows[0]["result"], "applied", rows)
+        self.assertIn(b'"alipay_cert_sn"', PG.notifications("order_id = 'AC-1'")[0]["raw_body"])
+        # without the certificates the stand-in (expecting them) refuses the request
+        SI.bad_requests.clear()
+        rc, rows, err = query("--site", SITE, "--provider", "alipay", "--order", "AC-1")
+        self.assertEqual(len(SI.bad_requests), 1)
+        SI.bad_requests.clear()
 
 
 class TestWechatPay(Base, unittest.TestCase):

@@ -84,6 +84,56 @@ def make_ca(directory):
     return paths
 
 
+def alipay_cert_files(directory, app_public_key_path):
+    """Certificate mode: an Alipay-like root file (an RSA root and an ECDSA
+    root, which the SN skips as the SM2 one is) and an app certificate for
+    the merchant's key issued by the RSA root.  Returns (app_cert,
+    root_file, app_cert_sn, alipay_root_cert_sn) with the SNs computed
+    as gopay GetCertSN/GetRootCertSN do: md5(issuer RFC 4514 + decimal serial)."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+    now = datetime.datetime.now(datetime.timezone.utc)
+
+    def name(cn):
+        return x509.Name([x509.NameAttribute(NameOID.COUNTRY_NAME, "CN"),
+                          x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Ant Financial"),
+                          x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME,
+                                             "Certification Authority"),
+                          x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+    def build(subject, issuer, pub, signer, serial, algo):
+        return (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
+                .public_key(pub).serial_number(serial)
+                .not_valid_before(now - datetime.timedelta(minutes=5))
+                .not_valid_after(now + datetime.timedelta(days=1)).sign(signer, algo))
+
+    rsa_root_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    ec_root_key = ec.generate_private_key(ec.SECP256R1())
+    rsa_root_name, ec_root_name = name("Ant Financial Certification Authority R1"), \
+        name("Ant Financial Certification Authority E1")
+    rsa_root = build(rsa_root_name, rsa_root_name, rsa_root_key.public_key(), rsa_root_key,
+                     0x1d5f2a6b9c3e, hashes.SHA256())
+    ec_root = build(ec_root_name, ec_root_name, ec_root_key.public_key(), ec_root_key,
+                    0x2e6a, hashes.SHA256())
+    with open(app_public_key_path, "rb") as f:
+        app_pub = serialization.load_pem_public_key(f.read())
+    app = build(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "2021000000000009")]),
+                name("Ant Financial Certification Authority Class 1 R1"), app_pub, rsa_root_key,
+                202412010000000000000123456789, hashes.SHA256())
+
+    def sn(cert):
+        return hashlib.md5((cert.issuer.rfc4514_string() + str(cert.serial_number))
+                           .encode()).hexdigest()
+
+    app_path, root_path = os.path.join(directory, "appCert.crt"), \
+        os.path.join(directory, "alipayRootCert.crt")
+    with open(app_path, "wb") as f:
+        f.write(app.public_bytes(serialization.Encoding.PEM))
+    with open(root_path, "wb") as f:
+        f.write(ec_root.public_bytes(serialization.Encoding.PEM)
+                + rsa_root.public_bytes(serialization.Encoding.PEM))
+    return app_path, root_path, sn(app), sn(rsa_root)
+
+
 def load_private(path):
     with open(path, "rb") as f:
         return serialization.load_pem_private_key(f.read(), password=None)
@@ -130,6 +180,7 @@ class Standins:
         self.twoc2p_merchant = twoc2p_merchant
         self.twoc2p_secret = twoc2p_secret
         self.wx_apiv2 = wx_apiv2
+        self.alipay_cert_sns = None     # (app_cert_sn, alipay_root_cert_sn) in certificate mode
         self.state = {}
         self.mode = None
         self.sleep_s = 3
@@ -171,6 +222,7 @@ class Standins:
         with self.lock:
             self.state.clear()
             self.mode = None
+            self.alipay_cert_sns = None
             self.requests.clear()
             self.bad_requests.clear()
 
@@ -234,8 +286,9 @@ class Standins:
         content = "&".join("%s=%s" % (k, params[k]) for k in sorted(params)
                            if k != "sign" and params[k] != "").encode("utf-8")
         member = "alipay_trade_query_response"
+        sns = (params.get("app_cert_sn"), params.get("alipay_root_cert_sn"))
         if (params.get("method") != "alipay.trade.query" or params.get("app_id") != self.app_id
-                or params.get("sign_type") != "RSA2"
+                or params.get("sign_type") != "RSA2" or sns != (self.alipay_cert_sns or (None, None))
                 or not rsa_verify(self.merchant_pub, params.get("sign", ""), content)):
             self._bad("alipay", "request signature or parameters")
             resp = {"code": "40002", "msg": "Invalid Arguments", "sub_code": "isv.invalid-signature",
@@ -264,7 +317,9 @@ class Standins:
             member_text = json.dumps(resp, ensure_ascii=False, separators=(",", ":"))
         sig = self._sign_key().sign(member_text.encode("utf-8"), padding.PKCS1v15(),
                                     hashes.SHA256())
-        text = '{"%s":%s,"sign":"%s"}' % (member, member_text, base64.b64encode(sig).decode())
+        cert_sn = ',"alipay_cert_sn":"%s"' % ("0" * 32) if self.alipay_cert_sns else ""
+        text = '{"%s":%s%s,"sign":"%s"}' % (member, member_text, cert_sn,
+                                            base64.b64encode(sig).decode())
         if self.mode == "tamper":
             text = text.replace('"total_amount":"', '"total_amount":"1')
         self._send(h, 200, text.encode("utf-8"), ctype="text/html;charset=utf-8")
