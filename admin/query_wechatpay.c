@@ -44,8 +44,16 @@
 #include "wechatpay.h"
 
 struct creds {
-	EVP_PKEY *key;
+	EVP_PKEY *key;		/* NULL: API v2 (the APIv2 key is the configuration's) */
 };
+
+static const char *
+wechatpay_describe(const void *p)
+{
+	const struct creds *c = p;
+
+	return c->key ? "API v3" : "API v2 orderquery";
+}
 
 static bool
 wechatpay_configured(const struct pn_site *site, const char **why)
@@ -369,5 +377,6 @@ const struct pn_query_provider pn_query_wechatpay = {
 	.configured = wechatpay_configured,
 	.load = wechatpay_load,
 	.free_creds = wechatpay_free,
+	.describe = wechatpay_describe,
 	.ask = wechatpay_ask,
 };
