@@ -190,8 +190,12 @@ add_row(struct run *r, struct pn_arena *a, const struct pn_query_order *o, const
 {
 	char	amount[48];
 	const char *cells[7];
+	int	exp = pn_money_exponent(o->currency);
 
-	pn_money_format(o->amount_minor, pn_money_exponent(o->currency), amount, sizeof(amount));
+	if (exp >= 0)
+		pn_money_format(o->amount_minor, exp, amount, sizeof(amount));
+	else		/* not an ISO 4217 code: say what the database holds */
+		snprintf(amount, sizeof(amount), "%lld minor units of", (long long)o->amount_minor);
 	cells[0] = o->site;
 	cells[1] = provider;
 	cells[2] = o->order_id;

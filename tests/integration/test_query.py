@@ -475,6 +475,15 @@ class TestStripe(Base, unittest.TestCase):
         self.assertEqual(rows[0]["result"], "applied", rows)
         self.assertTrue(any(p.startswith("/v1/payment_intents/pi_") for _, p in SI.requests))
 
+    def test_order_id_with_quote_and_backslash_searched_exactly(self):
+        oid = "O'Brien\\-" + pnkit.seq()
+        PG.add_order(SITE, oid, 1999, "USD")
+        SI.state[("stripe", "pi_q")] = {"id": "pi_q", "order_id": oid, "amount": 1999,
+                                        "currency": "usd", "status": "succeeded"}
+        rc, rows, err = query("--site", SITE, "--provider", "stripe", "--order", oid, "--apply")
+        self.assertEqual(rc, 0, (rows, err))
+        self.assertEqual(rows[0]["result"], "applied", rows)
+
     def test_secret_key_refused(self):
         cfg = write_config(SI.url, SI.ca_file, stripe_key="sk_test_51NotARestrictedKey000")
         self.set_paid()
@@ -601,6 +610,31 @@ class TestCommand(unittest.TestCase):
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
         self.assertEqual(p.returncode, 3)
         self.assertIn("secret key", p.stdout.decode() + p.stderr.decode())
+
+    def test_no_query_secret_in_output_or_database(self):
+        PG.add_order(SITE, "sec-1", 1999, "USD")
+        SI.state[("stripe", "pi_sec")] = {"id": "pi_sec", "order_id": "sec-1", "amount": 1999,
+                                          "currency": "usd", "status": "succeeded"}
+        SI.state[("alipay", "sec-1")] = {"trade_no": "T9", "trade_status": "WAIT_BUYER_PAY",
+                                         "total_amount": "19.99"}
+        bad = write_config(SI.url, SI.ca_file, stripe_key="rk_test_51WrongKeyForThisTest000")
+        with open(MERCHANT_PRIV) as f:
+            pem_lines = [l.strip() for l in f if l.strip() and not l.startswith("-----")]
+        outputs = []
+        for cfg in (CFG, bad):
+            rc, rows, err = query("--site", SITE, "--order", "sec-1", "--apply", config=cfg)
+            outputs.append(json.dumps(rows) + err)
+            p = subprocess.run([ADMIN, "-c", cfg, "check-config"], env=pntest.clean_env(),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+            outputs.append((p.stdout + p.stderr).decode())
+        SI.bad_requests.clear()     # the wrong key was refused, as it should be
+        stored = PG.psql("SELECT raw_headers::text || encode(raw_body, 'escape') "
+                         "FROM paynotify.notifications")
+        outputs += [r[0] for r in stored]
+        self.assertTrue(stored, "the Stripe answer was stored")
+        for text in outputs:
+            for secret in [STRIPE_RK, "rk_test_51WrongKeyForThisTest000"] + pem_lines:
+                self.assertNotIn(secret, text)
 
     def test_http_url_refused_by_config(self):
         cfg = write_config("http://127.0.0.1:1", SI.ca_file)
