@@ -33,7 +33,8 @@
 	" AND ($5::timestamptz IS NULL OR received_at < $5)" \
 	" AND ($6::text IS NULL OR order_id = $6)" \
 	" AND ($7::text IS NULL OR outcome = $7)" \
-	" AND ($8::bigint IS NULL OR id = $8)"
+	" AND ($8::bigint IS NULL OR id = $8)" \
+	" AND source = 'notification'"	/* query answers: verified when fetched (QUERY.md) */
 
 enum mode { MODE_DRY_RUN, MODE_APPLY, MODE_TO };
 
@@ -53,7 +54,9 @@ help(FILE *f)
 		"              URL/notify/<provider>/<site>, e.g. a staging receiver\n\n"
 		"Filters: --site S --provider P --since TIME --until TIME --order ID\n"
 		"         --outcome OUTCOME --id N   (TIME: anything PostgreSQL reads as\n"
-		"         timestamptz, e.g. '2026-11-30 08:00+08')\n\n"
+		"         timestamptz, e.g. '2026-11-30 08:00+08')\n"
+		"Only notifications (source notification): answers stored by paynotify\n"
+		"query were verified when fetched and are not re-verified here.\n\n"
 		"Exit status: 0 all verified and settled; 1 something still needs a human\n"
 		"(unknown order, amount or merchant mismatch, failed re-delivery); 2 some\n"
 		"stored notification no longer verifies (altered or keys removed); 3 error.\n");

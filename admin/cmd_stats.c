@@ -106,6 +106,34 @@ print_prometheus(const struct pn_table *t, FILE *f)
 	}
 }
 
+/* Where the events came from: notification, query (sql/005 source). */
+static const char source_sql[] =
+	"SELECT site, provider, source, count(*) AS events FROM paynotify.notifications"
+	" WHERE ($1::text IS NULL OR site = $1)"
+	" GROUP BY site, provider, source ORDER BY site, provider, source";
+
+static void
+print_sources(const char *config_path, const char *site, FILE *f)
+{
+	const char *params[1] = {site};
+	struct pn_table t;
+	size_t	r;
+
+	if (!pn_admin_query(config_path, source_sql, 1, params, &t))
+		return;
+	fprintf(f, "# HELP paynotify_events_by_source_total Distinct events stored, by where they "
+		"came from (notification, query).\n"
+		"# TYPE paynotify_events_by_source_total counter\n");
+	for (r = 0; r < t.nrows; r++) {
+		fprintf(f, "paynotify_events_by_source_total{");
+		label(f, "site", pn_table_get(&t, r, "site"), true);
+		label(f, "provider", pn_table_get(&t, r, "provider"), false);
+		label(f, "source", pn_table_get(&t, r, "source"), false);
+		fprintf(f, "} %s\n", pn_table_get(&t, r, "events"));
+	}
+	pn_table_free(&t);
+}
+
 /* The last `paynotify query` run (sql/006), when the table exists. */
 static const char query_run_sql[] =
 	"SELECT extract(epoch FROM finished_at)::bigint AS finished, exit_code, dry_run::text,"
@@ -189,6 +217,7 @@ stats_exec(int argc, char **argv, const char *config_path)
 		return PN_EXIT_FAILURE;
 	if (fmt == PN_FMT_PROMETHEUS) {
 		print_prometheus(&t, stdout);
+		print_sources(config_path, params[0], stdout);
 		print_query_run(config_path, stdout);
 	} else
 		pn_table_print(&t, fmt, stdout);

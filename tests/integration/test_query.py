@@ -301,6 +301,15 @@ class Base:
         rc, rows, err = self.run_query("--apply")
         self.assertEqual(rc, 1, (rows, err))
         self.assertEqual(rows[0]["result"], "paid_after_close", rows)
+        self.assertEqual(PG.order(self.site, self.oid)["status"], "paid")   # the money is real
+        # the human finds it on the report, marked as the query's
+        p = subprocess.run([ADMIN, "-c", CFG, "report", "--site", self.site, "--format",
+                            "json"], env=pntest.clean_env(), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=60)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        found = [r for r in json.loads(p.stdout) if r["order_id"] == self.oid]
+        self.assertEqual([r["kind"] for r in found], ["paid_after_close"], found)
+        self.assertIn("(from query)", found[0]["detail"])
 
 
 class TestAlipay(Base, unittest.TestCase):
@@ -579,6 +588,14 @@ class TestCommand(unittest.TestCase):
         text = p.stdout.decode()
         self.assertIn("paynotify_query_last_run_timestamp_seconds ", text)
         self.assertIn('paynotify_query_last_run_orders{result="applied"} 1', text)
+        self.assertIn('paynotify_events_by_source_total{site="shop-x",provider="alipay",'
+                      'source="query"} 1', text)
+        # replay re-verifies notifications only: the query's row is not "unverified"
+        p = subprocess.run([ADMIN, "-c", CFG, "replay", "--site", SITE, "--format", "json"],
+                           env=pntest.clean_env(), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertEqual(json.loads(p.stdout or b"[]"), [])
 
     def test_every_provider_asked_when_the_order_names_none(self):
         PG.add_order(SITE, "any-1", 8888, "CNY")
