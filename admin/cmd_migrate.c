@@ -142,9 +142,9 @@ migrate_exec(int argc, char **argv, const char *config_path)
 		printf("schema is at version %d: nothing to do\n", version);
 	/* The functions of this build belong to its schema version, exactly. */
 	if (version != PN_SCHEMA_VERSION) {
-		fprintf(stderr, "paynotify: this build expects schema version %d but the database is "
-			"at %d (files in %s): not applying %s\n", PN_SCHEMA_VERSION, version, dir,
-			FUNCTIONS_FILE);
+		fprintf(stderr, "paynotify: this build expects schema version %d but the "
+			"database is at %d (files in %s): not applying %s\n", PN_SCHEMA_VERSION,
+			version, dir, FUNCTIONS_FILE);
 		goto done;
 	}
 	{

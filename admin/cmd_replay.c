@@ -177,8 +177,9 @@ reapply(struct replay *r, const char *id, const struct pn_event *ev, const char 
 	if (dry && !pn_db_query(r->conn, "BEGIN", 0, NULL, NULL, err))
 		return false;
 	if (!pn_db_query(r->conn,
-			 "SELECT outcome_now, order_status, wakeup FROM paynotify.reapply($1::bigint, "
-			 "$2, $3, $4, $5::bigint, $6, $7::bigint, $8::boolean, $9, $10::boolean)", 10,
+			 "SELECT outcome_now, order_status, wakeup FROM paynotify.reapply("
+			 "$1::bigint, $2, $3, $4, $5::bigint, $6, $7::bigint, $8::boolean, $9, "
+			 "$10::boolean)", 10,
 			 params, &t, err)) {
 		if (dry && !pn_db_query(r->conn, "ROLLBACK", 0, NULL, NULL, err))
 			return false;

@@ -12,7 +12,9 @@
 --   order_lock(), order_update(), order_by_txn(), order_rows()
 --                   the order storage: the ONLY functions that read or write
 --                   paynotify.orders.  A site whose orders live in its own
---                   table replaces these four (docs/SHOP-ORDERS.md).
+--                   table replaces these four (docs/SHOP-ORDERS.md); a
+--                   replacement commented 'site: ...' survives re-applying
+--                   this file.
 --   claim_events(), ack_events(), feed_subscribe(), feed_unsubscribe()
 --                   the durable event feed (README "Event feed").
 --
@@ -35,6 +37,30 @@
 -- never become a walk of the table (docs/PERFORMANCE.md).
 
 BEGIN;
+
+-- A site's own replacements of the replaceable functions (order_lock,
+-- order_update, order_by_txn, order_rows, apply_event) carry a comment
+-- starting with "site:" (docs/SHOP-ORDERS.md).  Re-applying this file must
+-- not overwrite them: they are moved aside here, ours are (re)created below
+-- (so that each has one definition to read, here), and at the end of the
+-- file the site's are put back in place of ours.  One transaction: no
+-- session ever sees ours in between, and the site's keep their identity.
+CREATE SCHEMA IF NOT EXISTS paynotify_site_kept;
+DO $keep$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
+               JOIN pg_namespace n ON n.oid = p.pronamespace
+              WHERE n.nspname = 'paynotify'
+                AND p.proname IN ('order_lock', 'order_update', 'order_by_txn', 'order_rows',
+                                  'apply_event')
+                AND obj_description(p.oid, 'pg_proc') LIKE 'site:%'
+    LOOP
+        EXECUTE format('ALTER FUNCTION %s SET SCHEMA paynotify_site_kept', f);
+    END LOOP;
+END;
+$keep$;
 
 -- True unless the setting paynotify.notify is off (or false, no, 0): the
 -- wake-up signal (README "Event feed").
@@ -294,7 +320,8 @@ BEGIN
     INSERT INTO paynotify.feed (consumer, event_id, site, provider, order_id, notification_id,
                                 event_kind, outcome, order_status, amount_minor, currency,
                                 refund_minor, replayed)
-    SELECT c.consumer, v_id, p_site, p_provider, p_order_id, p_notification_id, p_event_kind,
+    SELECT c.consumer, v_id, p_site, p_provider, coalesce(p_order_id, ''), p_notification_id,
+           p_event_kind,
            p_outcome, p_order_status, p_amount_minor, p_currency, p_refund_minor, p_replayed
       FROM paynotify.feed_consumers c;
     RETURN v_id;
@@ -350,7 +377,6 @@ CREATE OR REPLACE FUNCTION paynotify.ingest(
     OUT event_id bigint, OUT wakeup text)
 LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
-    v_id       bigint := nextval('paynotify.notifications_id_seq');
     v_key      text := p_dedup_key;
     v_order_id text := p_order_id;
     v_outcome  text := 'applied';
@@ -366,11 +392,10 @@ BEGIN
 
     -- 1. the notification row: the event lock
     INSERT INTO paynotify.notifications AS n
-           (id, site, provider, dedup_key, event_kind, event_type, order_id, psp_txn_id,
+           (site, provider, dedup_key, event_kind, event_type, order_id, psp_txn_id,
             psp_event_id, amount_minor, currency, refund_minor, refund_cumulative, psp_time,
             outcome, outcome_detail, raw_headers, raw_body, key_id, source)
-    OVERRIDING SYSTEM VALUE
-    VALUES (v_id, p_site, p_provider, v_key, p_event_kind, p_event_type, v_order_id,
+    VALUES (p_site, p_provider, v_key, p_event_kind, p_event_type, v_order_id,
             p_psp_txn_id, p_psp_event_id, p_amount_minor, p_currency, p_refund_minor,
             coalesce(p_refund_cumulative, false), p_psp_time, v_outcome, v_detail,
             coalesce(p_raw_headers, '{}'), p_raw_body, p_key_id,
@@ -392,11 +417,10 @@ BEGIN
                  || md5(concat_ws('|', p_event_kind, p_order_id, p_psp_txn_id, p_amount_minor,
                                   p_currency, p_refund_minor));
         INSERT INTO paynotify.notifications AS n
-               (id, site, provider, dedup_key, event_kind, event_type, order_id, psp_txn_id,
+               (site, provider, dedup_key, event_kind, event_type, order_id, psp_txn_id,
                 psp_event_id, amount_minor, currency, refund_minor, refund_cumulative, psp_time,
                 outcome, outcome_detail, raw_headers, raw_body, key_id, source)
-        OVERRIDING SYSTEM VALUE
-        VALUES (v_id, p_site, p_provider, v_key, p_event_kind, p_event_type, v_order_id,
+        VALUES (p_site, p_provider, v_key, p_event_kind, p_event_type, v_order_id,
                 p_psp_txn_id, p_psp_event_id, p_amount_minor, p_currency, p_refund_minor,
                 coalesce(p_refund_cumulative, false), p_psp_time, 'conflicting_duplicate',
                 'same event key as an earlier notification, different content',
@@ -408,7 +432,8 @@ BEGIN
              INTO notification_id, outcome, deliveries, order_id;
     END IF;
 
-    duplicate := notification_id <> v_id;
+    -- A new row has deliveries 1; ON CONFLICT DO UPDATE always adds one.
+    duplicate := deliveries > 1;
     IF duplicate OR outcome <> 'applied' THEN
         RETURN;         -- a duplicate, a flagged or a conflicting one: done
     END IF;
@@ -425,15 +450,15 @@ BEGIN
        OR a.detail IS NOT NULL THEN
         UPDATE paynotify.notifications n
            SET outcome = a.outcome, order_id = a.order_id, outcome_detail = a.detail
-         WHERE n.id = v_id;
+         WHERE n.id = notification_id;
     END IF;
 
     -- 3. the feed
     IF outcome IN ('applied', 'paid_after_close') THEN
-        event_id := paynotify.feed_append(v_id, p_site, p_provider, order_id, p_event_kind,
+        event_id := paynotify.feed_append(notification_id, p_site, p_provider, order_id, p_event_kind,
                                           outcome, order_status, p_amount_minor, p_currency,
                                           p_refund_minor, false);
-        wakeup := paynotify.wakeup_payload(event_id, v_id, p_site, p_provider, order_id,
+        wakeup := paynotify.wakeup_payload(event_id, notification_id, p_site, p_provider, order_id,
                                            p_event_kind, order_status, false);
     END IF;
 END;
@@ -608,5 +633,22 @@ LANGUAGE sql AS $$
         RETURNING 1)
     SELECT count(*)::integer FROM d
 $$;
+
+-- The site's replacements back in place of ours (see the top of the file).
+DO $restore$
+DECLARE
+    f record;
+BEGIN
+    FOR f IN SELECT p.oid::regprocedure AS kept, p.proname,
+                    pg_get_function_identity_arguments(p.oid) AS args
+               FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+              WHERE n.nspname = 'paynotify_site_kept'
+    LOOP
+        EXECUTE format('DROP FUNCTION IF EXISTS paynotify.%I(%s)', f.proname, f.args);
+        EXECUTE format('ALTER FUNCTION %s SET SCHEMA paynotify', f.kept);
+    END LOOP;
+END;
+$restore$;
+DROP SCHEMA paynotify_site_kept;
 
 COMMIT;

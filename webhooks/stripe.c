@@ -408,7 +408,8 @@ stripe_sign(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err *e
 		type = "payment_intent.succeeded";
 		/* one PaymentIntent per order: its refund names the same one */
 		obj = json_pack("{s:s, s:s, s:I, s:I, s:s, s:s, s:{s:s}}", "id",
-				pn_arena_printf(a, "pi_%s", r->order_id), "object", "payment_intent",
+				pn_arena_printf(a, "pi_%s", r->order_id),
+				"object", "payment_intent",
 				"amount", (json_int_t)amount, "amount_received", (json_int_t)amount,
 				"currency", cur, "status", "succeeded", "metadata", "order_id",
 				r->order_id);
@@ -416,7 +417,8 @@ stripe_sign(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err *e
 	case PN_KIND_FAILED:
 		type = "payment_intent.payment_failed";
 		obj = json_pack("{s:s, s:s, s:I, s:s, s:s, s:{s:s}}", "id",
-				pn_arena_printf(a, "pi_%s", r->order_id), "object", "payment_intent",
+				pn_arena_printf(a, "pi_%s", r->order_id),
+				"object", "payment_intent",
 				"amount", (json_int_t)amount, "currency", cur, "status",
 				"requires_payment_method", "metadata", "order_id", r->order_id);
 		break;
@@ -424,9 +426,10 @@ stripe_sign(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err *e
 		type = "charge.refunded";
 		obj = json_pack("{s:s, s:s, s:s, s:I, s:I, s:s, s:b, s:{s:s}}", "id",
 				pn_arena_printf(a, "ch_%s", r->id), "object", "charge",
-				"payment_intent", pn_arena_printf(a, "pi_%s", r->order_id), "amount",
-				(json_int_t)amount, "amount_refunded", (json_int_t)amount, "currency",
-				cur, "refunded", 1, "metadata", "order_id", r->order_id);
+				"payment_intent", pn_arena_printf(a, "pi_%s", r->order_id),
+				"amount", (json_int_t)amount, "amount_refunded",
+				(json_int_t)amount, "currency", cur, "refunded", 1, "metadata",
+				"order_id", r->order_id);
 		break;
 	case PN_KIND_CLOSED:
 		type = "checkout.session.expired";

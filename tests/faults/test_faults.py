@@ -2,7 +2,7 @@
 # Real receivers with their own supervisor (--listen unix:... --workers N)
 # against a throwaway PostgreSQL, loopback only, every wait bounded:
 #   1. concurrent duplicates: 200 events x 32 concurrent deliveries across 4
-#      workers -> exactly 200 transitions (LISTEN paynotify), 6,400 success
+#      workers -> exactly 200 transitions (the feed; 200 LISTEN wake-ups), 6,400 success
 #      acks, sum(deliveries) = 6,400
 #   2. worker crashes: 5,000 notifications while a chaos loop SIGKILLs random
 #      workers; the client retries every request without a success ack, as a
@@ -142,6 +142,13 @@ class Faults(unittest.TestCase):
         self.assertEqual(paid, count)
         return deliveries
 
+    def feed_transitions(self):
+        """The notification ids of the transitions in the durable feed (the
+        record: a LISTEN wake-up is a hint sent after the answer, and a
+        worker killed between its commit and its answer never sends it)."""
+        return [int(r[0]) for r in PG.psql("SELECT notification_id FROM paynotify.feed "
+                                           "WHERE consumer = 'default' ORDER BY event_id")]
+
     # -- 1 ------------------------------------------------------------------
     def test_1_concurrent_duplicates(self):
         events, copies = n(200), 32
@@ -177,15 +184,17 @@ class Faults(unittest.TestCase):
         payloads = listener.drain()
         listener.close()
         ids = {json.loads(p)["notification_id"] for p in payloads}
-        self.assertEqual(len(payloads), events, "exactly one transition per event")
+        self.assertEqual(len(payloads), events, "exactly one wake-up per transition")
         self.assertEqual(len(ids), events)
+        feed = self.feed_transitions()
+        self.assertEqual(sorted(feed), sorted(ids), "exactly one transition per event")
         deliveries = self.exactly_once("D", events)
         self.assertEqual(deliveries, events * copies)
         self.assertEqual(PG.scalar("SELECT count(*) FROM paynotify.notifications "
                                    "WHERE deliveries <> %d" % copies), "0")
         self.assertEqual(self.rcv.worker_pids().__len__(), 4, "no worker may die")
         measured("concurrent_duplicates", events=events, copies=copies,
-                 deliveries=deliveries, transitions=len(payloads), seconds=took,
+                 deliveries=deliveries, transitions=len(feed), seconds=took,
                  req_per_s=events * copies / took)
 
     # -- 2 ------------------------------------------------------------------
@@ -236,14 +245,19 @@ class Faults(unittest.TestCase):
         payloads = listener.drain()
         listener.close()
         self.assertEqual(len(attempts), events)
-        self.assertEqual(len(payloads), events, "exactly one transition per event")
-        self.assertEqual(len({json.loads(p)["notification_id"] for p in payloads}), events)
+        feed = self.feed_transitions()
+        self.assertEqual(len(feed), events, "exactly one transition per event")
+        self.assertEqual(len(set(feed)), events)
+        # wake-ups: never two for one transition; a killed worker's may be missing
+        woken = [json.loads(p)["notification_id"] for p in payloads]
+        self.assertEqual(len(woken), len(set(woken)))
+        self.assertLessEqual(set(woken), set(feed))
         deliveries = self.exactly_once("K", events)
         self.assertGreater(len(kills), 10, "the chaos loop must have killed workers")
         restarts = self.rcv.log_text().count("was killed by signal 9")
         measured("worker_crashes", events=events, kills=len(kills), restarts_logged=restarts,
                  attempts=sum(attempts), failed_attempts=failures[0],
-                 committed_deliveries=deliveries,
+                 committed_deliveries=deliveries, wakeups=len(woken),
                  committed_but_unacked=deliveries - events, seconds=took)
 
     # -- 3 ------------------------------------------------------------------
@@ -400,12 +414,16 @@ class Faults(unittest.TestCase):
             deliver_until_acked(self.rcv.sock, h, b, deadline, pause=0.05)
         payloads = listener.drain()
         listener.close()
-        self.assertEqual(len(payloads), events, "one transition per event, never two")
+        feed = self.feed_transitions()
+        self.assertEqual(len(feed), events, "one transition per event, never two")
+        self.assertEqual(len(set(feed)), events)
+        # the wake-up goes after the answer: a worker killed before answering sends none
+        self.assertEqual(payloads, [])
         deliveries = self.exactly_once("C", events)
         self.assertEqual(deliveries, 2 * events)
         self.assertGreaterEqual(self.rcv.log_text().count("was killed by signal 9"), events)
         measured("crash_after_commit", events=events, unanswered_commits=lost,
-                 transitions=len(payloads), deliveries=deliveries)
+                 transitions=len(feed), deliveries=deliveries)
 
     def test_6_production_binaries_have_no_crash_point(self):
         for p in ("alipay", "stripe", "wechatpay", "2c2p"):

@@ -617,8 +617,19 @@ class TestReport(AdminTest):
                                ("unknown_order", "shop", "NOORDER")])
         self.assertIn("5 items need a human", p.stderr)
         detail = {r["order_id"]: r["detail"] for r in json.loads(p.stdout)}
-        self.assertEqual(detail["AMT"], "paid 100 CNY, order 999 CNY pending")
-        self.assertEqual(detail["NOORDER"], "paid 100 CNY, no such order")
+        # amounts in major units with their currency
+        self.assertEqual(detail["AMT"], "paid 1.00 CNY, order 9.99 CNY pending")
+        self.assertEqual(detail["NOORDER"], "paid 1.00 CNY, no such order")
+        amount = {r["order_id"]: r["amount"] for r in json.loads(p.stdout)}
+        self.assertEqual((amount["AMT"], amount["OLD"]), ("1.00 CNY", "1.00 USD"))
+        # the flagged one is stored outside the site's key space; replay
+        # still re-derives its key and keeps it flagged
+        self.assertTrue(PG.scalar("SELECT dedup_key FROM paynotify.notifications "
+                                  "WHERE order_id = 'MER'").startswith("!merchant_mismatch:"))
+        p = admin("replay", "--format", "json", "--order", "MER")
+        row = json.loads(p.stdout)[0]
+        self.assertEqual((row["verified"], row["now"], row["note"]),
+                         ("yes", "merchant_mismatch", ""), p.stdout)
         p = admin("report", "--pending-older-than", "3h", "--format", "csv")
         self.assertEqual(p.returncode, 1)
         rows = list(csv.DictReader(io.StringIO(p.stdout, newline="")))

@@ -203,29 +203,44 @@ class Cluster(unittest.TestCase):
 
     def _ingest_listening(self, setting):
         """LISTEN, then ingest one new paid event in a psql session (with
-        paynotify.notify set to setting, unless None); psql's output."""
+        paynotify.notify set to setting, unless None) and send its wake-up
+        the way the receivers do, as a statement of its own; psql's output
+        after each of the two steps."""
         oid = "NTF-%s" % (setting or "default")
         self.pg.add_order("shop-n", oid, 100, "CNY")
         sql = "LISTEN paynotify;\n"
         if setting is not None:
             sql += "SET paynotify.notify = %s;\n" % setting
-        sql += ("SELECT outcome FROM paynotify.ingest('shop-n', 'alipay', 'k-%s', 'paid', NULL, "
-                "'%s', 'T1', NULL, 100, 'CNY', NULL, false, NULL, NULL, NULL, NULL, NULL, "
-                "'\\x00'::bytea);\n" % (oid, oid))
+        sql += ("SELECT outcome, wakeup IS NOT NULL AS has FROM paynotify.ingest('shop-n', 'alipay', "
+                "'k-%s', 'paid', NULL, '%s', 'T1', NULL, 100, 'CNY', NULL, false, NULL, NULL, "
+                "NULL, NULL, NULL, '\\x00'::bytea) \\gset w_\n"
+                "\\echo ingested :w_outcome :w_has\n"
+                "SELECT 1 AS step;\n" % (oid, oid))
+        sql += ("SELECT pg_notify('paynotify', wakeup) FROM paynotify.notifications n, LATERAL "
+                "(SELECT paynotify.wakeup_payload(0, n.id, n.site, n.provider, n.order_id, "
+                "n.event_kind, 'paid', false) AS wakeup) w WHERE n.order_id = '%s' "
+                "AND wakeup IS NOT NULL;\n" % oid)
         p = subprocess.run(self.pg._psql_argv("paynotify") + ["-At"], input=sql.encode(),
                            env=pntest.clean_env(), stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, timeout=60)
         self.assertEqual(p.returncode, 0, p.stderr)
         out = p.stdout.decode()
-        self.assertIn("applied", out)
-        return out
+        self.assertIn("ingested applied", out)
+        before, after = out.split("\n1\n", 1)
+        return before, after
 
     def test_notify_setting(self):
-        # by default (and with anything but off) an applied event is signalled
-        self.assertIn('Asynchronous notification "paynotify"', self._ingest_listening(None))
-        self.assertIn('Asynchronous notification "paynotify"', self._ingest_listening("on"))
-        # paynotify.notify = off: stored and applied, not signalled
-        self.assertNotIn("Asynchronous notification", self._ingest_listening("off"))
+        # the payment transaction itself never notifies (no commit waits on
+        # the NOTIFY queue lock); its wake-up payload is sent afterwards
+        for setting in (None, "on"):
+            before, after = self._ingest_listening(setting)
+            self.assertIn("ingested applied t", before)
+            self.assertNotIn("Asynchronous notification", before)
+            self.assertIn('Asynchronous notification "paynotify"', after)
+        # paynotify.notify = off: stored and applied, no wake-up
+        before, after = self._ingest_listening("off")
+        self.assertIn("ingested applied f", before)
+        self.assertNotIn("Asynchronous notification", before + after)
         self.assertEqual(self.pg.scalar("SELECT status FROM paynotify.orders "
                                         "WHERE order_id = 'NTF-off'"), "paid")
 
@@ -249,7 +264,8 @@ class Cluster(unittest.TestCase):
                "'shop-a','stripe','evt_h1','paid','checkout.session.completed','H-1','pi_1',"
                "'evt_h1',1999,'USD',NULL,false,NULL,'k',NULL,NULL,'{}','\\x7b7d')")
         self.assertEqual(self.pg.psql(sql), [("applied", "f", "1", "paid")])
-        self.assertEqual(self.pg.psql(sql), [("applied", "t", "2", "paid")])
+        # a duplicate: counted; the order is not read (order_status NULL)
+        self.assertEqual(self.pg.psql(sql), [("applied", "t", "2", None)])
         n = self.pg.notifications()
         self.assertEqual(len(n), 1)
         self.assertEqual((n[0]["deliveries"], n[0]["raw_body"]), (2, b"{}"))

@@ -390,7 +390,7 @@ class PgCluster:
         return out
 
     def reset(self):
-        self.psql("TRUNCATE paynotify.notifications, paynotify.orders")
+        self.psql("TRUNCATE paynotify.notifications, paynotify.orders, paynotify.feed")
 
     def server_log(self):
         if not self.logfile:

@@ -1,0 +1,280 @@
+# test_feed.py: the durable event feed (README "Event feed",
+# sql/functions.sql claim_events / ack_events) and the LISTEN wake-up sent
+# after the answer.
+#
+#   consumer down for 1,000 applied events, then back: every event once, in
+#   order per order
+#   two consumers of one group at once: no event to both; never a later
+#   event of an order while an earlier one is claimed and unacknowledged
+#   an unacknowledged claim comes back after its lease
+#   consumer groups are independent; replay's applications are in the feed
+#   a real receiver (CGI, FastCGI): the feed event is committed with the
+#   payment; the wake-up reaches a LISTEN session after the answer, and
+#   paynotify.notify = off turns it off
+
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import pntest  # noqa: E402
+from pntest import q  # noqa: E402
+
+PG = None
+CFG = None
+
+
+def setUpModule():
+    global PG, CFG
+    PG = pntest.PgCluster().start()
+    CFG = pntest.write_config(PG)
+
+
+def tearDownModule():
+    if PG:
+        PG.destroy()
+
+
+def ingest_sql(order, key, kind, txn, amount=None, refund=None):
+    return ("SELECT outcome FROM paynotify.ingest('shop-a', 'stripe', %s, %s, 'T', %s, %s, NULL, "
+            "%s, 'USD', %s, false, NULL, 'k:1', NULL, NULL, '{}', '\\x00'::bytea, false, NULL);"
+            % (q(key), q(kind), q(order), q(txn), "NULL" if amount is None else amount,
+               "NULL" if refund is None else refund))
+
+
+def claim(consumer, n, lease=60):
+    rows = PG.psql("SELECT event_id, order_id, notification_id, event_kind, claims FROM "
+                   "paynotify.claim_events(%s, %d, %d)" % (q(consumer), n, lease))
+    return [(int(r[0]), r[1], int(r[2]), r[3], int(r[4])) for r in rows]
+
+
+def ack(consumer, ids):
+    if not ids:
+        return 0
+    return int(PG.scalar("SELECT paynotify.ack_events(%s, ARRAY[%s]::bigint[])"
+                         % (q(consumer), ",".join(str(i) for i in ids))))
+
+
+class Feed(unittest.TestCase):
+    def setUp(self):
+        PG.psql("TRUNCATE paynotify.notifications, paynotify.orders, paynotify.feed")
+        PG.psql("DELETE FROM paynotify.feed_consumers WHERE consumer <> 'default'")
+
+    def make_events(self, orders, refunds_each, prefix):
+        """orders x (1 payment + refunds_each refunds): that many applied events."""
+        script = []
+        for o in range(orders):
+            oid = "%s-%d" % (prefix, o)
+            script.append("INSERT INTO paynotify.orders (site, order_id, amount_minor, currency) "
+                          "VALUES ('shop-a', %s, 100000, 'USD');" % q(oid))
+            script.append(ingest_sql(oid, oid + "-paid", "paid", "pi_" + oid, amount=100000))
+        for r in range(refunds_each):     # interleaved across orders, as live traffic is
+            for o in range(orders):
+                oid = "%s-%d" % (prefix, o)
+                script.append(ingest_sql(oid, "%s-r%d" % (oid, r), "refund", "pi_" + oid,
+                                         refund=1))
+        argv = PG._psql_argv(pntest.PG_DB) + ["-A", "-t", "-q", "-v", "ON_ERROR_STOP=1"]
+        p = subprocess.run(argv, env=pntest.clean_env(), input="\n".join(script).encode(),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        self.assertEqual(p.stdout.decode().split().count("applied"), orders * (1 + refunds_each))
+
+    def expected_order(self):
+        """Per order, its applied notifications in commit order."""
+        per = {}
+        for nid, oid in PG.psql("SELECT id, order_id FROM paynotify.notifications "
+                                "WHERE outcome = 'applied' ORDER BY id"):
+            per.setdefault(oid, []).append(int(nid))
+        return per
+
+    def test_consumer_down_for_1000_events_then_back(self):
+        self.make_events(100, 9, "D")                     # 1,000 events, 10 per order
+        self.assertEqual(PG.scalar("SELECT count(*) FROM paynotify.feed "
+                                   "WHERE consumer = 'default'"), "1000")
+        seen, per = [], {}
+        while True:
+            batch = claim("default", 64)
+            if not batch:
+                break
+            self.assertEqual(len({b[1] for b in batch}), len(batch),
+                             "two events of one order in one batch")
+            for eid, oid, nid, kind, claims in batch:
+                seen.append(eid)
+                per.setdefault(oid, []).append(nid)
+                self.assertEqual(claims, 1)
+            self.assertEqual(ack("default", [b[0] for b in batch]), len(batch))
+        self.assertEqual(len(seen), 1000)
+        self.assertEqual(len(set(seen)), 1000, "an event delivered twice")
+        self.assertEqual(per, self.expected_order(), "not in order per order")
+        self.assertEqual(PG.scalar("SELECT count(*) FROM paynotify.feed"), "0")
+
+    def test_two_consumers_of_one_group(self):
+        self.make_events(40, 9, "C")                      # 400 events
+        got = {"c1": [], "c2": []}
+        claimed_at, acked_at = {}, {}
+        errors = []
+
+        def consumer(name):
+            try:
+                idle = 0
+                while idle < 5:
+                    t0 = time.monotonic()
+                    batch = claim("default", random.randint(1, 16))
+                    t1 = time.monotonic()
+                    if not batch:
+                        idle += 1
+                        time.sleep(0.05)
+                        continue
+                    idle = 0
+                    for b in batch:
+                        got[name].append(b)
+                        claimed_at[b[0]] = t1
+                    time.sleep(random.random() * 0.02)
+                    for b in batch:
+                        acked_at[b[0]] = time.monotonic()
+                    ack("default", [b[0] for b in batch])
+                    del t0
+            except Exception as e:  # reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=consumer, args=(n,)) for n in got]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+        self.assertEqual(errors, [])
+        ids1 = {b[0] for b in got["c1"]}
+        ids2 = {b[0] for b in got["c2"]}
+        self.assertEqual(ids1 & ids2, set(), "an event handed to both consumers")
+        self.assertEqual(len(ids1 | ids2), 400)
+        self.assertTrue(ids1 and ids2, "one consumer got nothing: no concurrency tested")
+        # per order: event k+1 was handed out only after event k was acknowledged
+        by_order = {}
+        for b in got["c1"] + got["c2"]:
+            by_order.setdefault(b[1], []).append((b[2], b[0]))
+        for oid, evs in by_order.items():
+            evs.sort()
+            for (n0, e0), (n1, e1) in zip(evs, evs[1:]):
+                self.assertGreaterEqual(claimed_at[e1], acked_at[e0],
+                                        "order %s: event %d claimed before %d was acknowledged"
+                                        % (oid, e1, e0))
+
+    def test_unacked_claim_comes_back_after_its_lease(self):
+        self.make_events(2, 1, "L")                        # L-0, L-1: paid + 1 refund each
+        first = claim("default", 10, lease=1)
+        self.assertEqual(sorted(b[1] for b in first), ["L-0", "L-1"])   # the two payments
+        self.assertEqual(claim("default", 10), [], "claimed events or their successors handed out")
+        # acknowledging one order lets its next event through; the other stays leased
+        e0 = [b for b in first if b[1] == "L-0"][0]
+        self.assertEqual(ack("default", [e0[0]]), 1)
+        nxt = claim("default", 10, lease=60)
+        self.assertEqual([(b[1], b[3]) for b in nxt], [("L-0", "refund")])
+        time.sleep(1.3)
+        back = claim("default", 10)
+        self.assertEqual([(b[1], b[3], b[4]) for b in back], [("L-1", "paid", 2)])
+        self.assertEqual(ack("default", [back[0][0], nxt[0][0]]), 2)
+        # an id acknowledged twice, or never claimed, is not counted
+        self.assertEqual(ack("default", [back[0][0]]), 0)
+        rest = claim("default", 10)
+        self.assertEqual([(b[1], b[3]) for b in rest], [("L-1", "refund")])
+
+    def test_groups_are_independent_and_validated(self):
+        self.assertEqual(PG.scalar("SELECT paynotify.feed_subscribe('crm')"), "t")
+        self.assertEqual(PG.scalar("SELECT paynotify.feed_subscribe('crm')"), "f")
+        self.make_events(3, 0, "G")
+        a = claim("default", 10)
+        self.assertEqual(ack("default", [b[0] for b in a]), 3)
+        b = claim("crm", 10)
+        self.assertEqual(sorted(x[0] for x in a), sorted(x[0] for x in b))
+        with self.assertRaisesRegex(RuntimeError, 'unknown feed consumer "nobody"'):
+            claim("nobody", 1)
+        with self.assertRaisesRegex(RuntimeError, "max must be 1 to 10000"):
+            claim("crm", 0)
+        with self.assertRaisesRegex(RuntimeError, "new row .* violates check constraint"):
+            PG.scalar("SELECT paynotify.feed_subscribe('bad name')")
+        self.assertEqual(PG.scalar("SELECT paynotify.feed_unsubscribe('crm')"), "3")
+        self.make_events(1, 0, "H")
+        self.assertEqual(PG.scalar("SELECT count(DISTINCT consumer) FROM paynotify.feed"), "1")
+
+    def test_replayed_application_is_in_the_feed(self):
+        r = PG.psql(ingest_sql("R-1", "evt_r1", "paid", "pi_r1", amount=500))
+        self.assertEqual(r, [("unknown_order",)])
+        self.assertEqual(claim("default", 10), [])
+        PG.add_order("shop-a", "R-1", 500, "USD")
+        nid = PG.scalar("SELECT id FROM paynotify.notifications WHERE dedup_key = 'evt_r1'")
+        row = PG.psql("SELECT outcome_now, event_id IS NOT NULL, wakeup::json->>'replayed' FROM "
+                      "paynotify.reapply(%s, 'paid', 'R-1', 'pi_r1', 500, 'USD', NULL, false, "
+                      "NULL, false)" % nid)
+        self.assertEqual(row, [("applied", "t", "true")])
+        ev = PG.psql("SELECT order_id, outcome, replayed FROM paynotify.feed")
+        self.assertEqual(ev, [("R-1", "applied", "t")])
+
+
+class ReceiverFeed(unittest.TestCase):
+    """Genuinely signed Stripe notifications through the real receiver."""
+
+    def setUp(self):
+        PG.psql("TRUNCATE paynotify.notifications, paynotify.orders, paynotify.feed")
+
+    def deliver(self, oid, fcgi=None):
+        site = pntest.SITE_A
+        body = pntest.stripe_checkout_completed(oid, 1999, payment_intent="pi_" + oid)
+        h = pntest.stripe_headers(site, body)
+        if fcgi is not None:
+            return fcgi.request("POST", "/notify/stripe/shop-a", h, body)
+        return pntest.run_cgi(pntest.binary("stripe"), "POST", "/notify/stripe/shop-a", h, body,
+                              config=CFG)
+
+    def listen_while(self, action, seconds=4):
+        """A psql session LISTENs for `seconds` while action() runs; its output."""
+        sql = "LISTEN paynotify;\nSELECT pg_sleep(%d);\nSELECT 1;\n" % seconds
+        p = subprocess.Popen(PG._psql_argv(pntest.PG_DB) + ["-At"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=pntest.clean_env())
+        p.stdin.write(sql.encode())
+        p.stdin.flush()
+        time.sleep(0.8)         # LISTEN is in place
+        action()
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 0, err)
+        return out.decode()
+
+    def test_cgi_payment_feed_and_wakeup(self):
+        PG.add_order("shop-a", "RF-1", 1999, "USD")
+        res = []
+        out = self.listen_while(lambda: res.append(self.deliver("RF-1")))
+        self.assertEqual(res[0].status, 200, res[0])
+        self.assertIn('Asynchronous notification "paynotify" with payload', out)
+        payload = json.loads(out.split('with payload "', 1)[1].rsplit('" received', 1)[0]
+                             .replace('\\"', '"'))
+        self.assertEqual((payload["order_id"], payload["order_status"], payload["event_kind"]),
+                         ("RF-1", "paid", "paid"))
+        ev = claim("default", 10)
+        self.assertEqual([(e[0], e[1]) for e in ev], [(payload["event_id"], "RF-1")])
+        ack("default", [ev[0][0]])
+
+    def test_fastcgi_notify_off(self):
+        PG.psql("ALTER DATABASE paynotify SET paynotify.notify = off")
+        try:
+            srv = pntest.FcgiServer(pntest.binary("stripe"), CFG, workers=1).start()
+            try:
+                PG.add_order("shop-a", "RF-2", 1999, "USD")
+                res = []
+                out = self.listen_while(lambda: res.append(self.deliver("RF-2", srv)))
+                self.assertEqual(res[0].status, 200)
+                self.assertNotIn("Asynchronous notification", out)
+                # the feed does not depend on the wake-up
+                self.assertEqual([e[1] for e in claim("default", 10)], ["RF-2"])
+            finally:
+                srv.stop()
+        finally:
+            PG.psql("ALTER DATABASE paynotify RESET paynotify.notify")
+
+
+if __name__ == "__main__":
+    unittest.main()

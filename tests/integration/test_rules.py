@@ -1,0 +1,246 @@
+# test_rules.py: the site-binding and money rules of paynotify.ingest()
+# (sql/functions.sql, README "Who may change an order") called directly, as
+# the receivers call it, on a real PostgreSQL; and the new outcomes on
+# `paynotify report` and `stats` (amounts in major units).
+#
+#   flagged events live outside the site's key space (a foreign event never
+#   makes a genuine one a duplicate; its own retries count deliveries)
+#   rule (c): refund/close/failed of another PSP transaction -> txn_mismatch
+#   second payment of a paid order -> duplicate_payment; same txn -> already_applied
+#   payment of a closed/failed order -> paid, paid_after_close
+#   same key, different content -> conflicting_duplicate (raw bytes kept,
+#   first authoritative, repeats counted)
+#   weak identity (WeChat Pay v2 refunds) only refunds a verified payment
+#   a refund before its payment still applies; source is recorded
+
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import pntest  # noqa: E402
+from pntest import q  # noqa: E402
+
+PG = None
+CFG = None
+
+
+def setUpModule():
+    global PG, CFG
+    PG = pntest.PgCluster().start()
+    CFG = pntest.write_config(PG)
+
+
+def tearDownModule():
+    if PG:
+        PG.destroy()
+
+
+def ingest(site, key, kind, order, txn, amount, currency="CNY", refund=None,
+           cumulative=False, flag=None, weak=False, source=None, provider="alipay",
+           body=b"raw", detail=None):
+    cols = ("notification_id", "outcome", "duplicate", "deliveries", "order_id",
+            "order_status", "event_id", "wakeup")
+    sql = ("SELECT %s FROM paynotify.ingest(%s, %s, %s, %s, 'T', %s, %s, NULL, %s, %s, %s, %s, "
+           "NULL, 'k:1', %s, %s, '{}', '\\x%s'::bytea, %s, %s)" % (
+               ", ".join(cols), q(site), q(provider), q(key), q(kind), q(order), q(txn),
+               "NULL" if amount is None else int(amount), q(currency),
+               "NULL" if refund is None else int(refund), "true" if cumulative else "false",
+               q(flag), q(detail), body.hex(), "true" if weak else "false", q(source)))
+    row = PG.psql(sql)[0]
+    d = dict(zip(cols, row))
+    d["duplicate"] = d["duplicate"] == "t"
+    d["deliveries"] = int(d["deliveries"])
+    return d
+
+
+def admin(*args):
+    env = pntest.clean_env({"PAYNOTIFY_CONFIG": CFG.path})
+    return subprocess.run([os.path.join(pntest.REPO, "paynotify")] + list(args), env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+class Rules(unittest.TestCase):
+    def setUp(self):
+        PG.psql("TRUNCATE paynotify.notifications, paynotify.orders, paynotify.feed")
+
+    def order(self, oid, site="shop-a"):
+        return PG.order(site, oid)
+
+    def test_foreign_flagged_event_never_swallows_the_genuine_one(self):
+        PG.add_order("shop-b", "O1", 6600, "CNY")
+        # the other seller's genuine notification posted to shop-b, same event key
+        f = ingest("shop-b", "T1:TRADE_SUCCESS", "paid", "O1", "T1", 6600,
+                   flag="merchant_mismatch", detail="seller_id \"x\" is not site shop-b's")
+        self.assertEqual((f["outcome"], f["duplicate"]), ("merchant_mismatch", False))
+        self.assertEqual(self.order("O1", "shop-b")["status"], "pending")
+        # its retries find it (deliveries counted) ...
+        f2 = ingest("shop-b", "T1:TRADE_SUCCESS", "paid", "O1", "T1", 6600,
+                    flag="merchant_mismatch")
+        self.assertEqual((f2["duplicate"], f2["deliveries"], f2["notification_id"]),
+                         (True, 2, f["notification_id"]))
+        # ... and shop-b's own genuine notification with the same key is applied
+        g = ingest("shop-b", "T1:TRADE_SUCCESS", "paid", "O1", "T1", 6600)
+        self.assertEqual((g["outcome"], g["duplicate"], g["order_status"]),
+                         ("applied", False, "paid"))
+        self.assertEqual(self.order("O1", "shop-b")["status"], "paid")
+        keys = sorted(r["dedup_key"] for r in PG.notifications())
+        self.assertEqual(keys, ["!merchant_mismatch:T1:TRADE_SUCCESS", "T1:TRADE_SUCCESS"])
+
+    def test_refund_of_another_transaction_is_txn_mismatch(self):
+        PG.add_order("shop-a", "O2", 1000, "USD")
+        self.assertEqual(ingest("shop-a", "e1", "paid", "O2", "pi_A", 1000, "USD")["outcome"],
+                         "applied")
+        r = ingest("shop-a", "e2", "refund", "O2", "pi_OTHER", None, "USD", refund=500,
+                   cumulative=True)
+        self.assertEqual((r["outcome"], r["order_status"]), ("txn_mismatch", "paid"))
+        for kind in ("closed", "failed"):
+            r = ingest("shop-a", "e-" + kind, kind, "O2", "pi_OTHER", None, "USD")
+            self.assertEqual(r["outcome"], "txn_mismatch", kind)
+        o = self.order("O2")
+        self.assertEqual((o["status"], o["refunded_minor"], o["psp_txn_id"]),
+                         ("paid", 0, "pi_A"))
+        # the right transaction refunds
+        r = ingest("shop-a", "e3", "refund", "O2", "pi_A", None, "USD", refund=500,
+                   cumulative=True)
+        self.assertEqual((r["outcome"], r["order_status"]), ("applied", "partially_refunded"))
+
+    def test_second_payment_is_duplicate_payment(self):
+        PG.add_order("shop-a", "O3", 6600, "CNY")
+        ingest("shop-a", "T3:TRADE_SUCCESS", "paid", "O3", "T3", 6600)
+        same = ingest("shop-a", "T3:TRADE_FINISHED", "paid", "O3", "T3", 6600)
+        self.assertEqual(same["outcome"], "already_applied")
+        other = ingest("shop-a", "T3b:TRADE_SUCCESS", "paid", "O3", "T3b", 6600)
+        self.assertEqual((other["outcome"], other["order_status"]),
+                         ("duplicate_payment", "paid"))
+        self.assertEqual(self.order("O3")["psp_txn_id"], "T3")
+        self.assertIsNone(other["event_id"])            # nothing for the shop's feed
+
+    def test_paid_after_close_moves_to_paid_and_is_flagged(self):
+        for st in ("closed", "failed"):
+            oid = "O4-" + st
+            PG.add_order("shop-a", oid, 6600, "CNY", status=st)
+            r = ingest("shop-a", "T4%s:TRADE_SUCCESS" % st, "paid", oid, "T4" + st, 6600)
+            self.assertEqual((r["outcome"], r["order_status"]), ("paid_after_close", "paid"))
+            o = self.order(oid)
+            self.assertEqual((o["status"], o["paid"], o["psp_txn_id"]), ("paid", True, "T4" + st))
+            self.assertIsNotNone(r["event_id"])          # an applied transition: in the feed
+            self.assertEqual(json.loads(r["wakeup"])["order_status"], "paid")
+
+    def test_conflicting_duplicate_is_stored_apart(self):
+        PG.add_order("shop-a", "O5", 6600, "CNY")
+        first = ingest("shop-a", "K5", "paid", "O5", "T5", 6600, body=b"first")
+        for field, kw in (("amount", {"amount": 1}), ("currency", {"currency": "USD"}),
+                          ("txn", {"txn": "T5x"}), ("order", {"order": "O5x"}),
+                          ("kind", {"kind": "refund", "refund": 6600})):
+            args = dict(site="shop-a", key="K5", kind="paid", order="O5", txn="T5",
+                        amount=6600, body=("conflict-" + field).encode())
+            args.update(kw)
+            c = ingest(**args)
+            self.assertEqual((c["outcome"], c["duplicate"]), ("conflicting_duplicate", False),
+                             field)
+            self.assertNotEqual(c["notification_id"], first["notification_id"])
+            again = ingest(**args)
+            self.assertEqual((again["duplicate"], again["deliveries"], again["notification_id"]),
+                             (True, 2, c["notification_id"]), field)
+        # the first stays authoritative: applied once, one delivery, its bytes
+        rows = {r["dedup_key"]: r for r in PG.notifications()}
+        self.assertEqual((rows["K5"]["outcome"], rows["K5"]["deliveries"],
+                          rows["K5"]["raw_body"]), ("applied", 1, b"first"))
+        conflicts = [r for k, r in rows.items() if k.startswith("!conflicting_duplicate:K5:")]
+        self.assertEqual(len(conflicts), 5)
+        self.assertIn(b"conflict-amount", [r["raw_body"] for r in conflicts])
+        o = self.order("O5")
+        self.assertEqual((o["status"], o["refunded_minor"]), ("paid", 0))
+        # an identical retry of the first is a plain duplicate
+        d = ingest("shop-a", "K5", "paid", "O5", "T5", 6600)
+        self.assertEqual((d["duplicate"], d["deliveries"], d["outcome"]), (True, 2, "applied"))
+
+    def test_weak_identity_refunds_only_a_verified_payment(self):
+        PG.add_order("shop-a", "W1", 1000, "CNY")          # never paid
+        r = ingest("shop-a", "refund:R1:SUCCESS", "refund", "W1", "4200A", None, refund=1000,
+                   weak=True, provider="wechatpay")
+        self.assertEqual(r["outcome"], "txn_mismatch")
+        o = self.order("W1")
+        self.assertEqual((o["status"], o["paid"]), ("pending", False))   # no "proof of payment"
+        # paid by 4200A: a weak refund of another transaction, or above what was paid
+        ingest("shop-a", "4200A:SUCCESS", "paid", "W1", "4200A", 1000, provider="wechatpay")
+        self.assertEqual(ingest("shop-a", "refund:R2:SUCCESS", "refund", "W1", "4200B", None,
+                                refund=100, weak=True, provider="wechatpay")["outcome"],
+                         "txn_mismatch")
+        self.assertEqual(ingest("shop-a", "refund:R3:SUCCESS", "refund", "W1", "4200A", None,
+                                refund=1001, weak=True, provider="wechatpay")["outcome"],
+                         "txn_mismatch")
+        self.assertEqual(ingest("shop-a", "refund:R4:SUCCESS", "refund", "W9", "4200A", None,
+                                refund=100, weak=True, provider="wechatpay")["outcome"],
+                         "txn_mismatch")                  # no such order
+        self.assertEqual(self.order("W1")["refunded_minor"], 0)
+        # the same transaction, within the amount: applied
+        r = ingest("shop-a", "refund:R5:SUCCESS", "refund", "W1", "4200A", None, refund=400,
+                   weak=True, provider="wechatpay")
+        self.assertEqual((r["outcome"], r["order_status"]), ("applied", "partially_refunded"))
+        self.assertEqual(self.order("W1")["refunded_minor"], 400)
+
+    def test_refund_before_payment_still_applies(self):
+        PG.add_order("shop-a", "O6", 1000, "USD")
+        r = ingest("shop-a", "e-ref", "refund", "O6", "pi_6", None, "USD", refund=1000,
+                   cumulative=True, provider="stripe")
+        self.assertEqual((r["outcome"], r["order_status"]), ("applied", "refunded"))
+        o = self.order("O6")
+        self.assertEqual((o["paid"], o["psp_txn_id"]), (True, "pi_6"))
+        late = ingest("shop-a", "e-paid", "paid", "O6", "pi_6", 1000, "USD", provider="stripe")
+        self.assertEqual(late["outcome"], "already_applied")
+
+    def test_source_recorded_and_same_identity(self):
+        PG.add_order("shop-a", "O7", 100, "CNY")
+        a = ingest("shop-a", "T7:TRADE_SUCCESS", "paid", "O7", "T7", 100, source="query")
+        b = ingest("shop-a", "T7:TRADE_SUCCESS", "paid", "O7", "T7", 100)   # the notification
+        self.assertEqual((a["outcome"], b["duplicate"]), ("applied", True))
+        self.assertEqual(PG.scalar("SELECT source FROM paynotify.notifications WHERE id = %s"
+                                   % a["notification_id"]), "query")
+        with self.assertRaises(RuntimeError):
+            ingest("shop-a", "T7x", "paid", "O7", "T7", 100, source="guess")
+
+    def test_report_and_stats_list_the_new_outcomes(self):
+        PG.add_order("shop-a", "R1", 6600, "CNY")
+        ingest("shop-a", "TR1:TRADE_SUCCESS", "paid", "R1", "TR1", 6600)
+        ingest("shop-a", "TR1b:TRADE_SUCCESS", "paid", "R1", "TR1b", 6600)         # duplicate_payment
+        PG.add_order("shop-a", "R2", 1999, "USD", status="closed")
+        ingest("shop-a", "e-r2", "paid", "R2", "pi_r2", 1999, "USD", provider="stripe")
+        ingest("shop-a", "e-r3", "refund", "R1", "TRX", None, refund=500)          # txn_mismatch
+        ingest("shop-a", "TR1:TRADE_SUCCESS", "paid", "R1", "TR1", 100)          # conflicting
+        ingest("shop-a", "e-r4", "paid", "R4", "pi_r4", 500, "JPY", provider="stripe",
+               flag="mode_mismatch", detail="test-mode event for a live site")
+        p = admin("report", "--format", "json")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        rows = json.loads(p.stdout)
+        got = {r["kind"]: (r["order_id"], r["amount"]) for r in rows}
+        self.assertEqual(got, {
+            "duplicate_payment": ("R1", "66.00 CNY"),
+            "paid_after_close": ("R2", "19.99 USD"),
+            "txn_mismatch": ("R1", "5.00 CNY"),
+            "conflicting_duplicate": ("R1", "1.00 CNY"),
+            "mode_mismatch": ("R4", "500 JPY"),
+        })
+        detail = {r["kind"]: r["detail"] for r in rows}
+        self.assertEqual(detail["duplicate_payment"],
+                         "paid 66.00 CNY: order already paid by transaction TR1")
+        self.assertEqual(detail["mode_mismatch"], "paid 500 JPY: test-mode event for a live site")
+        self.assertRegex(detail["conflicting_duplicate"],
+                         r"^paid 1\.00 CNY: same event key as notification \d+ \(paid, applied\), "
+                         r"different content$")
+        self.assertIn("5 items need a human", p.stderr)
+        p = admin("stats", "--format", "json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        counts = {r["outcome"]: int(r["notifications"]) for r in json.loads(p.stdout)}
+        for k in ("duplicate_payment", "paid_after_close", "txn_mismatch",
+                  "conflicting_duplicate", "mode_mismatch"):
+            self.assertEqual(counts.get(k), 1, (k, counts))
+        p = admin("stats", "--format", "prometheus")
+        self.assertIn('outcome="duplicate_payment"} 1', p.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
