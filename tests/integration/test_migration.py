@@ -119,10 +119,11 @@ class Upgrade(unittest.TestCase):
         p = self.first
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(p.stdout, "applied 005_site_binding_feed.sql (schema version 5)\n"
+                                   "applied 006_query_runs.sql (schema version 6)\n"
                                    "applied functions.sql\n")
         p = self.migrate()
         self.assertEqual((p.returncode, p.stdout),
-                         (0, "schema is at version 5: nothing to do\napplied functions.sql\n"),
+                         (0, "schema is at version 6: nothing to do\napplied functions.sql\n"),
                          p.stderr)
 
     def test_keys_rewritten(self):
