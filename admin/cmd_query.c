@@ -83,7 +83,8 @@ static void
 help(FILE *f)
 {
 	fprintf(f, "usage: paynotify query [--site S] [--provider P]\n"
-		"                       (--order ID | --pending-older-than DURATION)\n"
+		"                       (--order ID | --pending-older-than DURATION\n"
+		"                        [--pending-younger-than DURATION])\n"
 		"                       [--dry-run | --apply] [--format table|csv|json]\n\n"
 		"Ask each order's provider for the payment's state with its order-query API\n"
 		"(Alipay alipay.trade.query, WeChat Pay v3, Stripe PaymentIntents, 2C2P\n"
@@ -92,7 +93,9 @@ help(FILE *f)
 		"with source \"query\".  --dry-run (the default) asks and changes nothing.\n"
 		"One request per order and provider, no retries; timeouts from [query].\n"
 		"The provider is the order's (orders.psp), else --provider, else every\n"
-		"provider the site can be queried with.  DURATION: 90s, 5m, 2h, 1d.\n"
+		"provider the site can be queried with.  --pending-older-than selects pending\n"
+		"orders created at least that long ago, --pending-younger-than at most that\n"
+		"long ago (a window: docs/OPERATIONS.md).  DURATION: 90s, 5m, 2h, 1d.\n"
 		"Exit status: 0 nothing to do, 1 something needs a human, 3 could not do the\n"
 		"job (an order could not be asked: transport error, timeout, 5xx), 64 usage.\n");
 }
@@ -187,8 +190,12 @@ add_row(struct run *r, struct pn_arena *a, const struct pn_query_order *o, const
 {
 	char	amount[48];
 	const char *cells[7];
+	int	exp = pn_money_exponent(o->currency);
 
-	pn_money_format(o->amount_minor, pn_money_exponent(o->currency), amount, sizeof(amount));
+	if (exp >= 0)
+		pn_money_format(o->amount_minor, exp, amount, sizeof(amount));
+	else		/* not an ISO 4217 code: say what the database holds */
+		snprintf(amount, sizeof(amount), "%lld minor units of", (long long)o->amount_minor);
 	cells[0] = o->site;
 	cells[1] = provider;
 	cells[2] = o->order_id;
@@ -280,6 +287,7 @@ static const char orders_sql[] =
 	"   AND ($3::bigint IS NULL OR (status = 'pending'"
 	"        AND created_at < now() - make_interval(secs => $3::bigint)))"
 	"   AND ($4::text IS NULL OR psp IS NULL OR psp = $4)"
+	"   AND ($5::bigint IS NULL OR created_at >= now() - make_interval(secs => $5::bigint))"
 	" ORDER BY created_at, site, order_id";
 
 static const char record_sql[] =
@@ -320,6 +328,7 @@ query_exec(int argc, char **argv, const char *config_path)
 		{"provider", required_argument, NULL, 'p'},
 		{"order", required_argument, NULL, 'o'},
 		{"pending-older-than", required_argument, NULL, 'P'},
+		{"pending-younger-than", required_argument, NULL, 'Y'},
 		{"dry-run", no_argument, NULL, 'n'},
 		{"apply", no_argument, NULL, 'a'},
 		{"format", required_argument, NULL, 'f'},
@@ -329,6 +338,7 @@ query_exec(int argc, char **argv, const char *config_path)
 	static const char *const cols[] = {"site", "provider", "order_id", "amount", "answer",
 					   "result", "detail"};
 	const char *site_name = NULL, *provider = NULL, *order = NULL, *older = NULL;
+	const char *younger = NULL;
 	bool	dry_run = false, apply = false;
 	enum pn_format fmt = pn_format_default();
 	const struct pn_query_provider *only = NULL;
@@ -336,9 +346,9 @@ query_exec(int argc, char **argv, const char *config_path)
 	struct pn_table orders;
 	struct pn_arena *a = NULL;
 	struct pn_err err;
-	char	secs[24];
-	const char *params[4];
-	int64_t	older_s = 0;
+	char	secs[24], ysecs[24];
+	const char *params[5];
+	int64_t	older_s = 0, younger_s = 0;
 	time_t	started = time(NULL);
 	int	opt, rc = PN_EXIT_FAILED;
 	size_t	i, j;
@@ -350,6 +360,7 @@ query_exec(int argc, char **argv, const char *config_path)
 		case 'p': provider = optarg; break;
 		case 'o': order = optarg; break;
 		case 'P': older = optarg; break;
+		case 'Y': younger = optarg; break;
 		case 'n': dry_run = true; break;
 		case 'a': apply = true; break;
 		case 'f':
@@ -386,6 +397,12 @@ query_exec(int argc, char **argv, const char *config_path)
 			"number with s, m, h or d (90s, 5m, 2h, 1d)\n", older);
 		return PN_EXIT_USAGE;
 	}
+	if (younger != NULL && (older == NULL || !parse_duration(younger, &younger_s)
+				|| younger_s <= older_s)) {
+		fprintf(stderr, "paynotify: query: --pending-younger-than \"%s\" needs "
+			"--pending-older-than and a longer duration (90s, 5m, 2h, 1d)\n", younger);
+		return PN_EXIT_USAGE;
+	}
 	if (provider != NULL && (only = pn_query_provider_find(provider)) == NULL) {
 		fprintf(stderr, "paynotify: query: unknown provider \"%s\" (alipay, wechatpay, "
 			"stripe or 2c2p)\n", provider);
@@ -414,7 +431,9 @@ query_exec(int argc, char **argv, const char *config_path)
 	params[1] = order;
 	params[2] = older ? secs : NULL;
 	params[3] = provider;
-	if (!pn_db_query(r.conn, orders_sql, 4, params, &orders, &err)) {
+	snprintf(ysecs, sizeof(ysecs), "%lld", (long long)younger_s);
+	params[4] = younger ? ysecs : NULL;
+	if (!pn_db_query(r.conn, orders_sql, 5, params, &orders, &err)) {
 		fprintf(stderr, "paynotify: %s\n", err.msg);
 		goto done;
 	}

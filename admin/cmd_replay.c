@@ -36,7 +36,8 @@
 	" AND ($5::timestamptz IS NULL OR received_at < $5)" \
 	" AND ($6::text IS NULL OR order_id = $6)" \
 	" AND ($7::text IS NULL OR outcome = $7)" \
-	" AND ($8::bigint IS NULL OR id = $8)"
+	" AND ($8::bigint IS NULL OR id = $8)" \
+	" AND source = 'notification'"	/* query answers: verified when fetched (QUERY.md) */
 
 enum mode { MODE_DRY_RUN, MODE_APPLY, MODE_TO };
 
@@ -60,6 +61,8 @@ help(FILE *f)
 		"         long ago: 2h, 1d;\n"
 		"         a site must be in the configuration, an outcome one the schema\n"
 		"         records: a typo exits 64 with the valid values)\n"
+		"Only notifications (source notification): answers stored by paynotify\n"
+		"query or reconcile were verified when fetched and are not re-verified here.\n"
 		"  --wide      every column in a table, however wide (default: fit 100)\n\n"
 		"Exit status: 0 all verified and settled; 1 something still needs a human\n"
 		"(unknown order, amount or merchant mismatch, failed re-delivery); 2 some\n"

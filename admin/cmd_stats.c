@@ -124,8 +124,12 @@ print_prometheus(const struct pn_table *t, FILE *f)
  * read; the file then holds paynotify_stats_up 0 and nothing else, so that
  * old counters do not linger as if current.
  */
+static void print_sources(const char *config_path, const char *site, FILE *f);
+static void print_query_run(const char *config_path, FILE *f);
+
 static bool
-write_textfile(const char *path, const struct pn_table *t)
+write_textfile(const char *path, const struct pn_table *t, const char *config_path,
+	       const char *site)
 {
 	char   *tmp, *slash;
 	FILE   *f = NULL;
@@ -147,8 +151,11 @@ write_textfile(const char *path, const struct pn_table *t)
 		close(fd);
 		goto failed;
 	}
-	if (t != NULL)
+	if (t != NULL) {
 		print_prometheus(t, f);
+		print_sources(config_path, site, f);
+		print_query_run(config_path, f);
+	}
 	fprintf(f, STATS_UP_HELP "paynotify_stats_up %d\n", t != NULL);
 	if (fflush(f) != 0 || fchmod(fd, 0644) != 0 || fsync(fd) != 0)
 		goto failed;
@@ -169,6 +176,34 @@ failed:
 done:
 	free(tmp);
 	return ok;
+}
+
+/* Where the events came from: notification, query (sql/005 source). */
+static const char source_sql[] =
+	"SELECT site, provider, source, count(*) AS events FROM paynotify.notifications"
+	" WHERE ($1::text IS NULL OR site = $1)"
+	" GROUP BY site, provider, source ORDER BY site, provider, source";
+
+static void
+print_sources(const char *config_path, const char *site, FILE *f)
+{
+	const char *params[1] = {site};
+	struct pn_table t;
+	size_t	r;
+
+	if (!pn_admin_query(config_path, source_sql, 1, params, &t))
+		return;
+	fprintf(f, "# HELP paynotify_events_by_source_total Distinct events stored, by where they "
+		"came from (notification, query).\n"
+		"# TYPE paynotify_events_by_source_total counter\n");
+	for (r = 0; r < t.nrows; r++) {
+		fprintf(f, "paynotify_events_by_source_total{");
+		label(f, "site", pn_table_get(&t, r, "site"), true);
+		label(f, "provider", pn_table_get(&t, r, "provider"), false);
+		label(f, "source", pn_table_get(&t, r, "source"), false);
+		fprintf(f, "} %s\n", pn_table_get(&t, r, "events"));
+	}
+	pn_table_free(&t);
 }
 
 /* The last `paynotify query` run (sql/006), when the table exists. */
@@ -268,18 +303,19 @@ stats_exec(int argc, char **argv, const char *config_path)
 	if (!pn_admin_query_cfg(cfg, stats_sql, 1, params, &t)) {
 		pn_cfg_free(cfg);
 		if (output != NULL)
-			(void)write_textfile(output, NULL);
+			(void)write_textfile(output, NULL, NULL, NULL);
 		return PN_EXIT_UNAVAILABLE;
 	}
 	pn_cfg_free(cfg);
 	if (output != NULL) {
-		bool ok = write_textfile(output, &t);
+		bool ok = write_textfile(output, &t, config_path, params[0]);
 
 		pn_table_free(&t);
 		return ok ? PN_EXIT_OK : PN_EXIT_IOERR;
 	}
 	if (fmt == PN_FMT_PROMETHEUS) {
 		print_prometheus(&t, stdout);
+		print_sources(config_path, params[0], stdout);
 		print_query_run(config_path, stdout);
 	} else {
 		pn_table_optional(&t, "last_delivery_epoch");	/* for machines; last_delivery says it */

@@ -21,7 +21,12 @@
 #include <string.h>
 #include <time.h>
 
+#include <openssl/bio.h>
+#include <openssl/bn.h>
 #include <openssl/crypto.h>
+#include <openssl/objects.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 
 #include "2c2p.h"
 #include "buf.h"
@@ -36,7 +41,97 @@
 
 struct creds {
 	EVP_PKEY *key;
+	char   *app_cert_sn;		/* certificate mode, else NULL */
+	char   *root_cert_sn;
 };
+
+/*
+ * A certificate's SN as Alipay's SDKs compute it (gopay GetCertSN,
+ * alipay-sdk-java AntCertificationUtil.getCertSN): lower-case hex MD5 of
+ * the issuer DN in RFC 2253 form (the most significant RDN last:
+ * "CN=...,OU=...,O=...,C=CN", UTF-8 kept) followed by the serial number in
+ * decimal.  Returns a malloc'd string or NULL.
+ */
+static char *
+cert_sn(X509 *x)
+{
+	static const char hex[] = "0123456789abcdef";
+	BIO    *bio = BIO_new(BIO_s_mem());
+	BIGNUM *bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(x), NULL);
+	char   *dec = bn ? BN_bn2dec(bn) : NULL, *name = NULL, *out = NULL;
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0, i;
+	long	nlen;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+
+	if (bio == NULL || dec == NULL || ctx == NULL
+	    || X509_NAME_print_ex(bio, X509_get_issuer_name(x), 0,
+				  XN_FLAG_RFC2253 & ~ASN1_STRFLGS_ESC_MSB) < 0)
+		goto done;
+	nlen = BIO_get_mem_data(bio, &name);
+	if (nlen < 0 || EVP_DigestInit_ex(ctx, EVP_md5(), NULL) != 1
+	    || EVP_DigestUpdate(ctx, name, (size_t)nlen) != 1
+	    || EVP_DigestUpdate(ctx, dec, strlen(dec)) != 1
+	    || EVP_DigestFinal_ex(ctx, md, &mdlen) != 1)
+		goto done;
+	out = pn_xmalloc(2 * mdlen + 1);
+	for (i = 0; i < mdlen; i++) {
+		out[2 * i] = hex[md[i] >> 4];
+		out[2 * i + 1] = hex[md[i] & 15];
+	}
+	out[2 * mdlen] = '\0';
+done:
+	EVP_MD_CTX_free(ctx);
+	OPENSSL_free(dec);
+	BN_free(bn);
+	BIO_free(bio);
+	return out;
+}
+
+/*
+ * app_cert_sn of the first certificate of path, or (root) alipay_root_cert_sn:
+ * the SNs of every certificate signed with an RSA algorithm, joined by '_'
+ * (gopay GetRootCertSN; the root file also holds an SM2 certificate, which
+ * is skipped).  NULL and err on failure.
+ */
+static char *
+file_sn(const char *path, bool root, struct pn_err *err)
+{
+	BIO    *bio = BIO_new_file(path, "r");
+	struct pn_buf b = PN_BUF_INIT;
+	X509   *x;
+	char   *sn;
+
+	if (bio == NULL) {
+		pn_err_set(err, "could not read certificate file \"%s\"", path);
+		return NULL;
+	}
+	while ((x = PEM_read_bio_X509(bio, NULL, NULL, NULL)) != NULL) {
+		int	pknid = NID_undef;
+
+		if (root && (!OBJ_find_sigid_algs(X509_get_signature_nid(x), NULL, &pknid)
+			     || (pknid != NID_rsaEncryption && pknid != NID_rsassaPss))) {
+			X509_free(x);
+			continue;
+		}
+		sn = cert_sn(x);
+		X509_free(x);
+		if (sn == NULL)
+			break;
+		pn_buf_printf(&b, "%s%s", b.len ? "_" : "", sn);
+		free(sn);
+		if (!root)
+			break;
+	}
+	BIO_free(bio);
+	if (b.len == 0) {
+		pn_buf_free(&b);
+		pn_err_set(err, "\"%s\" holds no usable %scertificate", path,
+			   root ? "RSA-signed " : "");
+		return NULL;
+	}
+	return pn_buf_steal(&b, NULL);
+}
 
 static bool
 alipay_configured(const struct pn_site *site, const char **why)
@@ -50,6 +145,27 @@ alipay_configured(const struct pn_site *site, const char **why)
 		return false;
 	}
 	return true;
+}
+
+static void
+alipay_free(void *p)
+{
+	struct creds *c = p;
+
+	if (c == NULL)
+		return;
+	EVP_PKEY_free(c->key);
+	free(c->app_cert_sn);
+	free(c->root_cert_sn);
+	free(c);
+}
+
+static const char *
+alipay_describe(const void *p)
+{
+	const struct creds *c = p;
+
+	return c->app_cert_sn ? "certificate mode" : "public-key mode";
 }
 
 static bool
@@ -73,19 +189,15 @@ alipay_load(const struct pn_site *site, void **out, struct pn_err *err)
 	}
 	c = pn_xcalloc(1, sizeof(*c));
 	c->key = k;
+	if (site->alipay.query_app_cert != NULL
+	    && ((c->app_cert_sn = file_sn(site->alipay.query_app_cert, false, err)) == NULL
+		|| (c->root_cert_sn = file_sn(site->alipay.query_root_cert, true, err)) == NULL)) {
+		pn_err_prefix(err, "site %s: certificate mode", site->name);
+		alipay_free(c);
+		return false;
+	}
 	*out = c;
 	return true;
-}
-
-static void
-alipay_free(void *p)
-{
-	struct creds *c = p;
-
-	if (c == NULL)
-		return;
-	EVP_PKEY_free(c->key);
-	free(c);
 }
 
 static int
@@ -102,7 +214,7 @@ build_request(const struct pn_query_ctx *ctx, const struct creds *c, const char 
 	const struct pn_site *site = ctx->site;
 	struct pn_arena *a = ctx->arena;
 	enum pn_md md = site->alipay.sign_type == PN_ALIPAY_RSA ? PN_MD_SHA1 : PN_MD_SHA256;
-	struct pn_form_field p[8];
+	struct pn_form_field p[10];
 	struct pn_buf content = PN_BUF_INIT, body = PN_BUF_INIT;
 	char   *biz_text = json_dumps(biz, JSON_COMPACT), when[32], *out = NULL;
 	time_t	bj = (time_t)ctx->now + 8 * 3600;	/* Alipay reads Beijing time */
@@ -121,6 +233,10 @@ build_request(const struct pn_query_ctx *ctx, const struct creds *c, const char 
 		site->alipay.sign_type == PN_ALIPAY_RSA ? "RSA" : "RSA2", 0};
 	p[n++] = (struct pn_form_field){"timestamp", pn_arena_strdup(a, when), 0};
 	p[n++] = (struct pn_form_field){"version", "1.0", 0};
+	if (c->app_cert_sn != NULL) {	/* public-key certificate mode */
+		p[n++] = (struct pn_form_field){"app_cert_sn", c->app_cert_sn, 0};
+		p[n++] = (struct pn_form_field){"alipay_root_cert_sn", c->root_cert_sn, 0};
+	}
 	free(biz_text);
 	qsort(p, n, sizeof(p[0]), param_cmp);
 	for (i = 0; i < n; i++)
@@ -351,5 +467,6 @@ const struct pn_query_provider pn_query_alipay = {
 	.configured = alipay_configured,
 	.load = alipay_load,
 	.free_creds = alipay_free,
+	.describe = alipay_describe,
 	.ask = alipay_ask,
 };

@@ -136,7 +136,11 @@ pn_qhttp_do(struct pn_qhttp *h, struct pn_arena *a, const char *method, const ch
 	list = curl_slist_append(list, "Expect:");
 	curl_easy_reset(c);
 	curl_easy_setopt(c, CURLOPT_URL, url);
+#if LIBCURL_VERSION_NUM >= 0x075500	/* 7.85: CURLOPT_PROTOCOLS is deprecated */
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https");
+#else
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS, (long)CURLPROTO_HTTPS);
+#endif
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
 	curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);

@@ -17,8 +17,16 @@
  * Other statuses: 404 ORDER_NOT_EXIST is "not found"; wechatpay-go checks
  * no signature on a non-2xx answer, and neither do we: such answers change
  * nothing.
- * API v2 (orderquery) is not implemented: a site with only v2 keys is
- * reported as not queryable.
+ * A site with only API v2 keys is asked with API v2 orderquery
+ * (https://pay.weixin.qq.com/wiki/doc/api/jsapi.php?chapter=9_2): POST
+ * <query_url>/pay/orderquery, flat XML appid, mch_id, out_trade_no,
+ * nonce_str, sign_type, sign (WXPayUtil.generateSignature with the APIv2
+ * key: HMAC-SHA256 when wechatpay.v2_sign_type accepts it, else MD5); the
+ * answer is signed the same way with the algorithm of the request (WXPay
+ * processResponseXml checks with the configured type; the answer names
+ * none) and, with trade_state SUCCESS, normalised by the receiver's
+ * pn_wechatpay_v2_payment: the v2 notification's "<transaction_id>:SUCCESS".
+ * The APIv2 key is already the receiver's: v2 needs no new credential.
  */
 #include "config.h"
 
@@ -27,15 +35,25 @@
 
 #include <openssl/rand.h>
 
+#include "buf.h"
 #include "crypto.h"
 #include "json.h"
+#include "xml.h"
 #include "provider.h"
 #include "query.h"
 #include "wechatpay.h"
 
 struct creds {
-	EVP_PKEY *key;
+	EVP_PKEY *key;		/* NULL: API v2 (the APIv2 key is the configuration's) */
 };
+
+static const char *
+wechatpay_describe(const void *p)
+{
+	const struct creds *c = p;
+
+	return c->key ? "API v3" : "API v2 orderquery";
+}
 
 static bool
 wechatpay_configured(const struct pn_site *site, const char **why)
@@ -44,10 +62,8 @@ wechatpay_configured(const struct pn_site *site, const char **why)
 		*why = "WeChat Pay is not configured";
 		return false;
 	}
-	if (site->wechatpay.napiv3_keys == 0) {
-		*why = "the site has API v2 keys only (orderquery is not implemented)";
-		return false;
-	}
+	if (site->wechatpay.napiv3_keys == 0)
+		return site->wechatpay.napiv2_keys > 0;	/* API v2 orderquery */
 	if (site->wechatpay.query_key_path == NULL) {
 		*why = "wechatpay.query_private_key_file and wechatpay.query_cert_serial are not set";
 		return false;
@@ -61,6 +77,10 @@ wechatpay_load(const struct pn_site *site, void **out, struct pn_err *err)
 	struct creds *c;
 	EVP_PKEY *k;
 
+	if (site->wechatpay.napiv3_keys == 0) {	/* v2: the APIv2 key is loaded already */
+		*out = pn_xcalloc(1, sizeof(struct creds));
+		return true;
+	}
 	if (!pn_cfg_secret_file_ok(site->wechatpay.query_key_path, err))
 		return false;
 	k = pn_privkey_load(site->wechatpay.query_key_path, err);
@@ -99,6 +119,159 @@ url_path(const char *url)
 
 	return p ? p : "";
 }
+
+/* ---- API v2 orderquery ---------------------------------------------------- */
+
+static void
+xml_add(struct pn_buf *b, struct pn_xml_flat *x, const char *name, const char *value)
+{
+	x->fields[x->n].name = name;
+	x->fields[x->n].value = value;
+	x->fields[x->n].value_len = strlen(value);
+	x->n++;
+	/* values we send are ids and hex: CDATA keeps any other byte literal */
+	pn_buf_printf(b, "<%s><![CDATA[%s]]></%s>", name, value, name);
+}
+
+static bool
+v2_sign_ok(struct pn_arena *a, const struct pn_site *site, const struct pn_xml_flat *x,
+	   enum pn_wxv2_sign alg, const char **key_id)
+{
+	const char *sign = pn_xml_get(x, "sign");
+	size_t	i, len;
+
+	if (sign == NULL)
+		return false;
+	len = strlen(sign);
+	for (i = 0; i < site->wechatpay.napiv2_keys; i++) {
+		const char *want = pn_wechatpay_v2_sign(a, x, alg, &site->wechatpay.apiv2_keys[i]);
+
+		if (want != NULL && strlen(want) == len && pn_ct_equal(want, sign, len)) {
+			*key_id = site->wechatpay.apiv2_keys[i].id;
+			return true;
+		}
+	}
+	return false;
+}
+
+static void
+v2_ask(const struct pn_query_ctx *ctx, const struct pn_query_order *o,
+       struct pn_query_answer *ans)
+{
+	struct pn_arena *a = ctx->arena;
+	const struct pn_site *site = ctx->site;
+	enum pn_wxv2_sign alg = site->wechatpay.v2_sign_types & PN_WXV2_HMAC_SHA256
+	    ? PN_WXV2_HMAC_SHA256 : PN_WXV2_MD5;
+	const char *headers[] = {"Content-Type: text/xml; charset=utf-8", NULL};
+	const char *sign, *key_id = NULL, *rc, *result, *state, *otn;
+	struct pn_xml_flat req, x;
+	struct pn_buf b = PN_BUF_INIT;
+	struct pn_qhttp_answer h;
+	struct pn_event *ev = &ans->ev;
+	unsigned char rnd[16];
+	struct pn_err err;
+	char   *body, *url;
+	size_t	blen;
+
+	if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
+		pn_query_set(ctx, ans, PN_Q_ERROR, "could not make a nonce");
+		return;
+	}
+	req.n = 0;
+	req.fields = pn_arena_alloc(a, 8 * sizeof(*req.fields));
+	pn_buf_puts(&b, "<xml>");
+	xml_add(&b, &req, "appid", site->wechatpay.appid);
+	xml_add(&b, &req, "mch_id", site->wechatpay.mchid);
+	xml_add(&b, &req, "out_trade_no", o->order_id);
+	xml_add(&b, &req, "nonce_str", pn_hex_encode(a, rnd, sizeof(rnd), true));
+	xml_add(&b, &req, "sign_type", alg == PN_WXV2_MD5 ? "MD5" : "HMAC-SHA256");
+	sign = pn_wechatpay_v2_sign(a, &req, alg, &site->wechatpay.apiv2_keys[0]);
+	if (sign == NULL) {
+		pn_buf_free(&b);
+		pn_query_set(ctx, ans, PN_Q_ERROR, "could not sign the orderquery request");
+		return;
+	}
+	pn_buf_printf(&b, "<sign>%s</sign></xml>", sign);
+	blen = b.len;
+	body = pn_arena_memdup(a, b.data, b.len + 1);
+	pn_buf_free(&b);
+	url = pn_arena_printf(a, "%s/pay/orderquery", site->wechatpay.query_url);
+	if (!pn_qhttp_do(ctx->http, a, "POST", url, headers, body, blen, &h, &err)) {
+		pn_query_set(ctx, ans, PN_Q_ERROR, "%s", err.msg);
+		return;
+	}
+	if (!pn_query_http_ok(ctx, &h, false, ans))
+		return;
+	if (!pn_xml_parse_flat(a, h.body, h.body_len, "xml", &x, &err)) {
+		pn_query_set(ctx, ans, PN_Q_ERROR, "WeChat Pay v2 answer is not acceptable XML: %s",
+			     err.msg);
+		return;
+	}
+	rc = pn_xml_get(&x, "return_code");
+	if (rc == NULL || strcmp(rc, "SUCCESS") != 0) {	/* unsigned transport error */
+		pn_query_set(ctx, ans, PN_Q_ERROR, "WeChat Pay v2 return_code %.16s: %.120s",
+			     rc ? rc : "-", pn_xml_get(&x, "return_msg")
+			     ? pn_xml_get(&x, "return_msg") : "");
+		return;
+	}
+	if (!v2_sign_ok(a, site, &x, alg, &key_id)) {
+		pn_query_set(ctx, ans, PN_Q_REFUSED, "could not verify WeChat Pay v2 %s sign of the "
+			     "orderquery answer for site %s: no APIv2 key matched",
+			     alg == PN_WXV2_MD5 ? "MD5" : "HMAC-SHA256", site->name);
+		return;
+	}
+	result = pn_xml_get(&x, "result_code");
+	state = pn_xml_get(&x, "trade_state");
+	otn = pn_xml_get(&x, "out_trade_no");
+	ans->psp_state = state ? state : pn_xml_get(&x, "err_code");
+	if (result == NULL || strcmp(result, "SUCCESS") != 0) {
+		const char *ec = pn_xml_get(&x, "err_code");
+
+		pn_query_set(ctx, ans, ec && strcmp(ec, "ORDERNOTEXIST") == 0 ? PN_Q_NOT_FOUND
+			     : PN_Q_ERROR, "WeChat Pay v2 result_code %.16s, err_code %.32s",
+			     result ? result : "-", ec ? ec : "-");
+		return;
+	}
+	if (otn == NULL || strcmp(otn, o->order_id) != 0) {
+		pn_query_set(ctx, ans, PN_Q_REFUSED, "WeChat Pay answered for out_trade_no "
+			     "\"%.64s\", not \"%s\"", otn ? otn : "", o->order_id);
+		return;
+	}
+	pn_event_init(ev);
+	ev->source = "query";
+	ev->key_id = key_id;
+	if (state != NULL && strcmp(state, "SUCCESS") == 0)
+		pn_wechatpay_v2_payment(a, site, &x, ev);
+	else if (state != NULL && strcmp(state, "REFUND") == 0) {
+		pn_query_set(ctx, ans, PN_Q_ATTENTION, "WeChat Pay trade_state REFUND: the order was "
+			     "paid and refunded; look at it by hand");
+		return;
+	} else {
+		/* CLOSED/REVOKED close, PAYERROR fails: keyed apart from the payment */
+		const char *txn = pn_xml_get(&x, "transaction_id");
+
+		ev->kind = state == NULL ? PN_KIND_IGNORED
+		    : strcmp(state, "CLOSED") == 0 || strcmp(state, "REVOKED") == 0 ? PN_KIND_CLOSED
+		    : strcmp(state, "PAYERROR") == 0 ? PN_KIND_FAILED : PN_KIND_PENDING;
+		ev->order_id = otn;
+		ev->psp_txn_id = txn && *txn ? txn : NULL;
+		ev->event_type = pn_arena_printf(a, "v2.query.%s", state ? state : "-");
+		ev->dedup_key = pn_arena_printf(a, "%s:QUERY:%s", ev->psp_txn_id ? ev->psp_txn_id
+						: pn_arena_printf(a, "otn:%s", otn), state ? state : "-");
+		if (ev->kind == PN_KIND_PENDING || ev->kind == PN_KIND_IGNORED) {
+			pn_query_set(ctx, ans, PN_Q_WAITING, "WeChat Pay trade_state %.32s",
+				     state ? state : "(none)");
+			return;
+		}
+	}
+	ans->raw = h.body;
+	ans->raw_len = h.body_len;
+	ans->raw_headers_json = h.headers_json;
+	pn_query_set(ctx, ans, PN_Q_FINAL, "WeChat Pay v2 trade_state %s, transaction_id %s", state,
+		     ev->psp_txn_id ? ev->psp_txn_id : "-");
+}
+
+/* ---- API v3 ----------------------------------------------------------------- */
 
 /* Sign and send a GET of url: WECHATPAY2-SHA256-RSA2048 over "GET\n<path>\n<ts>\n<nonce>\n\n". */
 static bool
@@ -180,6 +353,10 @@ wechatpay_ask(const struct pn_query_ctx *ctx, const struct pn_query_order *o,
 	json_t *root = NULL;
 	struct pn_event *ev = &ans->ev;
 
+	if (site->wechatpay.napiv3_keys == 0) {
+		v2_ask(ctx, o, ans);
+		return;
+	}
 	url = pn_arena_printf(a, "%s/v3/pay/transactions/out-trade-no/%s?mchid=%s",
 			      site->wechatpay.query_url, pn_qhttp_escape(a, o->order_id),
 			      pn_qhttp_escape(a, site->wechatpay.mchid));
@@ -241,5 +418,6 @@ const struct pn_query_provider pn_query_wechatpay = {
 	.configured = wechatpay_configured,
 	.load = wechatpay_load,
 	.free_creds = wechatpay_free,
+	.describe = wechatpay_describe,
 	.ask = wechatpay_ask,
 };

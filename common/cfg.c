@@ -134,6 +134,12 @@ static const struct keydef keydefs[] = {
 	{"site", "alipay.query_private_key_file", K_PATH, S(alipay.query_key_path), 0, 0, 0, NULL,
 	 NULL, "paynotify query: the app's private key (PKCS#8 or PKCS#1 PEM) that signs "
 	 "alipay.trade.query; read by the query command only, never by the receiver"},
+	{"site", "alipay.query_app_cert_file", K_PATH, S(alipay.query_app_cert), 0, 0, 0, NULL,
+	 NULL, "paynotify query, public-key certificate mode: the app's certificate "
+	 "(appCertPublicKey_<app_id>.crt); its app_cert_sn goes with every request"},
+	{"site", "alipay.query_root_cert_file", K_PATH, S(alipay.query_root_cert), 0, 0, 0, NULL,
+	 NULL, "paynotify query, public-key certificate mode: Alipay's root certificates "
+	 "(alipayRootCert.crt); their alipay_root_cert_sn goes with every request"},
 	{"site", "alipay.query_url", K_URL, S(alipay.query_url), 0, 0, 0, NULL,
 	 "https://openapi.alipay.com/gateway.do", "paynotify query: the Alipay gateway "
 	 "(sandbox: https://openapi-sandbox.dl.alipaydev.com/gateway.do)"},
@@ -1034,6 +1040,9 @@ validate_site(const struct pn_site *s, uint64_t failed, struct pn_cfg_findings *
 			"alipay.seller_id is required for Alipay");
 		REQUIRE(s->alipay.nkeys > 0, "alipay.public_key_file",
 			"alipay.public_key_file is required for Alipay");
+		if ((s->alipay.query_app_cert == NULL) != (s->alipay.query_root_cert == NULL))
+			site_finding(fd, PN_CFG_ERROR, s, "alipay.query_app_cert_file and "
+				     "alipay.query_root_cert_file go together");
 		for (i = 0; i < s->alipay.nkeys; i++) {
 			int bits = EVP_PKEY_get_bits(s->alipay.keys[i].pkey);
 
@@ -1341,6 +1350,8 @@ pn_cfg_free(struct pn_config *cfg)
 		free(s->alipay.seller_id);
 		free(s->alipay.query_key_path);
 		free(s->alipay.query_url);
+		free(s->alipay.query_app_cert);
+		free(s->alipay.query_root_cert);
 		free(s->stripe.query_key_path);
 		free(s->stripe.query_url);
 		free(s->wechatpay.query_key_path);

@@ -86,6 +86,8 @@ struct pn_site {
 		EVP_PKEY *test_key;		/* alipay.test_private_key_file (paynotify sign) */
 		char   *query_key_path;		/* alipay.query_private_key_file: path only */
 		char   *query_url;		/* alipay.query_url (gateway) */
+		char   *query_app_cert;		/* alipay.query_app_cert_file: path only */
+		char   *query_root_cert;	/* alipay.query_root_cert_file: path only */
 	} alipay;
 
 	struct {

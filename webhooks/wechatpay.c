@@ -855,6 +855,29 @@ v2_refund(struct pn_arena *a, const struct pn_xml_flat *in, struct pn_event *ev)
 	}
 }
 
+/*
+ * Shared with `paynotify query` (admin/query_wechatpay.c): an API v2
+ * orderquery answer with trade_state SUCCESS is the payment result of the
+ * notification, normalised by the same code: the same dedup key
+ * ("<transaction_id>:SUCCESS"), amounts and merchant check.
+ */
+void
+pn_wechatpay_v2_payment(struct pn_arena *a, const struct pn_site *site,
+			const struct pn_xml_flat *x, struct pn_event *ev)
+{
+	struct merchant_ids m;
+
+	v2_payment(a, x, ev);
+	m.mchid = v2_get(a, x, "mch_id");
+	m.sub_mchid = v2_get(a, x, "sub_mch_id");
+	m.appid = v2_get(a, x, "appid");
+	m.sub_appid = v2_get(a, x, "sub_appid");
+	m.mchid_name = "mch_id";
+	m.appid_name = "appid";
+	check_merchant(a, site, &m, true, ev);
+	ev->dedup_key = bound_key(a, ev->dedup_key);
+}
+
 static enum pn_verdict
 v2_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_err *err)
 {

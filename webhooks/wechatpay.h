@@ -46,10 +46,14 @@ bool pn_wechatpay_v2_refund_key(const struct pn_secret *key, unsigned char out[3
  * notification's (platform certificate or public-key mode, freshness when
  * ctx->check_freshness); and normalise a transaction object (as returned by
  * GET /v3/pay/transactions/...) as the resource of an event_type
- * notification, merchant identity checked: the same dedup identity.
+ * notification, merchant identity checked: the same dedup identity; and
+ * a v2 payment result (orderquery answer with result_code and trade_state
+ * SUCCESS) as the v2 payment notification.
  */
 bool pn_wechatpay_v3_verify_sig(const struct pn_verify_ctx *ctx, const char **key_id,
 				struct pn_err *err) PN_WUR;
+void pn_wechatpay_v2_payment(struct pn_arena *a, const struct pn_site *site,
+			     const struct pn_xml_flat *x, struct pn_event *ev);
 void pn_wechatpay_v3_transaction(struct pn_arena *a, const struct pn_site *site, json_t *p,
 				 const char *event_type, struct pn_event *ev);
 

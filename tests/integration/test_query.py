@@ -3,7 +3,8 @@
 # CA made by the test and passed as [query] ca_file, every request's
 # signature checked with the merchant's test key, every answer signed with
 # the provider's test key) and a real (throwaway) PostgreSQL; late
-# notifications go through the real receivers as CGI.  Per provider:
+# notifications go through the real receivers as CGI.  Per provider (Alipay,
+# WeChat Pay v3, WeChat Pay v2 orderquery for a v2-only site, Stripe, 2C2P):
 #   - a missed payment: query --apply applies it once; the late notification
 #     is then a duplicate / already_applied, never a second application
 #   - notification first, query second: no second application
@@ -48,13 +49,15 @@ WRONG_PRIV = os.path.join(pntest.REPO, "tests", "fixtures", "keys", "site-b-priv
 MERCHANT_SERIAL = "5157F09EFDC096DE15EBE81A47057A7232F1B8E1"
 STRIPE_RK = "rk_test_51QueryRestrictedKey0123456789"
 SITE = "shop-x"
+SITE_V2 = "shop-w2"
 
 PG = None
 SI = None
 CFG = None
 
 
-def write_config(url, ca_file, timeout_ms=1500, stripe_key=STRIPE_RK, key_mode=0o600):
+def write_config(url, ca_file, timeout_ms=1500, stripe_key=STRIPE_RK, key_mode=0o600,
+                 alipay_certs=None):
     """pnkit's all-provider site plus the query keys, pointing at url."""
     cfg = pnkit.write_all_config(PG)
     d = cfg.dir
@@ -72,6 +75,10 @@ def write_config(url, ca_file, timeout_ms=1500, stripe_key=STRIPE_RK, key_mode=0
         "[site %s]" % SITE,
         "alipay.query_private_key_file = merchant-api.key",
         "alipay.query_url = %s/gateway.do" % url,
+    ] + ([
+        "alipay.query_app_cert_file = %s" % alipay_certs[0],
+        "alipay.query_root_cert_file = %s" % alipay_certs[1],
+    ] if alipay_certs else []) + [
         "wechatpay.query_private_key_file = merchant-api.key",
         "wechatpay.query_cert_serial = %s" % MERCHANT_SERIAL,
         "wechatpay.query_url = %s" % url,
@@ -80,6 +87,11 @@ def write_config(url, ca_file, timeout_ms=1500, stripe_key=STRIPE_RK, key_mode=0
         "stripe.mode = test",       # rk_test_ key, test-mode PaymentIntents and events
         "2c2p.query_url = %s" % url,
         ""]))
+    text += "\n".join(["", "[site %s]" % SITE_V2,      # WeChat Pay API v2 keys only
+                       "wechatpay.mchid = %s" % pnkit.WX_MCHID,
+                       "wechatpay.appid = %s" % pnkit.WX_APPID,
+                       "wechatpay.apiv2_key_file = apiv2.key",
+                       "wechatpay.query_url = %s" % url, ""])
     with open(cfg.path, "w") as f:
         f.write(text)
     return cfg.path
@@ -94,7 +106,7 @@ def setUpModule():
         provider_key=PROVIDER_PRIV, wrong_key=WRONG_PRIV, merchant_pub=MERCHANT_PUB,
         app_id=pnkit.ALIPAY_APP_ID, mchid=pnkit.WX_MCHID, merchant_serial=MERCHANT_SERIAL,
         wx_pubid=pnkit.WX_PUBID, stripe_key=STRIPE_RK, twoc2p_merchant=pnkit.TWOC2P_MERCHANT,
-        twoc2p_secret=pnkit.TWOC2P_KEY)
+        twoc2p_secret=pnkit.TWOC2P_KEY, wx_apiv2=pnkit.WX_APIV2)
     CFG = write_config(SI.url, SI.ca_file)
 
 
@@ -120,6 +132,10 @@ def has_outcome(name):
 class Base:
     """Cases every provider runs; subclasses say how the provider says things."""
     provider = None
+    site = SITE
+    v2 = False
+    same_key = True     # the query's dedup key is the notification's (False: Stripe's evt_
+                        # ids; Alipay until the adapters key on trade_no)
     currency = "CNY"
     amount_minor = 8888
 
@@ -127,7 +143,7 @@ class Base:
         PG.reset()
         SI.reset()
         self.oid = "Q%s-%s" % (self.provider, pnkit.seq())
-        PG.add_order(SITE, self.oid, self.amount_minor, self.currency)
+        PG.add_order(self.site, self.oid, self.amount_minor, self.currency)
 
     def tearDown(self):
         self.assertEqual(SI.bad_requests, [], "the stand-in refused a request's signature")
@@ -148,7 +164,7 @@ class Base:
         return raw
 
     def run_query(self, *extra, config=None):
-        return query("--site", SITE, "--provider", self.provider, "--order", self.oid, *extra,
+        return query("--site", self.site, "--provider", self.provider, "--order", self.oid, *extra,
                      config=config)
 
     def applied_rows(self):
@@ -157,13 +173,15 @@ class Base:
 
     def deliver(self):
         headers, body = self.notify()
-        r = pntest.run_cgi(pntest.binary(self.provider), "POST", pnkit.path(self.provider),
+        r = pntest.run_cgi(pntest.binary(self.provider), "POST",
+                           pnkit.path(self.provider, self.site),
                            headers, body, config=CFG)
-        self.assertTrue(pnkit.is_success(self.provider, r), (r.status, r.body, r.stderr))
+        self.assertTrue(pnkit.is_success(self.provider, r, v2=self.v2), (r.status, r.body,
+                                                                          r.stderr))
         return r
 
     def assert_unchanged(self):
-        self.assertEqual(PG.order(SITE, self.oid)["status"], "pending")
+        self.assertEqual(PG.order(self.site, self.oid)["status"], "pending")
         self.assertEqual(PG.notifications("order_id = %s" % pntest.q(self.oid)), [])
 
     # ---- the cases --------------------------------------------------------------
@@ -172,7 +190,7 @@ class Base:
         rc, rows, err = self.run_query("--apply")
         self.assertEqual(rc, 0, (rows, err))
         self.assertEqual([r["result"] for r in rows], ["applied"], rows)
-        self.assertEqual(PG.order(SITE, self.oid)["status"], "paid")
+        self.assertEqual(PG.order(self.site, self.oid)["status"], "paid")
         stored = PG.notifications("order_id = %s" % pntest.q(self.oid))
         self.assertEqual(len(stored), 1)
         self.assertIn(self.oid.encode(), self.raw_text(stored[0]["raw_body"]),
@@ -180,13 +198,16 @@ class Base:
         self.assertEqual(PG.scalar("SELECT source FROM paynotify.notifications WHERE id = %d"
                                    % stored[0]["id"]), "query")
         self.deliver()
-        self.assertEqual(PG.order(SITE, self.oid)["status"], "paid")
+        self.assertEqual(PG.order(self.site, self.oid)["status"], "paid")
         self.assertEqual(len(self.applied_rows()), 1, "a second application")
         rows = PG.notifications("order_id = %s" % pntest.q(self.oid))
         # same key: the query's row counts a second delivery; Stripe (evt_ key)
         # and an adapter keyed differently: a second row, already_applied
-        self.assertTrue(rows[0]["deliveries"] == 2 or
-                        (len(rows) == 2 and rows[1]["outcome"] == "already_applied"), rows)
+        if self.same_key:
+            self.assertEqual((len(rows), rows[0]["deliveries"]), (1, 2), rows)
+        else:
+            self.assertTrue(rows[0]["deliveries"] == 2 or
+                            (len(rows) == 2 and rows[1]["outcome"] == "already_applied"), rows)
         # asking again changes nothing either
         rc, rows, err = self.run_query("--apply")
         self.assertEqual(rc, 0, (rows, err))
@@ -196,7 +217,7 @@ class Base:
     def test_notification_first_then_query_no_second_application(self):
         self.set_paid()
         self.deliver()
-        self.assertEqual(PG.order(SITE, self.oid)["status"], "paid")
+        self.assertEqual(PG.order(self.site, self.oid)["status"], "paid")
         rc, rows, err = self.run_query("--apply")
         self.assertEqual(rc, 0, (rows, err))
         self.assertIn(rows[0]["result"], ("duplicate", "already_applied"), rows)
@@ -281,10 +302,20 @@ class Base:
         rc, rows, err = self.run_query("--apply")
         self.assertEqual(rc, 1, (rows, err))
         self.assertEqual(rows[0]["result"], "paid_after_close", rows)
+        self.assertEqual(PG.order(self.site, self.oid)["status"], "paid")   # the money is real
+        # the human finds it on the report, marked as the query's
+        p = subprocess.run([ADMIN, "-c", CFG, "report", "--site", self.site, "--format",
+                            "json"], env=pntest.clean_env(), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=60)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        found = [r for r in json.loads(p.stdout) if r["order_id"] == self.oid]
+        self.assertEqual([r["kind"] for r in found], ["paid_after_close"], found)
+        self.assertIn("(from query)", found[0]["detail"])
 
 
 class TestAlipay(Base, unittest.TestCase):
     provider = "alipay"
+    same_key = False    # duplicate once the adapters branch keys on trade_no
 
     def set_paid(self, status="TRADE_SUCCESS"):
         self.trade_no = "2024052022001" + pnkit.seq()
@@ -303,7 +334,7 @@ class TestAlipay(Base, unittest.TestCase):
         rc, rows, err = self.run_query("--apply")
         self.assertEqual(rc, 0, (rows, err))
         self.assertEqual(rows[0]["result"], "applied", rows)
-        self.assertEqual(PG.order(SITE, self.oid)["status"], "closed")
+        self.assertEqual(PG.order(self.site, self.oid)["status"], "closed")
 
     def test_answer_signature_covers_exact_member_bytes(self):
         """The stand-in signs the member's text; the query command must not
@@ -315,6 +346,34 @@ class TestAlipay(Base, unittest.TestCase):
         self.assertEqual(rows[0]["result"], "applied", rows)
         raw = PG.notifications("order_id = %s" % pntest.q(self.oid))[0]["raw_body"]
         self.assertIn(b'\\u4f1a\\u5458', raw)       # stored as sent, escapes and all
+
+
+class TestAlipayCertificateMode(unittest.TestCase):
+    """Public-key certificate mode: app_cert_sn and alipay_root_cert_sn as the
+    SDKs compute them go with the request (the stand-in refuses anything
+    else); the answer carries alipay_cert_sn after the member."""
+
+    def test_paid_with_certificate_serials(self):
+        PG.reset()
+        SI.reset()
+        d = pntest.temp_dir("pnquery-alipay-certs.")
+        app, root, app_sn, root_sn = psp_standins.alipay_cert_files(d, MERCHANT_PUB)
+        cfg = write_config(SI.url, SI.ca_file, alipay_certs=(app, root))
+        SI.alipay_cert_sns = (app_sn, root_sn)
+        PG.add_order(SITE, "AC-1", 8888, "CNY")
+        SI.state[("alipay", "AC-1")] = {"trade_no": "2024120122001400077",
+                                        "trade_status": "TRADE_SUCCESS", "total_amount": "88.88"}
+        rc, rows, err = query("--site", SITE, "--provider", "alipay", "--order", "AC-1",
+                              "--apply", config=cfg)
+        self.assertEqual(SI.bad_requests, [], "app_cert_sn / alipay_root_cert_sn wrong")
+        self.assertEqual(rc, 0, (rows, err))
+        self.assertEqual(rows[0]["result"], "applied", rows)
+        self.assertIn(b'"alipay_cert_sn"', PG.notifications("order_id = 'AC-1'")[0]["raw_body"])
+        # without the certificates the stand-in (expecting them) refuses the request
+        SI.bad_requests.clear()
+        rc, rows, err = query("--site", SITE, "--provider", "alipay", "--order", "AC-1")
+        self.assertEqual(len(SI.bad_requests), 1)
+        SI.bad_requests.clear()
 
 
 class TestWechatPay(Base, unittest.TestCase):
@@ -338,18 +397,46 @@ class TestWechatPay(Base, unittest.TestCase):
         rc, rows, err = self.run_query("--apply")
         self.assertEqual(rc, 0, (rows, err))
         self.assertEqual(rows[0]["result"], "applied", rows)
-        self.assertEqual(PG.order(SITE, self.oid)["status"], "closed")
+        self.assertEqual(PG.order(self.site, self.oid)["status"], "closed")
 
     def test_other_merchant_stored_flagged(self):
         self.set_paid(mchid="1900000999")
         rc, rows, err = self.run_query("--apply")
         self.assertEqual(rc, 1, (rows, err))
         self.assertEqual(rows[0]["result"], "merchant_mismatch", rows)
-        self.assertEqual(PG.order(SITE, self.oid)["status"], "pending")
+        self.assertEqual(PG.order(self.site, self.oid)["status"], "pending")
+
+
+class TestWechatPayV2(Base, unittest.TestCase):
+    """A site with API v2 keys only: orderquery, signed with the APIv2 key."""
+    provider = "wechatpay"
+    site = SITE_V2
+    v2 = True
+
+    def set_paid(self, state="SUCCESS"):
+        self.txn = "4200000" + pnkit.seq()
+        SI.state[("wechatpay-v2", self.oid)] = {"trade_state": state, "total": 8888,
+                                                "transaction_id": self.txn}
+
+    def set_unpaid(self):
+        self.set_paid("NOTPAY")
+
+    def notify(self):
+        fields = [(k, self.txn if k == "transaction_id" else v)
+                  for k, v in pnkit.wechat_v2_fields(self.oid, 8888)]
+        return pnkit.sign_wechat_v2(fields)
+
+    def test_closed_closes_the_order(self):
+        self.set_paid("CLOSED")
+        rc, rows, err = self.run_query("--apply")
+        self.assertEqual(rc, 0, (rows, err))
+        self.assertEqual(rows[0]["result"], "applied", rows)
+        self.assertEqual(PG.order(self.site, self.oid)["status"], "closed")
 
 
 class TestStripe(Base, unittest.TestCase):
     provider = "stripe"
+    same_key = False
     currency = "USD"
     amount_minor = 1999
 
@@ -398,6 +485,15 @@ class TestStripe(Base, unittest.TestCase):
         self.assertEqual(rc, 0, (rows, err))
         self.assertEqual(rows[0]["result"], "applied", rows)
         self.assertTrue(any(p.startswith("/v1/payment_intents/pi_") for _, p in SI.requests))
+
+    def test_order_id_with_quote_and_backslash_searched_exactly(self):
+        oid = "O'Brien\\-" + pnkit.seq()
+        PG.add_order(SITE, oid, 1999, "USD")
+        SI.state[("stripe", "pi_q")] = {"id": "pi_q", "order_id": oid, "amount": 1999,
+                                        "currency": "usd", "status": "succeeded"}
+        rc, rows, err = query("--site", SITE, "--provider", "stripe", "--order", oid, "--apply")
+        self.assertEqual(rc, 0, (rows, err))
+        self.assertEqual(rows[0]["result"], "applied", rows)
 
     def test_secret_key_refused(self):
         cfg = write_config(SI.url, SI.ca_file, stripe_key="sk_test_51NotARestrictedKey000")
@@ -450,7 +546,7 @@ class TestTwoC2P(Base, unittest.TestCase):
         rc, rows, err = self.run_query("--apply")
         self.assertEqual(rc, 0, (rows, err))
         self.assertEqual(rows[0]["result"], "applied", rows)
-        self.assertEqual(PG.order(SITE, self.oid)["status"], "failed")
+        self.assertEqual(PG.order(self.site, self.oid)["status"], "failed")
 
 
 class TestCommand(unittest.TestCase):
@@ -462,6 +558,8 @@ class TestCommand(unittest.TestCase):
         for args in ([], ["--order", "x", "--pending-older-than", "5m"],
                      ["--order", "x", "--dry-run", "--apply"],
                      ["--pending-older-than", "5 weeks"], ["--order", "x", "--provider", "paypal"],
+                     ["--pending-older-than", "5m", "--pending-younger-than", "1m"],
+                     ["--order", "x", "--pending-younger-than", "1h"],
                      ["--order", "x", "--site", "no-such-site"], ["--order", ""]):
             rc, rows, err = query(*args)
             self.assertEqual(rc, 64, (args, err))
@@ -471,11 +569,15 @@ class TestCommand(unittest.TestCase):
         PG.add_order(SITE, "old-1", 8888, "CNY")
         PG.add_order(SITE, "new-1", 8888, "CNY")
         PG.add_order(SITE, "paid-1", 8888, "CNY", status="paid")
+        PG.add_order(SITE, "ancient-1", 8888, "CNY")
         PG.psql("UPDATE paynotify.orders SET created_at = now() - interval '10 minutes' "
                 "WHERE order_id IN ('old-1', 'paid-1')")
+        PG.psql("UPDATE paynotify.orders SET created_at = now() - interval '2 days' "
+                "WHERE order_id = 'ancient-1'")
         SI.state[("alipay", "old-1")] = {"trade_no": "T1", "trade_status": "TRADE_SUCCESS",
                                          "total_amount": "88.88"}
-        rc, rows, err = query("--pending-older-than", "5m", "--provider", "alipay", "--apply")
+        rc, rows, err = query("--pending-older-than", "5m", "--pending-younger-than", "1d",
+                              "--provider", "alipay", "--apply")
         self.assertEqual(rc, 0, (rows, err))
         self.assertEqual([(r["order_id"], r["result"]) for r in rows], [("old-1", "applied")])
         self.assertEqual(PG.order(SITE, "new-1")["status"], "pending")
@@ -488,6 +590,14 @@ class TestCommand(unittest.TestCase):
         text = p.stdout.decode()
         self.assertIn("paynotify_query_last_run_timestamp_seconds ", text)
         self.assertIn('paynotify_query_last_run_orders{result="applied"} 1', text)
+        self.assertIn('paynotify_events_by_source_total{site="shop-x",provider="alipay",'
+                      'source="query"} 1', text)
+        # replay re-verifies notifications only: the query's row is not "unverified"
+        p = subprocess.run([ADMIN, "-c", CFG, "replay", "--site", SITE, "--format", "json"],
+                           env=pntest.clean_env(), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertEqual(json.loads(p.stdout or b"[]"), [])
 
     def test_every_provider_asked_when_the_order_names_none(self):
         PG.add_order(SITE, "any-1", 8888, "CNY")
@@ -519,6 +629,31 @@ class TestCommand(unittest.TestCase):
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
         self.assertEqual(p.returncode, 78)     # a configuration error (docs/OPERATIONS.md)
         self.assertIn("secret key", p.stdout.decode() + p.stderr.decode())
+
+    def test_no_query_secret_in_output_or_database(self):
+        PG.add_order(SITE, "sec-1", 1999, "USD")
+        SI.state[("stripe", "pi_sec")] = {"id": "pi_sec", "order_id": "sec-1", "amount": 1999,
+                                          "currency": "usd", "status": "succeeded"}
+        SI.state[("alipay", "sec-1")] = {"trade_no": "T9", "trade_status": "WAIT_BUYER_PAY",
+                                         "total_amount": "19.99"}
+        bad = write_config(SI.url, SI.ca_file, stripe_key="rk_test_51WrongKeyForThisTest000")
+        with open(MERCHANT_PRIV) as f:
+            pem_lines = [l.strip() for l in f if l.strip() and not l.startswith("-----")]
+        outputs = []
+        for cfg in (CFG, bad):
+            rc, rows, err = query("--site", SITE, "--order", "sec-1", "--apply", config=cfg)
+            outputs.append(json.dumps(rows) + err)
+            p = subprocess.run([ADMIN, "-c", cfg, "check-config"], env=pntest.clean_env(),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+            outputs.append((p.stdout + p.stderr).decode())
+        SI.bad_requests.clear()     # the wrong key was refused, as it should be
+        stored = PG.psql("SELECT raw_headers::text || encode(raw_body, 'escape') "
+                         "FROM paynotify.notifications")
+        outputs += [r[0] for r in stored]
+        self.assertTrue(stored, "the Stripe answer was stored")
+        for text in outputs:
+            for secret in [STRIPE_RK, "rk_test_51WrongKeyForThisTest000"] + pem_lines:
+                self.assertNotIn(secret, text)
 
     def test_http_url_refused_by_config(self):
         cfg = write_config("http://127.0.0.1:1", SI.ca_file)

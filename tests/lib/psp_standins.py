@@ -84,6 +84,56 @@ def make_ca(directory):
     return paths
 
 
+def alipay_cert_files(directory, app_public_key_path):
+    """Certificate mode: an Alipay-like root file (an RSA root and an ECDSA
+    root, which the SN skips as the SM2 one is) and an app certificate for
+    the merchant's key issued by the RSA root.  Returns (app_cert,
+    root_file, app_cert_sn, alipay_root_cert_sn) with the SNs computed
+    as gopay GetCertSN/GetRootCertSN do: md5(issuer RFC 4514 + decimal serial)."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+    now = datetime.datetime.now(datetime.timezone.utc)
+
+    def name(cn):
+        return x509.Name([x509.NameAttribute(NameOID.COUNTRY_NAME, "CN"),
+                          x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Ant Financial"),
+                          x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME,
+                                             "Certification Authority"),
+                          x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+    def build(subject, issuer, pub, signer, serial, algo):
+        return (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
+                .public_key(pub).serial_number(serial)
+                .not_valid_before(now - datetime.timedelta(minutes=5))
+                .not_valid_after(now + datetime.timedelta(days=1)).sign(signer, algo))
+
+    rsa_root_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    ec_root_key = ec.generate_private_key(ec.SECP256R1())
+    rsa_root_name, ec_root_name = name("Ant Financial Certification Authority R1"), \
+        name("Ant Financial Certification Authority E1")
+    rsa_root = build(rsa_root_name, rsa_root_name, rsa_root_key.public_key(), rsa_root_key,
+                     0x1d5f2a6b9c3e, hashes.SHA256())
+    ec_root = build(ec_root_name, ec_root_name, ec_root_key.public_key(), ec_root_key,
+                    0x2e6a, hashes.SHA256())
+    with open(app_public_key_path, "rb") as f:
+        app_pub = serialization.load_pem_public_key(f.read())
+    app = build(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "2021000000000009")]),
+                name("Ant Financial Certification Authority Class 1 R1"), app_pub, rsa_root_key,
+                202412010000000000000123456789, hashes.SHA256())
+
+    def sn(cert):
+        return hashlib.md5((cert.issuer.rfc4514_string() + str(cert.serial_number))
+                           .encode()).hexdigest()
+
+    app_path, root_path = os.path.join(directory, "appCert.crt"), \
+        os.path.join(directory, "alipayRootCert.crt")
+    with open(app_path, "wb") as f:
+        f.write(app.public_bytes(serialization.Encoding.PEM))
+    with open(root_path, "wb") as f:
+        f.write(ec_root.public_bytes(serialization.Encoding.PEM)
+                + rsa_root.public_bytes(serialization.Encoding.PEM))
+    return app_path, root_path, sn(app), sn(rsa_root)
+
+
 def load_private(path):
     with open(path, "rb") as f:
         return serialization.load_pem_private_key(f.read(), password=None)
@@ -118,7 +168,7 @@ class Standins:
     twoc2p_merchant: what requests must carry."""
 
     def __init__(self, provider_key, wrong_key, merchant_pub, app_id, mchid, merchant_serial,
-                 wx_pubid, stripe_key, twoc2p_merchant, twoc2p_secret):
+                 wx_pubid, stripe_key, twoc2p_merchant, twoc2p_secret, wx_apiv2=None):
         self.provider_key = load_private(provider_key)
         self.wrong_key = load_private(wrong_key)
         self.merchant_pub = load_public(merchant_pub)
@@ -129,6 +179,8 @@ class Standins:
         self.stripe_key = stripe_key
         self.twoc2p_merchant = twoc2p_merchant
         self.twoc2p_secret = twoc2p_secret
+        self.wx_apiv2 = wx_apiv2
+        self.alipay_cert_sns = None     # (app_cert_sn, alipay_root_cert_sn) in certificate mode
         self.state = {}
         self.mode = None
         self.sleep_s = 3
@@ -170,6 +222,7 @@ class Standins:
         with self.lock:
             self.state.clear()
             self.mode = None
+            self.alipay_cert_sns = None
             self.requests.clear()
             self.bad_requests.clear()
 
@@ -202,6 +255,9 @@ class Standins:
         if method == "POST" and url.path == "/gateway.do":
             prov = "alipay"
             fn = self._alipay
+        elif method == "POST" and url.path == "/pay/orderquery":
+            prov = "wechatpay-v2"
+            fn = self._wechatpay_v2
         elif method == "GET" and url.path.startswith("/v3/pay/transactions/out-trade-no/"):
             prov = "wechatpay"
             fn = self._wechatpay
@@ -238,10 +294,11 @@ class Standins:
         bill = params.get("method") == "alipay.data.dataservice.bill.downloadurl.query"
         member = ("alipay_data_dataservice_bill_downloadurl_query_response" if bill
                   else "alipay_trade_query_response")
+        sns = (params.get("app_cert_sn"), params.get("alipay_root_cert_sn"))
         if (params.get("method") not in ("alipay.trade.query",
                                          "alipay.data.dataservice.bill.downloadurl.query")
                 or params.get("app_id") != self.app_id
-                or params.get("sign_type") != "RSA2"
+                or params.get("sign_type") != "RSA2" or sns != (self.alipay_cert_sns or (None, None))
                 or not rsa_verify(self.merchant_pub, params.get("sign", ""), content)):
             self._bad("alipay", "request signature or parameters")
             resp = {"code": "40002", "msg": "Invalid Arguments", "sub_code": "isv.invalid-signature",
@@ -279,7 +336,9 @@ class Standins:
             member_text = json.dumps(resp, ensure_ascii=False, separators=(",", ":"))
         sig = self._sign_key().sign(member_text.encode("utf-8"), padding.PKCS1v15(),
                                     hashes.SHA256())
-        text = '{"%s":%s,"sign":"%s"}' % (member, member_text, base64.b64encode(sig).decode())
+        cert_sn = ',"alipay_cert_sn":"%s"' % ("0" * 32) if self.alipay_cert_sns else ""
+        text = '{"%s":%s%s,"sign":"%s"}' % (member, member_text, cert_sn,
+                                            base64.b64encode(sig).decode())
         if self.mode == "tamper":
             text = text.replace('"total_amount":"', '"total_amount":"1')
         self._send(h, 200, text.encode("utf-8"), ctype="text/html;charset=utf-8")
@@ -394,6 +453,55 @@ class Standins:
             "Wechatpay-Timestamp": ts, "Wechatpay-Nonce": nonce,
             "Wechatpay-Signature": base64.b64encode(sig).decode(),
             "Wechatpay-Serial": self.wx_pubid, "Request-ID": "08F4" + nonce[:8]})
+
+    # ---- WeChat Pay v2 orderquery ------------------------------------------------
+
+    @staticmethod
+    def _v2_sign(fields, alg, key):
+        """WXPayUtil.generateSignature: sorted non-empty k=v, &key=, MD5 or HMAC-SHA256."""
+        text = "&".join("%s=%s" % (k, v.strip()) for k, v in sorted(fields.items())
+                        if k != "sign" and v.strip() != "") + "&key=" + key
+        if alg == "HMAC-SHA256":
+            return hmac.new(key.encode(), text.encode(), hashlib.sha256).hexdigest().upper()
+        return hashlib.md5(text.encode()).hexdigest().upper()
+
+    def _wechatpay_v2(self, h, method, url, body):
+        import xml.etree.ElementTree as ET
+        try:
+            req = {e.tag: (e.text or "") for e in ET.fromstring(body)}
+        except ET.ParseError:
+            req = {}
+        alg = req.get("sign_type") or "MD5"
+        good = (req.get("mch_id") == self.mchid and alg in ("MD5", "HMAC-SHA256")
+                and req.get("sign") == self._v2_sign(req, alg, self.wx_apiv2))
+        if not good:
+            self._bad("wechatpay-v2", "sign or mch_id")
+            self._send(h, 200, b"<xml><return_code><![CDATA[FAIL]]></return_code>"
+                       b"<return_msg><![CDATA[SIGNERROR]]></return_msg></xml>",
+                       ctype="text/plain")
+            return
+        otn = req.get("out_trade_no", "")
+        st = self.state.get(("wechatpay-v2", otn))
+        out = {"return_code": "SUCCESS", "return_msg": "OK", "appid": req.get("appid", ""),
+               "mch_id": self.mchid, "nonce_str": hashlib.sha1(os.urandom(8)).hexdigest()}
+        if st is None:
+            out.update({"result_code": "FAIL", "err_code": "ORDERNOTEXIST",
+                        "err_code_des": "order does not exist"})
+        else:
+            out.update({"result_code": "SUCCESS", "openid": "oUpF8uMuAJO_M2pxb1Q9zNjWeS6o",
+                        "trade_type": "JSAPI", "trade_state": st["trade_state"],
+                        "bank_type": "CMC", "total_fee": str(st["total"]), "fee_type": "CNY",
+                        "out_trade_no": otn, "attach": "", "time_end": "20240520100005",
+                        "trade_state_desc": "test"})
+            if st["trade_state"] != "NOTPAY":
+                out["transaction_id"] = st["transaction_id"]
+        key = "W" * 32 if self.mode == "wrong_key" else self.wx_apiv2
+        out["sign"] = self._v2_sign(out, alg, key)
+        if self.mode == "tamper" and "total_fee" in out:
+            out["total_fee"] = "1" + out["total_fee"]
+        text = "<xml>" + "".join("<%s><![CDATA[%s]]></%s>" % (k, v, k) for k, v in out.items()) \
+            + "</xml>"
+        self._send(h, 200, text.encode(), ctype="text/plain")
 
     # ---- Stripe -----------------------------------------------------------------
 

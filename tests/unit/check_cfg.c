@@ -155,6 +155,14 @@ static const struct {
 	{"[site a]\nstripe.secret_files = ok\nstripe.site_metadata = a.b=shop\n",
 	 "invalid stripe.site_metadata"},
 	{"[site a]\n2c2p.redirect_invoice_no = invoice\n", "expected one of empty, order_id"},
+	{"[site a]\nstripe.query_url = http://api.stripe.com\n", "expected an https:// URL"},
+	{"[site a]\nstripe.query_url = https://\n", "expected an https:// URL"},
+	{"[site a]\n2c2p.query_url = https://pgw.2c2p.com/?x=1\n", "without query or fragment"},
+	{"[query]\ntimeout_ms = 10\n", "pn.conf:2: invalid value \"10\" for \"timeout_ms\""},
+	{"[site a]\nwechatpay.mchid = 1\nwechatpay.appid = wx1\nwechatpay.apiv2_key_file = ok\n"
+	 "wechatpay.query_cert_serial = 5157F0\n", "go together"},
+	{"[site a]\nalipay.app_id = 1\nalipay.seller_id = 2\nalipay.public_key_file = pub\n"
+	 "alipay.query_root_cert_file = r.crt\n", "go together"},
 };
 
 START_TEST(test_bad_configs)
@@ -164,6 +172,16 @@ START_TEST(test_bad_configs)
 	write_file("loose", "whsec_x\n", 0640);
 	write_file("ok", "whsec_x\n", 0600);
 	write_file("empty", "\n\n", 0600);
+	{
+		char   *pem = NULL;
+		size_t	len = 0;
+		struct pn_err e;
+
+		if (pn_read_file(fixture_path("unit/keys/test-a.pub.pem"), 1 << 16, &pem, &len, &e)) {
+			write_file("pub", pem, 0644);
+			free(pem);
+		}
+	}
 	msg = load(bad[_i].text);
 	ck_assert_msg(strstr(msg, bad[_i].error) != NULL, "case %d: expected \"%s\" in \"%s\"", _i,
 		      bad[_i].error, msg);
