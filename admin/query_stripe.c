@@ -114,16 +114,16 @@ stripe_describe(const void *p)
 static bool
 this_site(struct pn_arena *a, const struct pn_site *site, json_t *pi)
 {
-	const char *key, *want;
+	const char *key, *marker;
 	size_t	klen;
 	json_t *v;
 
 	if (!pn_cfg_stripe_marker(site, &key, &klen))
 		return true;
-	want = key + klen + 1;
+	marker = key + klen + 1;	/* a public label, not a secret: strcmp is right */
 	v = json_object_get(json_object_get(pi, "metadata"), pn_arena_strndup(a, key, klen));
-	return json_is_string(v) && json_string_length(v) == strlen(want)
-	    && memcmp(json_string_value(v), want, strlen(want)) == 0;
+	return json_is_string(v) && json_string_length(v) == strlen(marker)
+	    && strcmp(json_string_value(v), marker) == 0;
 }
 
 /* metadata['order_id']:'<id>' with ' and \ escaped. */

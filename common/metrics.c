@@ -18,11 +18,14 @@ enum { SLOT_NONE = 0, SLOT_UNKNOWN = 1, SLOT_OTHER = 2, SLOT_SITES = 3 };
 
 static const char *const outcomes[] = {
 	"applied", "already_applied", "unknown_order", "amount_mismatch", "merchant_mismatch",
-	"ignored", "duplicate", "rejected", "unavailable", "health", "other",
+	"mode_mismatch", "txn_mismatch", "duplicate_payment", "paid_after_close",
+	"conflicting_duplicate", "ignored", "duplicate", "rejected", "unavailable", "health",
+	"other",
 };
 #define NOUTCOMES (sizeof(outcomes) / sizeof(outcomes[0]))
 
-static const int statuses[] = {200, 204, 400, 401, 403, 404, 405, 413, 415, 431, 500, 503, 0};
+static const int statuses[] = {200, 204, 400, 401, 403, 404, 405, 408, 413, 415, 431, 500, 503,
+			       0};
 #define NSTATUSES (sizeof(statuses) / sizeof(statuses[0]))
 
 struct shared {
