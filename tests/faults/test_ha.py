@@ -32,6 +32,7 @@
 
 import heapq
 import os
+import pwd
 import signal
 import subprocess
 import sys
