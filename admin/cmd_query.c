@@ -97,7 +97,8 @@ help(FILE *f)
 		"orders created at least that long ago, --pending-younger-than at most that\n"
 		"long ago (a window: docs/OPERATIONS.md).  DURATION: 90s, 5m, 2h, 1d.\n"
 		"Exit status: 0 nothing to do, 1 something needs a human, 3 could not do the\n"
-		"job (an order could not be asked: transport error, timeout, 5xx), 64 usage.\n");
+		"job (an order could not be asked: transport error, timeout, 5xx), 64 usage,\n"
+		"78 configuration error.\n");
 }
 
 /* "90s", "5m", "2h", "1d" (or plain seconds) into seconds. */

@@ -188,7 +188,7 @@ help(FILE *f)
 {
 	fprintf(f,
 	        "usage: paynotify reconcile --provider P --site S --statement FILE [--date D]\n"
-	        "                           [--fetch] [--apply] [--format table|csv|json]\n\n"
+	        "                           [--fetch] [--apply] [--format table|csv|json] [--wide]\n\n"
 	        "Compare one day of the provider's statement with the stored notifications and\n"
 	        "the orders, in major units with currency:\n"
 	        "  missing_payment / missing_refund  collected or refunded at the provider, not\n"
@@ -975,6 +975,7 @@ reconcile_exec(int argc, char **argv, const char *config_path)
 	    {"apply", no_argument, NULL, 'a'},
 	    {"fetch", no_argument, NULL, 'F'},
 	    {"format", required_argument, NULL, 'f'},
+	    {"wide", no_argument, NULL, 'W'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -1015,6 +1016,9 @@ reconcile_exec(int argc, char **argv, const char *config_path)
 		case 'f':
 			if (!pn_format_parse(optarg, false, &fmt))
 				return PN_EXIT_USAGE;
+			break;
+		case 'W':
+			pn_table_set_wide(true);
 			break;
 		case 'h':
 			help(stdout);

@@ -45,7 +45,7 @@ static void
 help(FILE *f)
 {
 	fprintf(f, "usage: paynotify replay [filters] [--dry-run | --apply | --to URL]\n"
-		"                        [--format table|csv|json]\n\n"
+		"                        [--format table|csv|json] [--wide]\n\n"
 		"Re-verify each stored notification from its raw bytes with the site's\n"
 		"configured keys (timestamps are not checked: it is history) and re-derive\n"
 		"its event, then:\n"
