@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <stdarg.h>
 #include <grp.h>
 #include <pwd.h>
 #include <stdlib.h>
@@ -115,6 +116,24 @@ print_keys(struct check *c, const struct pn_site *s, const char *key, const char
  * Site binding (issue 11): what the loader accepts but an operator should
  * know.  Returns the number of warnings printed.
  */
+/* A problem printed in the report and, unless stdout and stderr are one
+ * terminal, on stderr too (what a script shows its operator). */
+static void report_error(const char *fmt, ...) PN_PRINTF(1, 2);
+
+static void
+report_error(const char *fmt, ...)
+{
+	char	buf[2048];
+	va_list	ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	printf("%s\n", buf);
+	if (!(isatty(STDOUT_FILENO) && isatty(STDERR_FILENO)))
+		fprintf(stderr, "paynotify: %s\n", buf);
+}
+
 /* The credentials only `paynotify query` loads: load them here too. */
 static int
 check_query(const struct pn_site *s)
@@ -138,7 +157,7 @@ check_query(const struct pn_site *s)
 		else
 			url = s->twoc2p.query_url;
 		if (!(*qp)->load(s, &creds, &err)) {
-			printf("  query %s: ERROR: %s\n", (*qp)->name, err.msg);
+			report_error("  query %s: ERROR: %s", (*qp)->name, err.msg);
 			problems++;
 			continue;
 		}
@@ -513,10 +532,10 @@ check_config_exec(int argc, char **argv, const char *config_path)
 		}
 		conn = pn_db_connect(c.cfg, &err);
 		if (conn == NULL || !pn_db_schema_version(conn, &version, &err))
-			printf("database: ERROR: %s\n", err.msg);
+			report_error("database: ERROR: %s", err.msg);
 		else if (version != PN_SCHEMA_VERSION)
-			printf("database: ERROR: schema version %d, this build needs %d: run "
-			       "`paynotify migrate`\n", version, PN_SCHEMA_VERSION);
+			report_error("database: ERROR: schema version %d, this build needs %d: run "
+				     "`paynotify migrate`", version, PN_SCHEMA_VERSION);
 		else {
 			printf("database: reachable, schema version %d\n", version);
 			db_ok = true;
