@@ -157,7 +157,7 @@ class SocketTakeover(unittest.TestCase):
         second = Started(["runuser", "-u", "nobody", "--"] + receiver_argv(cfg, "unix:" + sock),
                          d, "second")
         self.addCleanup(second.stop)
-        self.assertEqual(second.run_to_exit(), 1, second.log_text())
+        self.assertEqual(second.run_to_exit(), 71, second.log_text())   # could not listen
         self.assertIn('could not tell whether socket "%s" is in use (connect: Permission denied)'
                       % sock, second.log_text())
         self.assertEqual(os.stat(sock).st_ino, ino)
@@ -183,7 +183,7 @@ class SocketTakeover(unittest.TestCase):
             f.write("not a socket\n")
         rcv = Started(receiver_argv(cfg, "unix:" + path), d)
         self.addCleanup(rcv.stop)
-        self.assertEqual(rcv.run_to_exit(), 1, rcv.log_text())
+        self.assertEqual(rcv.run_to_exit(), 71, rcv.log_text())   # could not listen
         self.assertIn("exists and is not a socket", rcv.log_text())
         with open(path) as f:
             self.assertEqual(f.read(), "not a socket\n")
