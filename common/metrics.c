@@ -37,6 +37,7 @@ struct shared {
 	int64_t	last_ingest;			/* Unix seconds, 0: never */
 	int32_t	workers, workers_alive;
 	uint64_t worker_restarts;
+	uint64_t dropped_read_timeout;		/* connections, see pn_metrics_dropped() */
 	uint64_t generation;			/* 1 + successful reloads */
 	uint64_t reloads_ok, reloads_refused;
 	int64_t	last_reload_refused;		/* Unix seconds, 0: never */
@@ -117,6 +118,13 @@ pn_metrics_worker_died(void)
 {
 	if (M != NULL)
 		ADD(M->worker_restarts, 1);
+}
+
+void
+pn_metrics_dropped(void)
+{
+	if (M != NULL)
+		ADD(M->dropped_read_timeout, 1);
 }
 
 void
@@ -203,6 +211,11 @@ pn_metrics_render(struct pn_buf *b, bool db_up)
 	one(b, "paynotify_worker_restarts_total", "counter",
 	    "Workers that exited unexpectedly and were restarted.",
 	    (long long)GET(M->worker_restarts));
+	pn_buf_printf(b, "# HELP paynotify_connections_dropped_total Connections closed before "
+		      "a request's parameters arrived ([limits] read_timeout_ms).\n"
+		      "# TYPE paynotify_connections_dropped_total counter\n"
+		      "paynotify_connections_dropped_total{provider=\"%s\",reason=\"read_timeout\"} "
+		      "%llu\n", M->provider, (unsigned long long)GET(M->dropped_read_timeout));
 	one(b, "paynotify_config_generation", "gauge",
 	    "Configuration in use: 1 at start, +1 per successful reload.",
 	    (long long)GET(M->generation));

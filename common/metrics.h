@@ -47,6 +47,9 @@ void pn_metrics_reload(bool ok);	/* a SIGHUP reload done or refused */
  * NULL).  outcome: the log line's outcome. */
 void pn_metrics_request(const char *site, bool named, const char *outcome, int status);
 void pn_metrics_ingested(void);		/* a notification stored (commit done) */
+/* A connection closed before its request's parameters arrived within
+ * [limits] read_timeout_ms: there was no request to count or answer. */
+void pn_metrics_dropped(void);
 
 /* Append the exposition text; db_up: the database answered a ping just now. */
 void pn_metrics_render(struct pn_buf *out, bool db_up);

@@ -580,11 +580,13 @@ worker_loop(struct pn_receiver *rcv, int listen_fd, const char *reload_path)
 			/* libfcgi closed the connection: the peer went away, broke
 			 * the protocol, or missed the deadline */
 			deadline_disarm();
-			if (deadline_passed)
+			if (deadline_passed) {
 				pn_log(PN_LOG_ERROR, "dropped a FastCGI connection (%s): request "
 				       "parameters not received within [limits] read_timeout_ms "
 				       "(%lld ms)%s", peer, (long long)timeout_ms,
 				       fresh ? "" : " on a kept connection");
+				pn_metrics_dropped();
+			}
 			continue;
 		}
 		{

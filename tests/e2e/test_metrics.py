@@ -8,6 +8,8 @@ status_path = /paynotify-status, [log] trusted_proxies = 127.0.0.2):
     health checks, spread over both workers, read back from the status path
     with exact counts, identical whichever worker answers; attacker-chosen
     site names all land under site="(unknown)"; scrapes are not counted
+  - connections dropped before their parameters arrived ([limits]
+    read_timeout_ms) on their own counter, not as requests
   - gauges: database up (0 while PostgreSQL is stopped, the scrape still
     answers), last ingest time, workers configured and alive, a killed
     worker counted as restarted, refused and done SIGHUP reloads, config
@@ -258,6 +260,38 @@ class Counters(unittest.TestCase):
         self.assertEqual(gauge(m, "paynotify_worker_restarts_total"), 0)
         # nothing about the unknown names leaks into the labels
         self.assertFalse([k for k in m if "nosuch" in repr(k) or "evil" in repr(k)])
+
+    def test_dropped_connections_counted(self):
+        # a peer that sends part of a request's parameters and stalls is
+        # dropped at [limits] read_timeout_ms; there was no request, so it
+        # is counted on its own counter, not under paynotify_requests_total
+        d = pne2e.run_dir("pnmetrics-sock.")
+        rcv = pne2e.Receiver("stripe", config(METRICS_CONF + "[limits]\nread_timeout_ms = 300\n"),
+                             d, workers=1).start()
+        self.addCleanup(rcv.stop)
+        m = scrape(rcv)
+        self.assertEqual(gauge(m, "paynotify_connections_dropped_total", reason="read_timeout"), 0)
+        before = requests_total(m)
+        stalled = []
+        for _ in range(2):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(15)
+            self.addCleanup(s.close)
+            s.connect(rcv.sock)
+            params = b"".join(pntest._fcgi_nv(k, v) for k, v in
+                              pntest.cgi_params("GET", PATH).items())
+            s.sendall(pntest._fcgi_record(pntest.FCGI_BEGIN_REQUEST, 1,
+                                          struct.pack("!HB5x", pntest.FCGI_RESPONDER, 0))
+                      + struct.pack("!BBHHBx", 1, pntest.FCGI_PARAMS, 1, len(params), 0)
+                      + params[:10])
+            self.assertEqual(s.recv(100), b"", "the stalled connection must be closed")
+            stalled.append(s)
+        m = scrape(rcv)
+        self.assertEqual(gauge(m, "paynotify_connections_dropped_total", reason="read_timeout"), 2)
+        after = requests_total(m)
+        scrapes = {k: v for k, v in after.items() if k[1] == "status" or v != before.get(k, 0)}
+        self.assertFalse({k for k in scrapes if k[1] != "status"},
+                         "a dropped connection is not a request: %r" % scrapes)
 
     def test_reloads_restarts_and_generation(self):
         rcv = self.start()
