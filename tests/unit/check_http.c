@@ -98,6 +98,24 @@ mem_io(struct mem *m)
 	return io;
 }
 
+/* The variables env, the body body[0..len), read in chunks of chunk bytes
+ * (0: at once); a read returns fail (-1 or PN_IO_TIMEOUT) once stop bytes
+ * have been read when fail is not 0. */
+static struct mem
+mem_of(const char **env, const char *body, size_t len, size_t chunk, long fail, size_t stop)
+{
+	return (struct mem){env, body, len, 0, chunk, fail, stop, PN_BUF_INIT, -1, 0};
+}
+
+static enum pn_read_rc
+read_mem(struct mem *m, size_t max_body, struct pn_arena *a, struct pn_request *req,
+	 struct pn_err *err)
+{
+	struct pn_io io = mem_io(m);
+
+	return pn_request_read(&io, max_body, a, req, err);
+}
+
 START_TEST(test_read_basic)
 {
 	const char *env[] = {"REQUEST_METHOD=POST", "PATH_INFO=/notify/stripe/shop-a",
@@ -105,14 +123,13 @@ START_TEST(test_read_basic)
 			     "REMOTE_ADDR=127.0.0.1", "REQUEST_URI=/notify/stripe/shop-a?x=1",
 			     "HTTP_STRIPE_SIGNATURE=t=1,v1=ab", "HTTP_X_FORWARDED_FOR=10.0.0.1",
 			     "HTTP_WECHATPAY_SERIAL=ABC", "SERVER_NAME=ignored", NULL};
-	struct mem m = {env, "{\"a\":1}\0x", 9, 0, 3, 0, 0, PN_BUF_INIT, 0, 0};
-	struct pn_io io = mem_io(&m);
+	struct mem m = mem_of(env, "{\"a\":1}\0x", 9, 3, 0, 0);
 	struct pn_arena *a = pn_arena_new();
 	struct pn_request req;
 	struct pn_err err;
 	const struct pn_header *h;
 
-	ck_assert_int_eq(pn_request_read(&io, 100, a, &req, &err), PN_READ_OK);
+	ck_assert_int_eq(read_mem(&m, 100, a, &req, &err), PN_READ_OK);
 	ck_assert_int_eq(m.read_end_calls, 1);
 	ck_assert_str_eq(req.method, "POST");
 	ck_assert_str_eq(req.path_info, "/notify/stripe/shop-a");
@@ -141,13 +158,12 @@ END_TEST
 START_TEST(test_read_absent)
 {
 	const char *env[] = {NULL};
-	struct mem m = {env, "", 0, 0, 0, 0, 0, PN_BUF_INIT, 0, 0};
-	struct pn_io io = mem_io(&m);
+	struct mem m = mem_of(env, "", 0, 0, 0, 0);
 	struct pn_arena *a = pn_arena_new();
 	struct pn_request req;
 	struct pn_err err;
 
-	ck_assert_int_eq(pn_request_read(&io, 100, a, &req, &err), PN_READ_OK);
+	ck_assert_int_eq(read_mem(&m, 100, a, &req, &err), PN_READ_OK);
 	ck_assert_str_eq(req.method, "");
 	ck_assert_str_eq(req.path_info, "");	/* "" when absent, as http.h says */
 	ck_assert_ptr_null(req.request_uri);
@@ -163,14 +179,13 @@ END_TEST
 START_TEST(test_duplicate_header)
 {
 	const char *env[] = {"HTTP_STRIPE_SIGNATURE=first", "HTTP_STRIPE_SIGNATURE=second", NULL};
-	struct mem m = {env, "", 0, 0, 0, 0, 0, PN_BUF_INIT, 0, 0};
-	struct pn_io io = mem_io(&m);
+	struct mem m = mem_of(env, "", 0, 0, 0, 0);
 	struct pn_arena *a = pn_arena_new();
 	struct pn_request req;
 	struct pn_err err;
 	const struct pn_header *h;
 
-	ck_assert_int_eq(pn_request_read(&io, 100, a, &req, &err), PN_READ_OK);
+	ck_assert_int_eq(read_mem(&m, 100, a, &req, &err), PN_READ_OK);
 	ck_assert_uint_eq(req.nheaders, 1);
 	h = pn_request_header(&req, "Stripe-Signature");
 	ck_assert(h->duplicate);
@@ -212,12 +227,11 @@ START_TEST(test_content_length)
 
 	for (i = 0; i < PN_ARRAY_LEN(cases); i++) {
 		const char *env[] = {"REQUEST_METHOD=POST", cases[i].clen, NULL};
-		struct mem m = {env, body, cases[i].body_len, 0, 4, 0, 0, PN_BUF_INIT, 0, 0};
-		struct pn_io io = mem_io(&m);
+		struct mem m = mem_of(env, body, cases[i].body_len, 4, 0, 0);
 		struct pn_arena *a = pn_arena_new();
 		struct pn_request req;
 		struct pn_err err = {""};
-		enum pn_read_rc rc = pn_request_read(&io, cases[i].max, a, &req, &err);
+		enum pn_read_rc rc = read_mem(&m, cases[i].max, a, &req, &err);
 
 		ck_assert_msg(rc == cases[i].rc, "case %zu (%s): rc %d (%s)", i,
 			      cases[i].clen ? cases[i].clen : "no length", (int)rc, err.msg);
@@ -239,28 +253,26 @@ START_TEST(test_read_errors)
 {
 	const char *env[] = {"CONTENT_LENGTH=10", NULL};
 	const char *noenv[] = {NULL};
-	struct mem m = {env, "0123456789", 10, 0, 2, -1, 4, PN_BUF_INIT, 0, 0};
-	struct pn_io io = mem_io(&m);
+	struct mem m = mem_of(env, "0123456789", 10, 2, -1, 4);
+	struct pn_io io;
 	struct pn_arena *a = pn_arena_new();
 	struct pn_request req;
 	struct pn_err err;
 
-	ck_assert_int_eq(pn_request_read(&io, 100, a, &req, &err), PN_READ_BAD);
+	ck_assert_int_eq(read_mem(&m, 100, a, &req, &err), PN_READ_BAD);
 	ck_assert_str_eq(err.msg, "could not read request body");
 	ck_assert_int_eq(m.read_end_calls, 1);
-	m = (struct mem){env, "0123456789", 10, 0, 2, PN_IO_TIMEOUT, 4, PN_BUF_INIT, 0, 0};
-	io = mem_io(&m);
-	ck_assert_int_eq(pn_request_read(&io, 100, a, &req, &err), PN_READ_TIMEOUT);
+	m = mem_of(env, "0123456789", 10, 2, PN_IO_TIMEOUT, 4);
+	ck_assert_int_eq(read_mem(&m, 100, a, &req, &err), PN_READ_TIMEOUT);
 	ck_assert_str_eq(err.msg, "request body not received within [limits] read_timeout_ms: "
 		"4 of 10 bytes");
 	ck_assert_int_eq(m.read_end_calls, 1);
-	m = (struct mem){noenv, "0123456789", 10, 0, 2, PN_IO_TIMEOUT, 6, PN_BUF_INIT, 0, 0};
-	io = mem_io(&m);
-	ck_assert_int_eq(pn_request_read(&io, 100, a, &req, &err), PN_READ_TIMEOUT);
+	m = mem_of(noenv, "0123456789", 10, 2, PN_IO_TIMEOUT, 6);
+	ck_assert_int_eq(read_mem(&m, 100, a, &req, &err), PN_READ_TIMEOUT);
 	ck_assert_str_eq(err.msg, "request body not received within [limits] read_timeout_ms: "
 		"6 bytes, no end");
 	/* read_end may be NULL */
-	m = (struct mem){noenv, "01", 2, 0, 0, 0, 0, PN_BUF_INIT, 0, 0};
+	m = mem_of(noenv, "01", 2, 0, 0, 0);
 	io = mem_io(&m);
 	io.read_end = NULL;
 	ck_assert_int_eq(pn_request_read(&io, 100, a, &req, &err), PN_READ_OK);
@@ -274,7 +286,6 @@ START_TEST(test_header_limits)
 	const char *env[PN_MAX_HEADERS + 3];
 	char	names[PN_MAX_HEADERS + 1][32], *big;
 	struct mem m;
-	struct pn_io io;
 	struct pn_arena *a = pn_arena_new();
 	struct pn_request req;
 	struct pn_err err;
@@ -285,16 +296,14 @@ START_TEST(test_header_limits)
 		env[i] = names[i];
 	}
 	env[PN_MAX_HEADERS] = NULL;
-	m = (struct mem){env, "", 0, 0, 0, 0, 0, PN_BUF_INIT, 0, 0};
-	io = mem_io(&m);
-	ck_assert_int_eq(pn_request_read(&io, 100, a, &req, &err), PN_READ_OK);
+	m = mem_of(env, "", 0, 0, 0, 0);
+	ck_assert_int_eq(read_mem(&m, 100, a, &req, &err), PN_READ_OK);
 	ck_assert_uint_eq(req.nheaders, PN_MAX_HEADERS);
 	ck_assert_str_eq(pn_request_header(&req, "X-H63")->value, "v");
 	env[PN_MAX_HEADERS] = names[PN_MAX_HEADERS];
 	env[PN_MAX_HEADERS + 1] = NULL;
-	m = (struct mem){env, "", 0, 0, 0, 0, 0, PN_BUF_INIT, 0, 0};
-	io = mem_io(&m);
-	ck_assert_int_eq(pn_request_read(&io, 100, a, &req, &err), PN_READ_HEADERS_TOO_LARGE);
+	m = mem_of(env, "", 0, 0, 0, 0);
+	ck_assert_int_eq(read_mem(&m, 100, a, &req, &err), PN_READ_HEADERS_TOO_LARGE);
 	ck_assert_str_eq(err.msg, "request headers exceed 16384 bytes or 64 fields");
 	ck_assert_int_eq(m.read_end_calls, 1);
 	/* bytes: "HTTP_BIG=" + value, exactly 16384 and one more */
@@ -305,15 +314,13 @@ START_TEST(test_header_limits)
 	env[0] = big;
 	env[1] = "CONTENT_LENGTH=0";	/* not a header: not counted */
 	env[2] = NULL;
-	m = (struct mem){env, "", 0, 0, 0, 0, 0, PN_BUF_INIT, 0, 0};
-	io = mem_io(&m);
-	ck_assert_int_eq(pn_request_read(&io, 100, a, &req, &err), PN_READ_OK);
+	m = mem_of(env, "", 0, 0, 0, 0);
+	ck_assert_int_eq(read_mem(&m, 100, a, &req, &err), PN_READ_OK);
 	ck_assert_uint_eq(strlen(pn_request_header(&req, "Big")->value), PN_MAX_HEADER_BYTES - 9);
 	big[PN_MAX_HEADER_BYTES] = 'b';
 	big[PN_MAX_HEADER_BYTES + 1] = '\0';
-	m = (struct mem){env, "", 0, 0, 0, 0, 0, PN_BUF_INIT, 0, 0};
-	io = mem_io(&m);
-	ck_assert_int_eq(pn_request_read(&io, 100, a, &req, &err), PN_READ_HEADERS_TOO_LARGE);
+	m = mem_of(env, "", 0, 0, 0, 0);
+	ck_assert_int_eq(read_mem(&m, 100, a, &req, &err), PN_READ_HEADERS_TOO_LARGE);
 	free(big);
 	pn_arena_free(a);
 }
@@ -360,7 +367,7 @@ END_TEST
 START_TEST(test_response)
 {
 	const char *env[] = {NULL};
-	struct mem m = {env, "", 0, 0, 0, 0, 0, PN_BUF_INIT, 0, 0};
+	struct mem m = mem_of(env, "", 0, 0, 0, 0);
 	struct pn_io io = mem_io(&m);
 	struct pn_response res = {0, NULL, PN_BUF_INIT};
 	char	ctype[300];

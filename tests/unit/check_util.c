@@ -228,6 +228,18 @@ START_TEST(test_utf8_exhaustive)
 }
 END_TEST
 
+static const struct {
+	const char *in, *out;
+} escapes[] = {
+	{"a\xff" "b", "a\\xffb"},
+	/* an overlong sequence, a surrogate, a code point too large: byte by byte */
+	{"\xc0\x80", "\\xc0\\x80"},
+	{"x\xed\xa0\x80y", "x\\xed\\xa0\\x80y"},
+	{"\xf4\x90\x80\x80", "\\xf4\\x90\\x80\\x80"},
+	/* a good sequence after a bad byte is kept; a truncated one at the end escaped */
+	{"\x80\xc3\xa9\xe5\x95", "\\x80\xc3\xa9\\xe5\\x95"},
+};
+
 START_TEST(test_utf8_escape)
 {
 	const char *valid = "\xe5\x95\x86 ok";
@@ -236,23 +248,11 @@ START_TEST(test_utf8_escape)
 
 	/* valid text is returned as is, not copied */
 	ck_assert_ptr_eq(pn_utf8_escape(valid), valid);
-	e = pn_utf8_escape("a\xff" "b");
-	ck_assert_str_eq(e, "a\\xffb");
-	free(e);
-	/* an overlong sequence is escaped byte by byte */
-	e = pn_utf8_escape("\xc0\x80");
-	ck_assert_str_eq(e, "\\xc0\\x80");
-	free(e);
-	e = pn_utf8_escape("x\xed\xa0\x80y");
-	ck_assert_str_eq(e, "x\\xed\\xa0\\x80y");
-	free(e);
-	e = pn_utf8_escape("\xf4\x90\x80\x80");
-	ck_assert_str_eq(e, "\\xf4\\x90\\x80\\x80");
-	free(e);
-	/* a good sequence after a bad byte is kept; a truncated one at the end escaped */
-	e = pn_utf8_escape("\x80\xc3\xa9\xe5\x95");
-	ck_assert_str_eq(e, "\\x80\xc3\xa9\\xe5\\x95");
-	free(e);
+	for (i = 0; i < PN_ARRAY_LEN(escapes); i++) {
+		e = pn_utf8_escape(escapes[i].in);
+		ck_assert_str_eq(e, escapes[i].out);
+		free(e);
+	}
 	/* the worst case (every byte escaped) fits, and the result is valid */
 	{
 		char	bad[257];
