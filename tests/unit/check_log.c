@@ -19,6 +19,13 @@ setup(void)
 	pn_log_init("pn-test", PN_LOG_INFO);
 }
 
+/* Back to log.c's defaults for the suites after this one (CK_FORK=no). */
+static void
+teardown(void)
+{
+	pn_log_init("paynotify", PN_LOG_INFO);
+}
+
 static bool
 matches(const char *s, const char *re)
 {
@@ -194,7 +201,7 @@ suite_log(void)
 	Suite  *s = suite_create("log");
 	TCase  *tc = tcase_create("log");
 
-	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_log_levels);
 	tcase_add_test(tc, test_log_long);
 	tcase_add_test(tc, test_request_line);
