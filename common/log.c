@@ -83,8 +83,9 @@ put_kv(struct pn_buf *b, const char *key, const char *value)
 	if (*value == '\0')
 		quote = true;
 	for (p = value; *p; p++)
-		if (*p == ' ' || *p == '"' || *p == '=' || (unsigned char)*p < 0x20 || *p == '\\')
-			quote = true;
+		if (*p == ' ' || *p == '"' || *p == '=' || (unsigned char)*p < 0x20 || *p == 0x7f
+		    || *p == '\\')
+			quote = true;	/* control bytes and DEL only the quoted form escapes */
 	if (strlen(value) > 512)
 		quote = true;	/* the loop below cuts it */
 	pn_buf_printf(b, " %s=", key);

@@ -136,8 +136,9 @@ fixture_run_case(const struct pn_provider *p, const char *dir, const char *name)
 {
 	char	rel[512], *text = NULL, *line, *save = NULL, *body = NULL;
 	char	site_name[128] = "", body_file[256] = "", expect[32] = "";
+	char	want_err[8][256];
 	struct expect ex[32];
-	size_t	nex = 0, body_len = 0, i;
+	size_t	nex = 0, nerr = 0, body_len = 0, i;
 	int64_t	now = 0;
 	struct pn_err err;
 	struct pn_request req;
@@ -177,6 +178,12 @@ fixture_run_case(const struct pn_provider *p, const char *dir, const char *name)
 			req.nheaders++;
 		} else if (strcmp(k, "expect") == 0)
 			snprintf(expect, sizeof(expect), "%s", val);
+		else if (strcmp(k, "error") == 0) {
+			ck_assert_msg(*val != '\0', "%s: empty error", rel);
+			ck_assert_msg(nerr < PN_ARRAY_LEN(want_err), "%s: too many error lines", rel);
+			ck_assert_msg(strlen(val) < sizeof(want_err[0]), "%s: error too long", rel);
+			snprintf(want_err[nerr++], sizeof(want_err[0]), "%s", val);
+		}
 		else if (strncmp(k, "expect.", 7) == 0) {
 			ck_assert(nex < PN_ARRAY_LEN(ex));
 			snprintf(ex[nex].key, sizeof(ex[nex].key), "%s", k + 7);
@@ -204,6 +211,17 @@ fixture_run_case(const struct pn_provider *p, const char *dir, const char *name)
 	want_name = v == PN_VERIFIED ? "verified" : v == PN_MALFORMED ? "malformed" : "unverified";
 	ck_assert_msg(strcmp(want_name, expect) == 0, "%s: expected %s, got %s (%s)", rel, expect,
 		      want_name, err.msg);
+	/* A rejection must be for the reason the case names: every "error"
+	 * line is a substring of the verifier's message. */
+	if (v == PN_VERIFIED)
+		ck_assert_msg(nerr == 0, "%s: an error line on a case expected to verify", rel);
+	else
+		ck_assert_msg(nerr > 0, "%s: a case expected %s must say why (error = ...); got \"%s\"",
+			      rel, expect, err.msg);
+	for (i = 0; i < nerr; i++)
+		ck_assert_msg(strstr(err.msg, want_err[i]) != NULL,
+			      "%s: %s as expected, but for another reason: \"%s\" does not contain "
+			      "\"%s\"", rel, expect, err.msg, want_err[i]);
 	for (i = 0; i < nex && v == PN_VERIFIED; i++) {
 		char	buf[64];
 		const char *got = event_field(&ev, ex[i].key, buf, sizeof(buf));

@@ -8,6 +8,10 @@
  *   now = UNIX                  the verifier's clock (default: 0 = freshness off)
  *   header NAME = VALUE         a request header (repeatable)
  *   expect = verified|malformed|unverified
+ *   error = TEXT                why a malformed/unverified case is refused:
+ *                               a substring of the verifier's error message
+ *                               (repeatable: each must occur).  Required on
+ *                               every refusing case, refused on a verified one.
  *   expect.FIELD = VALUE        kind, dedup_key, order_id, amount_minor,
  *                               currency, refund_minor, refund_cumulative,
  *                               psp_txn_id, psp_event_id, event_type,

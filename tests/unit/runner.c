@@ -10,9 +10,15 @@
 int
 main(void)
 {
-	SRunner *sr = srunner_create(suite_crypto());
+	SRunner *sr = srunner_create(suite_util());
 	int	failed;
 
+	srunner_add_suite(sr, suite_arena());
+	srunner_add_suite(sr, suite_log());
+	srunner_add_suite(sr, suite_json());
+	srunner_add_suite(sr, suite_xml());
+	srunner_add_suite(sr, suite_http());
+	srunner_add_suite(sr, suite_crypto());
 	srunner_add_suite(sr, suite_form());
 	srunner_add_suite(sr, suite_money());
 	srunner_add_suite(sr, suite_cfg());
