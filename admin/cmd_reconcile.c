@@ -1042,9 +1042,12 @@ reconcile_exec(int argc, char **argv, const char *config_path)
 		        "paynotify: reconcile: no statement format for provider \"%s\"; "
 		        "expected alipay, wechatpay or stripe%s\n",
 		        provider,
-		        strcmp(provider, "2c2p") == 0 ? " (2C2P's report is not supported yet: "
-		                                        "docs/RECONCILE.md)"
-		                                      : "");
+		        strcmp(provider, "2c2p") == 0
+		            ? " (2C2P's reconciliation report is not supported: its field table "
+		              "could not be read, and a guessed layout is not trusted with money; "
+		              "docs/RECONCILE.md \"2C2P\"; meanwhile paynotify query --provider "
+		              "2c2p asks about pending orders)"
+		            : "");
 		return PN_EXIT_USAGE;
 	}
 	if (date != NULL && !pn_stmt_day(date, r.ad->utc_offset_s, &day_epoch)) {

@@ -772,6 +772,10 @@ class TestUsage(unittest.TestCase):
             p = subprocess.run([ADMIN, "-c", CFG, "reconcile"] + args, env=pntest.clean_env(),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
             self.assertEqual(p.returncode, want, (args, p.stderr))
+            if "2c2p" in args:
+                # no layout was invented for 2C2P's report: the operator is told why
+                self.assertIn(b"field table could not be read", p.stderr)
+                self.assertIn(b"paynotify query --provider 2c2p", p.stderr)
 
 
 if __name__ == "__main__":
