@@ -636,6 +636,19 @@ refund(struct run *r, const struct pn_stmt_txn *t)
 	row(r, K_MISSING_REFUND, human, t, o, result, detail);
 }
 
+/* Unix seconds as "YYYY-MM-DD HH:MM:SS" in the statement's zone. */
+static const char *
+local_time(struct run *r, int64_t epoch)
+{
+	time_t t = (time_t)(epoch + r->ad->utc_offset_s);
+	struct tm tm;
+	char buf[32];
+
+	gmtime_r(&t, &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm);
+	return pn_arena_strdup(r->a, buf);
+}
+
 static void
 compare(struct run *r)
 {
@@ -676,22 +689,44 @@ compare(struct run *r)
 			break;
 		}
 	}
-	/* paid here that day, absent from the statement */
+	/*
+	 * Paid here that day, absent from the statement.  paid_at is when the
+	 * payment was applied here, which is after the provider completed it:
+	 * just after the day's start, it was probably completed before the
+	 * previous cut-off and is on the previous day's statement; just before
+	 * the day's end, the provider may date it after the cut-off (the next
+	 * day's statement).
+	 */
 	for (i = 0; i < r->norders; i++) {
 		struct order *o = &r->orders[i];
+		const char *when, *detail;
 
 		if (o->stmt_paid || !paid_status(o->status) || o->psp == NULL ||
 		    strcmp(o->psp, r->ad->provider) != 0 || o->paid_at < r->from ||
 		    o->paid_at >= r->to)
 			continue;
-		row(r, K_NOT_IN_STATEMENT, true, NULL, o, NULL,
-		    o->paid_at >= r->to - CUTOFF_NEAR_S
-		        ? "paid here within 15 minutes of the statement's cut-off: look for it on "
-		          "the "
-		          "next day's statement before acting"
-		        : "paid here, the provider's statement does not have it: query the "
-		          "provider "
-		          "(paynotify query --order) before shipping more");
+		when = local_time(r, o->paid_at);
+		if (o->paid_at < r->from + CUTOFF_NEAR_S)
+			detail = pn_arena_printf(
+			    r->a,
+			    "paid here at %s (UTC%+d), %lld s after the previous day's cut-off: "
+			    "the payment is probably on the previous day's statement; reconcile "
+			    "that day before acting",
+			    when, r->ad->utc_offset_s / 3600, (long long)(o->paid_at - r->from));
+		else if (o->paid_at >= r->to - CUTOFF_NEAR_S)
+			detail = pn_arena_printf(
+			    r->a,
+			    "paid here at %s (UTC%+d), within 15 minutes of the statement's "
+			    "cut-off: look for it on the next day's statement before acting",
+			    when, r->ad->utc_offset_s / 3600);
+		else
+			detail = pn_arena_printf(
+			    r->a,
+			    "paid here at %s (UTC%+d), the provider's statement does not have "
+			    "it: query the provider (paynotify query --order) before shipping "
+			    "more",
+			    when, r->ad->utc_offset_s / 3600);
+		row(r, K_NOT_IN_STATEMENT, true, NULL, o, NULL, detail);
 	}
 	/* refunded here that day (a notification received then), absent from the statement */
 	for (i = 0; i < r->nnotifs; i++) {

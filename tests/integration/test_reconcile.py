@@ -356,6 +356,55 @@ class Base:
         self.assertEqual(PG.order(SITE, short)["status"], "pending")
         self.assertEqual(PG.order(SITE, dup)["psp_txn_id"], dup_txn1)
 
+    def test_cut_off_in_the_providers_zone(self):
+        """The day is the provider's (Alipay, WeChat Pay UTC+8, Stripe UTC); paid_at is when
+        the payment was applied here, after the provider completed it."""
+        day, nxt = "2024-05-20", "2024-05-21"
+        start = datetime.datetime(2024, 5, 20) - datetime.timedelta(hours=self.offset_h)
+        cut = start + datetime.timedelta(days=1)           # the day's end, in UTC
+
+        def paid(at):
+            oid, txn = self.new_order(), self.txn()
+            self.notify_paid(oid, txn)
+            PG.psql("UPDATE paynotify.orders SET paid_at = '%s+00' WHERE order_id = %s"
+                    % (at.isoformat(sep=" "), pntest.q(oid)))
+            return oid, txn
+
+        # completed at 23:59:50 the provider's time, the notification applied 2 s after
+        late, late_txn = paid(cut + datetime.timedelta(seconds=2))
+        near, _ = paid(cut - datetime.timedelta(minutes=10))   # not on the day's statement
+        mid, _ = paid(start + datetime.timedelta(hours=5))     # not on the statement either
+        after, _ = paid(cut + datetime.timedelta(seconds=30))  # the next day, in that zone
+        row = self.payment_row(late, late_txn)
+        row["time"] = "%s 23:59:50" % day
+        self.day = day
+        rc, rows, err = self.recon([row], "--date", day)
+        self.assertEqual(rc, 1, (rows, err))
+        got = {r["order_id"]: r for r in rows}
+        self.assertEqual(sorted(got), sorted([late, near, mid]), rows)
+        self.assertEqual(got[late]["class"], "matched")
+        self.assertEqual(got[near]["class"], "not_in_statement")
+        self.assertIn("within 15 minutes of the statement's cut-off", got[near]["detail"])
+        self.assertIn("UTC%+d" % self.offset_h, got[near]["detail"])
+        local = (cut - datetime.timedelta(minutes=10)
+                 + datetime.timedelta(hours=self.offset_h)).isoformat(sep=" ")
+        self.assertIn("paid here at %s" % local, got[near]["detail"])
+        self.assertEqual(got[mid]["class"], "not_in_statement")
+        self.assertIn("query the provider", got[mid]["detail"])
+        self.assertIn("UTC%+d" % self.offset_h, err)
+
+        # the next day's statement does not have them: the previous day's does (or may)
+        self.day = nxt
+        path = write("%s-%s.csv" % (self.provider, digits()), self.statement([]))
+        rc, rows, err = reconcile(self.provider, path, "--date", nxt)
+        self.assertEqual(rc, 1, (rows, err))
+        got = {r["order_id"]: r for r in rows}
+        self.assertEqual(sorted(got), sorted([late, after]), rows)
+        for oid, secs in ((late, 2), (after, 30)):
+            self.assertEqual(got[oid]["class"], "not_in_statement")
+            self.assertIn("%d s after the previous day's cut-off" % secs, got[oid]["detail"])
+            self.assertIn("previous day's statement", got[oid]["detail"])
+
     def test_malformed_file_exit_3_nothing_changed(self):
         oid, txn = self.new_order(), self.txn()
         for name, data, where in self.malformed(oid, txn):
