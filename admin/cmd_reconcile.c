@@ -41,7 +41,6 @@
 #define CUTOFF_NEAR_S                                                                              \
 	900 /* "paid here, not in the statement" within 15 min of the                              \
 	     * cut-off: probably on the next day's statement */
-#define MAX_CURRENCIES 16
 
 /* What a line of the report says. */
 enum cls {
@@ -154,9 +153,9 @@ struct notif {
 
 struct totals {
 	char cur[4];
-	int npay, nref;
+	int nrows, npay, nref;
+	int nfee, nnet; /* rows that give a fee, a net amount */
 	int64_t pay, ref, fee, net;
-	bool fee_known;
 };
 
 struct run {
@@ -179,8 +178,8 @@ struct run {
 	struct pn_table out;
 	int count[NCLS];
 	int human, applied, errors;
-	struct totals tot[MAX_CURRENCIES];
-	size_t ntot;
+	struct totals *tot; /* one per currency, in the order first seen (arena) */
+	size_t ntot, captot;
 };
 
 static void
@@ -256,8 +255,16 @@ totals_for(struct run *r, const char *cur)
 	for (i = 0; i < r->ntot; i++)
 		if (strcmp(r->tot[i].cur, cur) == 0)
 			return &r->tot[i];
-	if (r->ntot == MAX_CURRENCIES)
-		return &r->tot[MAX_CURRENCIES - 1];
+	if (r->ntot == r->captot) {
+		/* every currency its own totals: never folded into another's */
+		size_t cap = r->captot ? r->captot * 2 : 8;
+		struct totals *t = pn_arena_alloc(r->a, cap * sizeof(*t));
+
+		if (r->ntot > 0)
+			memcpy(t, r->tot, r->ntot * sizeof(*t));
+		r->tot = t;
+		r->captot = cap;
+	}
 	memset(&r->tot[r->ntot], 0, sizeof(r->tot[0]));
 	snprintf(r->tot[r->ntot].cur, sizeof(r->tot[0].cur), "%s", cur);
 	return &r->tot[r->ntot++];
@@ -658,12 +665,15 @@ compare(struct run *r)
 		const struct pn_stmt_txn *t = &r->st.txns[i];
 		struct totals *tt = totals_for(r, t->currency);
 
+		tt->nrows++;
 		if (t->has_fee) {
 			tt->fee += t->fee_minor;
-			tt->fee_known = true;
+			tt->nfee++;
 		}
-		if (t->has_net)
+		if (t->has_net) {
 			tt->net += t->net_minor;
+			tt->nnet++;
+		}
 		switch (t->kind) {
 		case PN_STMT_PAYMENT:
 			tt->npay++;
@@ -748,6 +758,17 @@ compare(struct run *r)
 	}
 }
 
+/* A total some rows did not give: "?" when none did, else which part it is. */
+static const char *
+partial(struct run *r, const char *amount, int known, int rows)
+{
+	if (known == rows)
+		return amount;
+	if (known == 0)
+		return "?";
+	return pn_arena_printf(r->a, "%s (%d of %d rows)", amount, known, rows);
+}
+
 static void
 summary(struct run *r, FILE *f)
 {
@@ -769,20 +790,19 @@ summary(struct run *r, FILE *f)
 		    buf + n, sizeof(buf) - n, " needs a human %d%s", r->human,
 		    r->apply ? pn_arena_printf(r->a, ", applied %d", r->applied)
 		             : " (dry run: --apply applies lost payments and refunds)");
-	for (i = 0; i < r->ntot && n < sizeof(buf); i++) {
+	fputs(buf, f);
+	for (i = 0; i < r->ntot; i++) {
 		const struct totals *t = &r->tot[i];
 
 		money(a1, sizeof(a1), t->pay, t->cur);
 		money(a2, sizeof(a2), t->ref, t->cur);
 		money(a3, sizeof(a3), t->fee, t->cur);
 		money(a4, sizeof(a4), t->net, t->cur);
-		n +=
-		    (size_t)snprintf(buf + n, sizeof(buf) - n,
-		                     "; %s: payments %d %s, refunds %d "
-		                     "%s, fees %s, net %s",
-		                     t->cur, t->npay, a1, t->nref, a2, t->fee_known ? a3 : "?", a4);
+		fprintf(f, "; %s: payments %d %s, refunds %d %s, fees %s, net %s", t->cur, t->npay,
+		        a1, t->nref, a2, partial(r, a3, t->nfee, t->nrows),
+		        partial(r, a4, t->nnet, t->nrows));
 	}
-	fprintf(f, "%s\n", buf);
+	fputc('\n', f);
 }
 
 /* ---- --fetch (WeChat Pay) ------------------------------------------------- */

@@ -198,7 +198,8 @@ def stripe_report(rows):
     for r in rows:
         g, fee = r["minor"], r.get("fee", 0)
         lines.append(",".join([
-            "txn_" + digits(), r["time"], r["time"], r["time"], "usd", yuan(g), yuan(fee),
+            "txn_" + digits(), r["time"], r["time"], r["time"], r.get("cur", "usd"), yuan(g),
+            yuan(fee),
             yuan(g - fee), r["category"], r.get("source", "ch_" + digits()),
             '"Payment for order, ""%s"""' % r.get("oid", ""), yuan(abs(g)), "usd",
             "ch_" + digits(), r.get("pi", ""), r.get("oid", "")]))
@@ -674,6 +675,23 @@ class TestStripe(Base, unittest.TestCase):
         self.deliver(*pnkit.sign_stripe(pntest.stripe_charge_refunded(
             oid, self.amount, 500, "usd", payment_intent=txn)))
         self.assertEqual(PG.order(SITE, oid)["refunded_minor"], 500, "refund applied twice")
+
+    def test_totals_per_currency_never_folded(self):
+        """Seventeen currencies on one report: each has its own totals in the summary."""
+        curs = ["usd", "eur", "gbp", "aud", "cad", "chf", "cny", "hkd", "sgd", "nzd", "sek",
+                "nok", "dkk", "pln", "czk", "thb", "myr"]
+        rows_in = [{"time": self.t, "category": "charge", "minor": 1000 + i, "fee": 10 + i,
+                    "pi": self.txn(), "oid": "R-nosuch-" + digits(), "cur": c}
+                   for i, c in enumerate(curs)]
+        rows_in.append(dict(rows_in[-1], minor=500, fee=5))
+        rc, rows, err = self.recon(rows_in)
+        self.assertEqual(rc, 1, (rows, err))
+        self.assertEqual(self.classes(rows), ["unknown_order"] * 18)
+        for i, c in enumerate(curs):
+            C = c.upper()
+            n, gross, fee = (2, 1000 + i + 500, 10 + i + 5) if i == 16 else (1, 1000 + i, 10 + i)
+            self.assertIn("; %s: payments %d %s %s, refunds 0 0.00 %s, fees %s %s, net %s %s"
+                          % (C, n, yuan(gross), C, C, yuan(fee), C, yuan(gross - fee), C), err)
 
 
 try:
