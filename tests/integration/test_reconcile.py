@@ -406,6 +406,24 @@ class Base:
             self.assertIn("%d s after the previous day's cut-off" % secs, got[oid]["detail"])
             self.assertIn("previous day's statement", got[oid]["detail"])
 
+    def test_paid_after_close_applied_for_a_human(self):
+        oid, txn = self.new_order(status="closed"), self.txn()
+        rc, rows, err = self.recon([self.payment_row(oid, txn)], "--apply")
+        self.assertEqual(rc, 1, (rows, err))
+        self.assertEqual([(r["class"], r["result"]) for r in rows],
+                         [("missing_payment", "paid_after_close")], rows)
+        self.assertIn("the order is closed here", rows[0]["detail"])
+        self.assertEqual(len(PG.notifications("order_id = %s" % pntest.q(oid))), 1)
+        self.assertIn("applied 0", err)
+        stored = PG.notifications("order_id = %s" % pntest.q(oid))
+        self.assertEqual([n["outcome"] for n in stored], ["paid_after_close"])
+        self.assertEqual(PG.order(SITE, oid)["status"], "paid")
+        # again: the statement and the order now agree; the human's item stays on the
+        # stored notification (paynotify report), nothing is applied a second time
+        rc, rows, err = self.recon([self.payment_row(oid, txn)], "--apply")
+        self.assertEqual((rc, self.classes(rows)), (0, ["matched"]), (rows, err))
+        self.assertEqual(len(PG.notifications("order_id = %s" % pntest.q(oid))), 1)
+
     def test_malformed_file_exit_3_nothing_changed(self):
         oid, txn = self.new_order(), self.txn()
         for name, data, where in self.malformed(oid, txn):
@@ -544,6 +562,20 @@ class TestAlipay(Base, unittest.TestCase):
         self.assertIn(rows[1]["detail"], (None, "refund total recorded here"), rows)
         self.assertEqual(PG.order(SITE, oid)["refunded_minor"], 6600)
 
+    def test_refund_here_not_in_statement(self):
+        oid, txn = self.new_order(), self.txn()
+        self.notify_paid(oid, txn)
+        self.notify_refund(oid, txn, 1000, "RF" + digits())
+        self.assertEqual(PG.order(SITE, oid)["refunded_minor"], 1000)
+        rc, rows, err = self.recon([self.payment_row(oid, txn)], "--apply")
+        self.assertEqual(rc, 1, (rows, err))
+        self.assertEqual(self.classes(rows), ["matched", "refund_not_in_statement"], rows)
+        r = [x for x in rows if x["class"] == "refund_not_in_statement"][0]
+        self.assertEqual(r["order_id"], oid)
+        self.assertIn("is not on the statement", r["detail"])
+        self.assertIsNone(r["result"], "nothing is applied for it")
+        self.assertEqual(PG.order(SITE, oid)["refunded_minor"], 1000)
+
     def test_refund_over_the_paid_amount(self):
         oid, txn = self.new_order(), self.txn()
         self.notify_paid(oid, txn)
@@ -675,6 +707,29 @@ class TestStripe(Base, unittest.TestCase):
         self.deliver(*pnkit.sign_stripe(pntest.stripe_charge_refunded(
             oid, self.amount, 500, "usd", payment_intent=txn)))
         self.assertEqual(PG.order(SITE, oid)["refunded_minor"], 500, "refund applied twice")
+
+    def test_currency_mismatch_and_payouts(self):
+        oid, txn = self.new_order(), self.txn()           # a USD order
+        paid, paid_txn = self.new_order(), self.txn()
+        self.notify_paid(paid, paid_txn)
+        rc, rows, err = self.recon([
+            dict(self.payment_row(oid, txn), cur="eur"),
+            self.payment_row(paid, paid_txn),
+            {"time": self.t, "category": "refund", "minor": -500, "pi": paid_txn, "oid": paid,
+             "source": "re_" + digits(), "cur": "eur"},
+            {"time": self.t, "category": "payout", "minor": -1999, "source": "po_" + digits()},
+        ], "--apply")
+        self.assertEqual(rc, 1, (rows, err))
+        got = [(r["class"], r["order_id"]) for r in rows]
+        self.assertEqual(got, [("currency_mismatch", oid), ("matched", paid),
+                               ("currency_mismatch", paid), ("other", None)], rows)
+        self.assertEqual(rows[0]["statement"], "payment 19.99 EUR")
+        self.assertEqual(rows[0]["here"], "pending 19.99 USD")
+        self.assertIn("payout: not compared", rows[3]["detail"])
+        self.assertIn("needs a human 2", err)
+        self.assertEqual(PG.order(SITE, oid)["status"], "pending", "applied in another currency")
+        self.assertEqual(PG.order(SITE, paid)["refunded_minor"], 0)
+        self.assertIn("EUR: payments 1 19.99 EUR, refunds 1 5.00 EUR", err)
 
     def test_totals_per_currency_never_folded(self):
         """Seventeen currencies on one report: each has its own totals in the summary."""
