@@ -144,10 +144,11 @@ struct order {
 	const char *stmt_txn;              /* that row's transaction */
 	int64_t stmt_refunds;              /* statement refunds seen so far */
 	int64_t refunded_now;              /* refunded here, after our own applies */
+	bool by_statement;                 /* paid by a statement row (an earlier run) */
 };
 
 struct notif {
-	const char *dedup_key, *event_kind, *order_id, *outcome;
+	const char *dedup_key, *event_kind, *order_id, *outcome, *source;
 	int64_t received;
 };
 
@@ -307,8 +308,13 @@ row(struct run *r, enum cls c, bool human, const struct pn_stmt_txn *t, const st
 
 static const char orders_sql[] =
     "SELECT order_id, amount_minor, currency, status, psp, psp_txn_id, refunded_minor,"
-    "       coalesce(extract(epoch FROM paid_at)::bigint, -1) AS paid_at"
-    "  FROM paynotify.orders"
+    "       coalesce(extract(epoch FROM paid_at)::bigint, -1) AS paid_at,"
+    "       EXISTS (SELECT 1 FROM paynotify.notifications n"
+    "                WHERE n.site = o.site AND n.order_id = o.order_id"
+    "                  AND n.provider = $4 AND n.source = 'statement'"
+    "                  AND n.event_kind = 'paid'"
+    "                  AND n.outcome IN ('applied', 'paid_after_close')) AS by_statement"
+    "  FROM paynotify.orders o"
     " WHERE site = $1"
     "   AND (order_id IN (SELECT jsonb_array_elements_text($2::jsonb))"
     "        OR psp_txn_id IN (SELECT jsonb_array_elements_text($3::jsonb))"
@@ -317,7 +323,7 @@ static const char orders_sql[] =
     " ORDER BY paid_at NULLS LAST, order_id";
 
 static const char notifs_sql[] =
-    "SELECT dedup_key, event_kind, order_id, outcome,"
+    "SELECT dedup_key, event_kind, order_id, outcome, source,"
     "       extract(epoch FROM received_at)::bigint AS received"
     "  FROM paynotify.notifications"
     " WHERE site = $1 AND provider = $2"
@@ -423,6 +429,7 @@ load(struct run *r, struct pn_err *err)
 			return false;
 		}
 		o->refunded_now = o->refunded;
+		o->by_statement = (v = pn_table_get(&t, i, "by_statement")) && strcmp(v, "t") == 0;
 		map_put(&r->by_order, o->order_id, o);
 		map_put(&r->by_txn, o->psp_txn_id, o);
 	}
@@ -446,6 +453,7 @@ load(struct run *r, struct pn_err *err)
 		n->order_id =
 		    (v = pn_table_get(&t, i, "order_id")) ? pn_arena_strdup(r->a, v) : NULL;
 		n->outcome = pn_arena_strdup(r->a, pn_table_get(&t, i, "outcome"));
+		n->source = pn_arena_strdup(r->a, pn_table_get(&t, i, "source"));
 		if (!pn_parse_i64(pn_table_get(&t, i, "received"), &n->received))
 			n->received = 0;
 		map_put(&r->by_key, n->dedup_key, n);
@@ -712,7 +720,9 @@ compare(struct run *r)
 		struct order *o = &r->orders[i];
 		const char *when, *detail;
 
-		if (o->stmt_paid || !paid_status(o->status) || o->psp == NULL ||
+		/* by_statement: applied from an earlier day's statement (the daily run
+		 * applies yesterday's lost payment this morning): reconciled there */
+		if (o->stmt_paid || o->by_statement || !paid_status(o->status) || o->psp == NULL ||
 		    strcmp(o->psp, r->ad->provider) != 0 || o->paid_at < r->from ||
 		    o->paid_at >= r->to)
 			continue;
@@ -739,12 +749,14 @@ compare(struct run *r)
 			    when, r->ad->utc_offset_s / 3600);
 		row(r, K_NOT_IN_STATEMENT, true, NULL, o, NULL, detail);
 	}
-	/* refunded here that day (a notification received then), absent from the statement */
+	/* refunded here that day (a notification received then), absent from the
+	 * statement; a refund applied from a statement was on that statement */
 	for (i = 0; i < r->nnotifs; i++) {
 		const struct notif *n = &r->notifs[i];
 		struct order *o;
 
 		if (strcmp(n->event_kind, "refund") != 0 || strcmp(n->outcome, "applied") != 0 ||
+		    strcmp(n->source, "statement") == 0 ||
 		    map_get(&r->stmt_keys, n->dedup_key) != NULL ||
 		    (n->order_id && map_get(&r->refunded_orders, n->order_id) != NULL) ||
 		    n->received < r->from || n->received >= r->to)
@@ -752,10 +764,14 @@ compare(struct run *r)
 		o = map_get(&r->by_order, n->order_id);
 		row(r, K_REFUND_NOT_IN_STATEMENT, true, NULL, o, NULL,
 		    pn_arena_printf(r->a,
-		                    "a refund notification (%s) applied here that day is not "
-		                    "on the statement",
-		                    n->dedup_key));
-		(void)o;
+		                    "a refund notification (%s) applied here at %s (UTC%+d) is not "
+		                    "on the statement%s",
+		                    n->dedup_key, local_time(r, n->received),
+		                    r->ad->utc_offset_s / 3600,
+		                    n->received < r->from + CUTOFF_NEAR_S
+		                        ? ": just after the previous day's cut-off, look on the "
+		                          "previous day's statement first"
+		                        : ""));
 	}
 }
 

@@ -406,6 +406,28 @@ class Base:
             self.assertIn("%d s after the previous day's cut-off" % secs, got[oid]["detail"])
             self.assertIn("previous day's statement", got[oid]["detail"])
 
+    def test_applied_from_a_past_statement_is_not_missing_from_the_next(self):
+        """The daily routine: yesterday's lost payment applied this morning (paid_at today)
+        is on yesterday's statement, not a discrepancy of today's."""
+        oid, txn = self.new_order(), self.txn()
+        row = self.payment_row(oid, txn)
+        row["time"] = "2024-05-20 12:00:00"
+        today = self.day
+        self.day = "2024-05-20"
+        rc, rows, err = self.recon([row], "--apply")
+        self.assertEqual([(r["class"], r["result"]) for r in rows],
+                         [("missing_payment", "applied")], (rows, err))
+        self.day = today
+        path = write("%s-%s.csv" % (self.provider, digits()), self.statement([]))
+        rc, rows, err = reconcile(self.provider, path, "--date", today)
+        self.assertEqual((rc, rows), (0, []), err)
+        # paid here by its notification today and absent: still reported
+        other, other_txn = self.new_order(), self.txn()
+        self.notify_paid(other, other_txn)
+        rc, rows, err = reconcile(self.provider, path, "--date", today)
+        self.assertEqual((rc, [(r["class"], r["order_id"]) for r in rows]),
+                         (1, [("not_in_statement", other)]), err)
+
     def test_paid_after_close_applied_for_a_human(self):
         oid, txn = self.new_order(status="closed"), self.txn()
         rc, rows, err = self.recon([self.payment_row(oid, txn)], "--apply")
@@ -575,6 +597,20 @@ class TestAlipay(Base, unittest.TestCase):
         self.assertIn("is not on the statement", r["detail"])
         self.assertIsNone(r["result"], "nothing is applied for it")
         self.assertEqual(PG.order(SITE, oid)["refunded_minor"], 1000)
+
+    def test_refund_applied_from_a_past_statement_is_not_missing_from_the_next(self):
+        oid, txn = self.new_order(), self.txn()
+        pay, ref = self.payment_row(oid, txn), self.refund_row(oid, txn, 1000, "RF" + digits())
+        pay["time"] = ref["time"] = "2024-05-20 12:00:00"
+        today = self.day
+        self.day = "2024-05-20"
+        rc, rows, err = self.recon([pay, ref], "--apply")
+        self.assertEqual([(r["class"], r["result"]) for r in rows],
+                         [("missing_payment", "applied"), ("missing_refund", "applied")],
+                         (rows, err))
+        self.day = today
+        rc, rows, err = self.recon([], "--date", today)
+        self.assertEqual((rc, rows), (0, []), err)
 
     def test_refund_over_the_paid_amount(self):
         oid, txn = self.new_order(), self.txn()
