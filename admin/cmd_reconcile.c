@@ -157,6 +157,8 @@ struct totals {
 	int nrows, npay, nref;
 	int nfee, nnet; /* rows that give a fee, a net amount */
 	int64_t pay, ref, fee, net;
+	int nabsent;     /* orders paid here that day, not on the statement */
+	int64_t absent;
 };
 
 struct run {
@@ -719,6 +721,7 @@ compare(struct run *r)
 	for (i = 0; i < r->norders; i++) {
 		struct order *o = &r->orders[i];
 		const char *when, *detail;
+		struct totals *tt;
 
 		/* by_statement: applied from an earlier day's statement (the daily run
 		 * applies yesterday's lost payment this morning): reconciled there */
@@ -748,6 +751,9 @@ compare(struct run *r)
 			    "more",
 			    when, r->ad->utc_offset_s / 3600);
 		row(r, K_NOT_IN_STATEMENT, true, NULL, o, NULL, detail);
+		tt = totals_for(r, o->currency);
+		tt->nabsent++;
+		tt->absent += o->amount;
 	}
 	/* refunded here that day (a notification received then), absent from the
 	 * statement; a refund applied from a statement was on that statement */
@@ -818,6 +824,10 @@ summary(struct run *r, FILE *f)
 		fprintf(f, "; %s: payments %d %s, refunds %d %s, fees %s, net %s", t->cur, t->npay,
 		        a1, t->nref, a2, partial(r, a3, t->nfee, t->nrows),
 		        partial(r, a4, t->nnet, t->nrows));
+		if (t->nabsent > 0) {
+			money(a1, sizeof(a1), t->absent, t->cur);
+			fprintf(f, ", paid here not on the statement %d %s", t->nabsent, a1);
+		}
 	}
 	fputc('\n', f);
 }

@@ -342,6 +342,8 @@ class Base:
         mm = [r for r in rows if r["class"] == "amount_mismatch"][0]
         self.assertIn("%s %s" % (yuan(self.amount - 100), self.currency), mm["detail"])
         self.assertIn("needs a human 5", err)
+        self.assertIn(", paid here not on the statement 1 %s %s" % (yuan(self.amount),
+                                                                    self.currency), err)
         self.assertEqual(before, PG.psql("SELECT order_id, status FROM paynotify.orders "
                                          "ORDER BY order_id"), "a dry run changed orders")
         # --apply: the lost one is applied; the duplicate is recorded for a human
@@ -401,6 +403,10 @@ class Base:
         self.assertEqual(rc, 1, (rows, err))
         got = {r["order_id"]: r for r in rows}
         self.assertEqual(sorted(got), sorted([late, after]), rows)
+        # no statement row: the money at stake is still in the summary, in its currency
+        self.assertIn("; %s: payments 0 0.00 %s, refunds 0 0.00 %s, fees 0.00 %s, net 0.00 %s, "
+                      "paid here not on the statement 2 %s %s"
+                      % ((self.currency,) * 5 + (yuan(2 * self.amount), self.currency)), err)
         for oid, secs in ((late, 2), (after, 30)):
             self.assertEqual(got[oid]["class"], "not_in_statement")
             self.assertIn("%d s after the previous day's cut-off" % secs, got[oid]["detail"])
