@@ -39,8 +39,9 @@
 #include "store.h"
 
 #define CUTOFF_NEAR_S                                                                              \
-	900 /* "paid here, not in the statement" within 15 min of the                              \
-	     * cut-off: probably on the next day's statement */
+	900 /* "paid here, not in the statement" within 15 min after the day's                     \
+	     * start: probably on the previous day's statement; within 15 min                      \
+	     * before its end: perhaps on the next day's */
 
 /* What a line of the report says. */
 enum cls {
@@ -157,7 +158,7 @@ struct totals {
 	int nrows, npay, nref;
 	int nfee, nnet; /* rows that give a fee, a net amount */
 	int64_t pay, ref, fee, net;
-	int nabsent;     /* orders paid here that day, not on the statement */
+	int nabsent; /* orders paid here that day, not on the statement */
 	int64_t absent;
 };
 
