@@ -39,9 +39,9 @@
 #include "store.h"
 
 #define CUTOFF_NEAR_S                                                                              \
-	900 /* "paid here, not in the statement" within 15 min of the                              \
-	     * cut-off: probably on the next day's statement */
-#define MAX_CURRENCIES 16
+	900 /* "paid here, not in the statement" within 15 min after the day's                     \
+	     * start: probably on the previous day's statement; within 15 min                      \
+	     * before its end: perhaps on the next day's */
 
 /* What a line of the report says. */
 enum cls {
@@ -145,18 +145,21 @@ struct order {
 	const char *stmt_txn;              /* that row's transaction */
 	int64_t stmt_refunds;              /* statement refunds seen so far */
 	int64_t refunded_now;              /* refunded here, after our own applies */
+	bool by_statement;                 /* paid by a statement row (an earlier run) */
 };
 
 struct notif {
-	const char *dedup_key, *event_kind, *order_id, *outcome;
+	const char *dedup_key, *event_kind, *order_id, *outcome, *source;
 	int64_t received;
 };
 
 struct totals {
 	char cur[4];
-	int npay, nref;
+	int nrows, npay, nref;
+	int nfee, nnet; /* rows that give a fee, a net amount */
 	int64_t pay, ref, fee, net;
-	bool fee_known;
+	int nabsent; /* orders paid here that day, not on the statement */
+	int64_t absent;
 };
 
 struct run {
@@ -179,8 +182,8 @@ struct run {
 	struct pn_table out;
 	int count[NCLS];
 	int human, applied, errors;
-	struct totals tot[MAX_CURRENCIES];
-	size_t ntot;
+	struct totals *tot; /* one per currency, in the order first seen (arena) */
+	size_t ntot, captot;
 };
 
 static void
@@ -201,8 +204,9 @@ help(FILE *f)
 	        "Fees and net amounts are shown where the statement gives them.\n"
 	        "Statements: alipay (业务明细 daily bill CSV, GBK), wechatpay (tradebill\n"
 	        "bill_type=ALL), stripe (itemized balance change or payout reconciliation\n"
-	        "report CSV).  D is YYYY-MM-DD in the provider's day (Alipay, WeChat Pay:\n"
-	        "UTC+8; Stripe: UTC); default: the day the statement covers.\n"
+	        "report CSV); 2C2P's report is not read (its field table could not be\n"
+	        "read: docs/RECONCILE.md).  D is YYYY-MM-DD in the provider's day (Alipay,\n"
+	        "WeChat Pay: UTC+8; Stripe: UTC); default: the day the statement covers.\n"
 	        "--fetch (Alipay, WeChat Pay): download the day's bill (default: yesterday)\n"
 	        "with the keys of `paynotify query` into FILE first (the Alipay zip; the\n"
 	        "WeChat Pay ALL bill, its SHA1 checked against the signed answer).\n"
@@ -256,8 +260,16 @@ totals_for(struct run *r, const char *cur)
 	for (i = 0; i < r->ntot; i++)
 		if (strcmp(r->tot[i].cur, cur) == 0)
 			return &r->tot[i];
-	if (r->ntot == MAX_CURRENCIES)
-		return &r->tot[MAX_CURRENCIES - 1];
+	if (r->ntot == r->captot) {
+		/* every currency its own totals: never folded into another's */
+		size_t cap = r->captot ? r->captot * 2 : 8;
+		struct totals *t = pn_arena_alloc(r->a, cap * sizeof(*t));
+
+		if (r->ntot > 0)
+			memcpy(t, r->tot, r->ntot * sizeof(*t));
+		r->tot = t;
+		r->captot = cap;
+	}
 	memset(&r->tot[r->ntot], 0, sizeof(r->tot[0]));
 	snprintf(r->tot[r->ntot].cur, sizeof(r->tot[0].cur), "%s", cur);
 	return &r->tot[r->ntot++];
@@ -299,8 +311,13 @@ row(struct run *r, enum cls c, bool human, const struct pn_stmt_txn *t, const st
 
 static const char orders_sql[] =
     "SELECT order_id, amount_minor, currency, status, psp, psp_txn_id, refunded_minor,"
-    "       coalesce(extract(epoch FROM paid_at)::bigint, -1) AS paid_at"
-    "  FROM paynotify.orders"
+    "       coalesce(extract(epoch FROM paid_at)::bigint, -1) AS paid_at,"
+    "       EXISTS (SELECT 1 FROM paynotify.notifications n"
+    "                WHERE n.site = o.site AND n.order_id = o.order_id"
+    "                  AND n.provider = $4 AND n.source = 'statement'"
+    "                  AND n.event_kind = 'paid'"
+    "                  AND n.outcome IN ('applied', 'paid_after_close')) AS by_statement"
+    "  FROM paynotify.orders o"
     " WHERE site = $1"
     "   AND (order_id IN (SELECT jsonb_array_elements_text($2::jsonb))"
     "        OR psp_txn_id IN (SELECT jsonb_array_elements_text($3::jsonb))"
@@ -309,7 +326,7 @@ static const char orders_sql[] =
     " ORDER BY paid_at NULLS LAST, order_id";
 
 static const char notifs_sql[] =
-    "SELECT dedup_key, event_kind, order_id, outcome,"
+    "SELECT dedup_key, event_kind, order_id, outcome, source,"
     "       extract(epoch FROM received_at)::bigint AS received"
     "  FROM paynotify.notifications"
     " WHERE site = $1 AND provider = $2"
@@ -415,6 +432,7 @@ load(struct run *r, struct pn_err *err)
 			return false;
 		}
 		o->refunded_now = o->refunded;
+		o->by_statement = (v = pn_table_get(&t, i, "by_statement")) && strcmp(v, "t") == 0;
 		map_put(&r->by_order, o->order_id, o);
 		map_put(&r->by_txn, o->psp_txn_id, o);
 	}
@@ -438,6 +456,7 @@ load(struct run *r, struct pn_err *err)
 		n->order_id =
 		    (v = pn_table_get(&t, i, "order_id")) ? pn_arena_strdup(r->a, v) : NULL;
 		n->outcome = pn_arena_strdup(r->a, pn_table_get(&t, i, "outcome"));
+		n->source = pn_arena_strdup(r->a, pn_table_get(&t, i, "source"));
 		if (!pn_parse_i64(pn_table_get(&t, i, "received"), &n->received))
 			n->received = 0;
 		map_put(&r->by_key, n->dedup_key, n);
@@ -636,6 +655,19 @@ refund(struct run *r, const struct pn_stmt_txn *t)
 	row(r, K_MISSING_REFUND, human, t, o, result, detail);
 }
 
+/* Unix seconds as "YYYY-MM-DD HH:MM:SS" in the statement's zone. */
+static const char *
+local_time(struct run *r, int64_t epoch)
+{
+	time_t t = (time_t)(epoch + r->ad->utc_offset_s);
+	struct tm tm;
+	char buf[32];
+
+	gmtime_r(&t, &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm);
+	return pn_arena_strdup(r->a, buf);
+}
+
 static void
 compare(struct run *r)
 {
@@ -645,12 +677,15 @@ compare(struct run *r)
 		const struct pn_stmt_txn *t = &r->st.txns[i];
 		struct totals *tt = totals_for(r, t->currency);
 
+		tt->nrows++;
 		if (t->has_fee) {
 			tt->fee += t->fee_minor;
-			tt->fee_known = true;
+			tt->nfee++;
 		}
-		if (t->has_net)
+		if (t->has_net) {
 			tt->net += t->net_minor;
+			tt->nnet++;
+		}
 		switch (t->kind) {
 		case PN_STMT_PAYMENT:
 			tt->npay++;
@@ -676,29 +711,59 @@ compare(struct run *r)
 			break;
 		}
 	}
-	/* paid here that day, absent from the statement */
+	/*
+	 * Paid here that day, absent from the statement.  paid_at is when the
+	 * payment was applied here, which is after the provider completed it:
+	 * just after the day's start, it was probably completed before the
+	 * previous cut-off and is on the previous day's statement; just before
+	 * the day's end, the provider may date it after the cut-off (the next
+	 * day's statement).
+	 */
 	for (i = 0; i < r->norders; i++) {
 		struct order *o = &r->orders[i];
+		const char *when, *detail;
+		struct totals *tt;
 
-		if (o->stmt_paid || !paid_status(o->status) || o->psp == NULL ||
+		/* by_statement: applied from an earlier day's statement (the daily run
+		 * applies yesterday's lost payment this morning): reconciled there */
+		if (o->stmt_paid || o->by_statement || !paid_status(o->status) || o->psp == NULL ||
 		    strcmp(o->psp, r->ad->provider) != 0 || o->paid_at < r->from ||
 		    o->paid_at >= r->to)
 			continue;
-		row(r, K_NOT_IN_STATEMENT, true, NULL, o, NULL,
-		    o->paid_at >= r->to - CUTOFF_NEAR_S
-		        ? "paid here within 15 minutes of the statement's cut-off: look for it on "
-		          "the "
-		          "next day's statement before acting"
-		        : "paid here, the provider's statement does not have it: query the "
-		          "provider "
-		          "(paynotify query --order) before shipping more");
+		when = local_time(r, o->paid_at);
+		if (o->paid_at < r->from + CUTOFF_NEAR_S)
+			detail = pn_arena_printf(
+			    r->a,
+			    "paid here at %s (UTC%+d), %lld s after the previous day's cut-off: "
+			    "the payment is probably on the previous day's statement; reconcile "
+			    "that day before acting",
+			    when, r->ad->utc_offset_s / 3600, (long long)(o->paid_at - r->from));
+		else if (o->paid_at >= r->to - CUTOFF_NEAR_S)
+			detail = pn_arena_printf(
+			    r->a,
+			    "paid here at %s (UTC%+d), within 15 minutes of the statement's "
+			    "cut-off: look for it on the next day's statement before acting",
+			    when, r->ad->utc_offset_s / 3600);
+		else
+			detail = pn_arena_printf(
+			    r->a,
+			    "paid here at %s (UTC%+d), the provider's statement does not have "
+			    "it: query the provider (paynotify query --order) before shipping "
+			    "more",
+			    when, r->ad->utc_offset_s / 3600);
+		row(r, K_NOT_IN_STATEMENT, true, NULL, o, NULL, detail);
+		tt = totals_for(r, o->currency);
+		tt->nabsent++;
+		tt->absent += o->amount;
 	}
-	/* refunded here that day (a notification received then), absent from the statement */
+	/* refunded here that day (a notification received then), absent from the
+	 * statement; a refund applied from a statement was on that statement */
 	for (i = 0; i < r->nnotifs; i++) {
 		const struct notif *n = &r->notifs[i];
 		struct order *o;
 
 		if (strcmp(n->event_kind, "refund") != 0 || strcmp(n->outcome, "applied") != 0 ||
+		    strcmp(n->source, "statement") == 0 ||
 		    map_get(&r->stmt_keys, n->dedup_key) != NULL ||
 		    (n->order_id && map_get(&r->refunded_orders, n->order_id) != NULL) ||
 		    n->received < r->from || n->received >= r->to)
@@ -706,11 +771,26 @@ compare(struct run *r)
 		o = map_get(&r->by_order, n->order_id);
 		row(r, K_REFUND_NOT_IN_STATEMENT, true, NULL, o, NULL,
 		    pn_arena_printf(r->a,
-		                    "a refund notification (%s) applied here that day is not "
-		                    "on the statement",
-		                    n->dedup_key));
-		(void)o;
+		                    "a refund notification (%s) applied here at %s (UTC%+d) is not "
+		                    "on the statement%s",
+		                    n->dedup_key, local_time(r, n->received),
+		                    r->ad->utc_offset_s / 3600,
+		                    n->received < r->from + CUTOFF_NEAR_S
+		                        ? ": just after the previous day's cut-off, look on the "
+		                          "previous day's statement first"
+		                        : ""));
 	}
+}
+
+/* A total some rows did not give: "?" when none did, else which part it is. */
+static const char *
+partial(struct run *r, const char *amount, int known, int rows)
+{
+	if (known == rows)
+		return amount;
+	if (known == 0)
+		return "?";
+	return pn_arena_printf(r->a, "%s (%d of %d rows)", amount, known, rows);
 }
 
 static void
@@ -734,20 +814,23 @@ summary(struct run *r, FILE *f)
 		    buf + n, sizeof(buf) - n, " needs a human %d%s", r->human,
 		    r->apply ? pn_arena_printf(r->a, ", applied %d", r->applied)
 		             : " (dry run: --apply applies lost payments and refunds)");
-	for (i = 0; i < r->ntot && n < sizeof(buf); i++) {
+	fputs(buf, f);
+	for (i = 0; i < r->ntot; i++) {
 		const struct totals *t = &r->tot[i];
 
 		money(a1, sizeof(a1), t->pay, t->cur);
 		money(a2, sizeof(a2), t->ref, t->cur);
 		money(a3, sizeof(a3), t->fee, t->cur);
 		money(a4, sizeof(a4), t->net, t->cur);
-		n +=
-		    (size_t)snprintf(buf + n, sizeof(buf) - n,
-		                     "; %s: payments %d %s, refunds %d "
-		                     "%s, fees %s, net %s",
-		                     t->cur, t->npay, a1, t->nref, a2, t->fee_known ? a3 : "?", a4);
+		fprintf(f, "; %s: payments %d %s, refunds %d %s, fees %s, net %s", t->cur, t->npay,
+		        a1, t->nref, a2, partial(r, a3, t->nfee, t->nrows),
+		        partial(r, a4, t->nnet, t->nrows));
+		if (t->nabsent > 0) {
+			money(a1, sizeof(a1), t->absent, t->cur);
+			fprintf(f, ", paid here not on the statement %d %s", t->nabsent, a1);
+		}
 	}
-	fprintf(f, "%s\n", buf);
+	fputc('\n', f);
 }
 
 /* ---- --fetch (WeChat Pay) ------------------------------------------------- */
@@ -1042,9 +1125,12 @@ reconcile_exec(int argc, char **argv, const char *config_path)
 		        "paynotify: reconcile: no statement format for provider \"%s\"; "
 		        "expected alipay, wechatpay or stripe%s\n",
 		        provider,
-		        strcmp(provider, "2c2p") == 0 ? " (2C2P's report is not supported yet: "
-		                                        "docs/RECONCILE.md)"
-		                                      : "");
+		        strcmp(provider, "2c2p") == 0
+		            ? " (2C2P's reconciliation report is not supported: its field table "
+		              "could not be read, and a guessed layout is not trusted with money; "
+		              "docs/RECONCILE.md \"2C2P\"; meanwhile paynotify query --provider "
+		              "2c2p asks about pending orders)"
+		            : "");
 		return PN_EXIT_USAGE;
 	}
 	if (date != NULL && !pn_stmt_day(date, r.ad->utc_offset_s, &day_epoch)) {
