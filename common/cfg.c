@@ -38,7 +38,8 @@ static const struct pn_cfg_choice fwd_headers[] = {
 /* The sections other than [site]; the site keys are the providers' (providers_cfg.h). */
 static const struct pn_cfg_keydef keydefs[] = {
 	{"database", "conninfo", PN_K_STR, C(conninfo), 0, 0, 0, NULL, NULL,
-	 "libpq connection string; PGHOST, PGPORT, PGUSER, ... fill what it leaves out", PN_KEY_WIPE, NULL},
+	 "libpq connection string; PGHOST, PGPORT, PGUSER, ... fill what it leaves out",
+	 PN_KEY_WIPE, NULL},
 	{"database", "statement_timeout_ms", PN_K_INT, C(statement_timeout_ms), 0, 100, 60000, NULL,
 	 "3000", "statement_timeout for the ingest transaction; keep it well inside the "
 	 "providers' deadlines (WeChat Pay gives up after 5 s)", 0, NULL},
@@ -66,7 +67,8 @@ static const struct pn_cfg_keydef keydefs[] = {
 	 "GET path (or path/<provider>) answered with live counters in Prometheus text format by "
 	 "FastCGI receivers; unset: no status path", 0, NULL},
 	{"metrics", "allow", PN_K_ADDRS, C(status_allow), C(nstatus_allow), 0, 0, NULL,
-	 "127.0.0.1 ::1", "REMOTE_ADDRs (ADDR or ADDR/BITS) the status path answers; others get 403", 0, NULL},
+	 "127.0.0.1 ::1", "REMOTE_ADDRs (ADDR or ADDR/BITS) the status path answers; others get 403",
+	 0, NULL},
 	{"query", "connect_timeout_ms", PN_K_INT, C(query_connect_timeout_ms), 0, 100, 60000, NULL,
 	 "3000", "paynotify query: largest time to connect to a provider's API (TCP and TLS)", 0, NULL},
 	{"query", "timeout_ms", PN_K_INT, C(query_timeout_ms), 0, 100, 120000, NULL, "10000",
