@@ -355,6 +355,7 @@ load_secrets(const char *path, struct pn_secret **list, size_t *n, struct pn_err
 	char   *text = NULL, *line, *next;
 	size_t	len = 0;
 	int	lineno = 0;
+	bool	ok = false;
 
 	if (!check_secret_perms(path, err))
 		return false;
@@ -362,7 +363,7 @@ load_secrets(const char *path, struct pn_secret **list, size_t *n, struct pn_err
 		return false;
 	if (memchr(text, '\0', len) != NULL) {
 		pn_err_set(err, "secret file \"%s\" contains a NUL byte", path);
-		goto failed;
+		goto done;
 	}
 	for (line = text; line != NULL; line = next) {
 		size_t l;
@@ -383,13 +384,11 @@ load_secrets(const char *path, struct pn_secret **list, size_t *n, struct pn_err
 		(*list)[*n].len = l;
 		(*n)++;
 	}
+	ok = true;
+done:
 	OPENSSL_cleanse(text, len);
 	free(text);
-	return true;
-failed:
-	OPENSSL_cleanse(text, len);
-	free(text);
-	return false;
+	return ok;
 }
 
 /*

@@ -50,6 +50,19 @@ static const struct pn_cfg_keydef keys[] = {
 	 "largest accepted distance of Wechatpay-Timestamp from now", 0, NULL},
 };
 
+/* "<api> key ID (line N) is LEN <unit> long; <fix>" for each of list[0..n) not 32 long. */
+static void
+wrong_length(const struct pn_cfg_check *c, enum pn_cfg_severity sev, const struct pn_secret *list,
+	     size_t n, const char *api, const char *unit, const char *fix)
+{
+	size_t	i;
+
+	for (i = 0; i < n; i++)
+		if (list[i].len != 32)
+			pn_cfg_site_finding(c, sev, "%s key %s (line %d) is %zu %s long; %s", api,
+					    list[i].id, list[i].line, list[i].len, unit, fix);
+}
+
 /* API v3 (an APIv3 key and certificates or the public key) or API v2 (an APIv2 key). */
 static void
 validate(const struct pn_cfg_check *c)
@@ -69,15 +82,9 @@ validate(const struct pn_cfg_check *c)
 		       || pn_cfg_key_failed(c, "wechatpay.public_key_file"),
 		       "wechatpay.platform_cert_files",
 		       "API v3 needs wechatpay.platform_cert_files or wechatpay.public_key_file");
-	for (i = 0; i < w->napiv3_keys; i++) {
-		const struct pn_secret *k = &w->apiv3_keys[i];
-
-		if (k->len != 32)
-			pn_cfg_site_finding(c, PN_CFG_ERROR, "APIv3 key %s (line %d) is %zu bytes "
-					    "long; it must be exactly 32: copy the APIv3 key (32 "
-					    "characters) from the merchant platform (API安全); it is "
-					    "not the APIv2 key", k->id, k->line, k->len);
-	}
+	wrong_length(c, PN_CFG_ERROR, w->apiv3_keys, w->napiv3_keys, "APIv3", "bytes",
+		     "it must be exactly 32: copy the APIv3 key (32 characters) from the merchant "
+		     "platform (API安全); it is not the APIv2 key");
 	for (i = 0; i < w->ncerts; i++)
 		if (w->certs[i].serial == NULL)
 			pn_cfg_site_finding(c, PN_CFG_ERROR, "wechatpay.platform_cert_files must "
@@ -96,15 +103,9 @@ secret_forms(const struct pn_cfg_check *c)
 	const struct pn_wechatpay_cfg *w = &c->site->wechatpay;
 	size_t	i, j;
 
-	for (i = 0; i < w->napiv2_keys; i++) {
-		const struct pn_secret *k = &w->apiv2_keys[i];
-
-		if (k->len != 32)
-			pn_cfg_site_finding(c, PN_CFG_SITE_ERROR, "APIv2 key %s (line %d) is %zu "
-					    "characters long; WeChat Pay's APIv2 keys are exactly 32: "
-					    "copy the whole key from the merchant platform (API安全, "
-					    "API密钥)", k->id, k->line, k->len);
-	}
+	wrong_length(c, PN_CFG_SITE_ERROR, w->apiv2_keys, w->napiv2_keys, "APIv2", "characters",
+		     "WeChat Pay's APIv2 keys are exactly 32: copy the whole key from the merchant "
+		     "platform (API安全, API密钥)");
 	for (i = 0; i < w->napiv3_keys; i++) {
 		const struct pn_secret *v3 = &w->apiv3_keys[i];
 
