@@ -2,8 +2,10 @@
  * cfg.h: the configuration file (contract: see README "Configuration").
  *
  * One INI file: [database], [limits], [log], [metrics] and one [site NAME] per merchant
- * site with provider-prefixed keys.  Every key is declared once in the table
- * in cfg.c (name, type, bounds, documentation).  Loading validates
+ * site with provider-prefixed keys.  Every key is declared once (name, type,
+ * bounds, default, documentation, required): the sections' in cfg.c, each
+ * provider's in webhooks/<provider>_cfg.c (listed in providers_cfg.h, see
+ * struct pn_cfg_provider below).  Loading validates
  * everything, reads every secret file (refusing files readable by group or
  * others) and parses every public key and certificate, so a running
  * receiver never touches the file system per request.  Errors name the file
