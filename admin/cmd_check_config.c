@@ -112,10 +112,6 @@ print_keys(struct check *c, const struct pn_site *s, const char *key, const char
 	}
 }
 
-/*
- * Site binding (issue 11): what the loader accepts but an operator should
- * know.  Returns the number of warnings printed.
- */
 /* A problem printed in the report and, unless stdout and stderr are one
  * terminal, on stderr too (what a script shows its operator). */
 static void report_error(const char *fmt, ...) PN_PRINTF(1, 2);
@@ -148,14 +144,7 @@ check_query(const struct pn_site *s)
 
 		if (!(*qp)->configured(s, &why))
 			continue;
-		if (strcmp((*qp)->name, "alipay") == 0)
-			url = s->alipay.query_url;
-		else if (strcmp((*qp)->name, "wechatpay") == 0)
-			url = s->wechatpay.query_url;
-		else if (strcmp((*qp)->name, "stripe") == 0)
-			url = s->stripe.query_url;
-		else
-			url = s->twoc2p.query_url;
+		url = pn_cfg_site_str(s, (*qp)->name, "query_url");
 		if (!(*qp)->load(s, &creds, &err)) {
 			report_error("  query %s: ERROR: %s", (*qp)->name, err.msg);
 			problems++;
@@ -169,48 +158,51 @@ check_query(const struct pn_site *s)
 	return problems;
 }
 
+/* Site binding (issue 11): what the loader accepts but an operator should
+ * know, from each provider.  Returns the number of warnings printed. */
 static int
 binding_warnings(const struct pn_config *cfg)
 {
-	size_t	i, j, stripe_sites = 0, unmarked = 0;
+	const struct pn_cfg_provider *const *prov;
 	int	warnings = 0;
 
-	for (i = 0; i < cfg->nsites; i++) {
-		const struct pn_site *s = &cfg->sites[i];
-
-		for (j = 0; s->alipay.configured && j < s->alipay.nkeys; j++) {
-			const struct pn_pubkey *k = &s->alipay.keys[j];
-
-			if (EVP_PKEY_get_bits(k->pkey) >= PN_RSA_MIN_BITS)
-				continue;
-			printf("WARNING: site %s: Alipay key %s has %d bits (accepted for the "
-			       "legacy sign_type RSA only); move the app to RSA2 with a "
-			       "2048-bit key\n", s->name, k->id, EVP_PKEY_get_bits(k->pkey));
-			warnings++;
-		}
-		if (s->stripe.configured) {
-			stripe_sites++;
-			if (s->stripe.site_metadata == NULL)
-				unmarked++;
-		}
-	}
-	if (stripe_sites > 1 && unmarked > 0) {
-		printf("WARNING: %zu sites configure Stripe and %zu of them set no "
-		       "stripe.site_metadata: if they share one Stripe account, every event "
-		       "reaches every endpoint and one site's payment can pay another site's "
-		       "order with the same order id; give each site its own marker (e.g. "
-		       "stripe.site_metadata = site=<name>, set in the PaymentIntent's or "
-		       "Checkout Session's metadata)\n",
-		       stripe_sites, unmarked);
-		warnings++;
-	}
+	for (prov = pn_cfg_providers; *prov; prov++)
+		if ((*prov)->warnings)
+			warnings += (*prov)->warnings(cfg, stdout);
 	return warnings;
+}
+
+/* What a configured provider of site s holds: its summary, then every key it
+ * declares with a label (key ids, never secret bytes). */
+static void
+print_provider(struct check *c, const struct pn_site *s, const struct pn_cfg_provider *prov)
+{
+	char	line[512];
+	size_t	i;
+
+	prov->summary(s, line, sizeof(line));
+	printf("  %s: %s\n", prov->prefix, line);
+	for (i = 0; i < prov->nkeys; i++) {
+		const struct pn_cfg_keydef *kd = &prov->keys[i];
+		const void *field = pn_cfg_site_field(s, kd);
+		size_t	n = pn_cfg_site_count(s, kd);
+
+		if (kd->show == NULL)
+			continue;
+		if (kd->type == PN_K_PUBKEYS)
+			print_keys(c, s, kd->key, kd->show, *(struct pn_pubkey *const *)field, n);
+		else if (kd->type == PN_K_SECRETS && n > 0)
+			print_secrets(kd->show, *(struct pn_secret *const *)field, n);
+		else if (kd->type == PN_K_STR && *(char *const *)field != NULL)
+			printf("    %s %s\n", kd->show, *(char *const *)field);
+	}
 }
 
 /* Prints every site; returns the number of query credentials that do not load. */
 static int
 print_sites(struct check *c)
 {
+	const struct pn_cfg_provider *const *prov;
 	size_t	i;
 	int	problems = 0;
 
@@ -218,38 +210,9 @@ print_sites(struct check *c)
 		const struct pn_site *s = &c->cfg->sites[i];
 
 		printf("site %s (line %d)\n", s->name, s->line);
-		if (s->alipay.configured) {
-			printf("  alipay: app_id %s, seller_id %s, %s%s\n", s->alipay.app_id,
-			       s->alipay.seller_id, s->alipay.sign_type == PN_ALIPAY_RSA ? "RSA" : "RSA2",
-			       s->alipay.test_key ? ", test signing key" : "");
-			print_keys(c, s, "alipay.public_key_file", "key", s->alipay.keys,
-				   s->alipay.nkeys);
-		}
-		if (s->stripe.configured) {
-			printf("  stripe: tolerance %lld s%s\n", (long long)s->stripe.tolerance_s,
-			       s->stripe.test_signing ? ", test signing on" : "");
-			print_secrets("secrets", s->stripe.secrets, s->stripe.nsecrets);
-		}
-		if (s->wechatpay.configured) {
-			printf("  wechatpay: mchid %s, appid %s%s\n", s->wechatpay.mchid,
-			       s->wechatpay.appid, s->wechatpay.test_key ? ", test signing key" : "");
-			if (s->wechatpay.napiv3_keys)
-				print_secrets("APIv3 keys", s->wechatpay.apiv3_keys, s->wechatpay.napiv3_keys);
-			if (s->wechatpay.napiv2_keys)
-				print_secrets("APIv2 keys", s->wechatpay.apiv2_keys, s->wechatpay.napiv2_keys);
-			print_keys(c, s, "wechatpay.platform_cert_files", "platform certificate",
-				   s->wechatpay.certs, s->wechatpay.ncerts);
-			if (s->wechatpay.public_key_id)
-				printf("    public key id %s\n", s->wechatpay.public_key_id);
-			print_keys(c, s, "wechatpay.public_key_file", "public key",
-				   s->wechatpay.public_keys, s->wechatpay.npublic_keys);
-		}
-		if (s->twoc2p.configured) {
-			printf("  2c2p: merchant_id %s, api %s%s\n", s->twoc2p.merchant_id,
-			       s->twoc2p.api == PN_2C2P_REDIRECT ? "redirect" : "jwt",
-			       s->twoc2p.test_signing ? ", test signing on" : "");
-			print_secrets("secret keys", s->twoc2p.secrets, s->twoc2p.nsecrets);
-		}
+		for (prov = pn_cfg_providers; *prov; prov++)
+			if (pn_cfg_configured(s, *prov))
+				print_provider(c, s, *prov);
 		problems += check_query(s);
 	}
 	return problems;

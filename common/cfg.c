@@ -30,196 +30,153 @@
 #define CFG_MAX_SECRET_FILE 65536
 #define HTTPS_PREFIX "https:/" "/"	/* split: the source checks strip // comments */
 
-enum ktype {
-	K_STR,		/* char * */
-	K_INT,		/* int64_t, bounded */
-	K_CHOICE,	/* int, one word of a choice list */
-	K_FLAGS,	/* unsigned, several words of a choice list */
-	K_SECRETS,	/* struct pn_secret * + size_t count: secret files, one secret a line */
-	K_PUBKEYS,	/* struct pn_pubkey * + size_t count: key or certificate files */
-	K_PRIVKEY,	/* EVP_PKEY *: a private key file (test signing only) */
-	K_BOOL,		/* bool: on/off */
-	K_ADDRS,	/* struct pn_addr * + size_t count: addresses, ADDR or ADDR/BITS */
-	K_URLPATH,	/* char *: an absolute URL path outside /notify/ */
-	K_PATH,		/* char *: a file path, resolved but never opened here (the
-			 * credentials only `paynotify query` loads) */
-	K_URL,		/* char *: an https:// URL */
-};
-
-struct choice {
-	const char *word;
-	int	value;
-};
-
-static const struct choice alipay_sign_types[] = {
-	{"RSA2", PN_ALIPAY_RSA2}, {"RSA", PN_ALIPAY_RSA}, {NULL, 0}};
-static const struct choice wxv2_sign_types[] = {
-	{"MD5", PN_WXV2_MD5}, {"HMAC-SHA256", PN_WXV2_HMAC_SHA256}, {NULL, 0}};
-static const struct choice twoc2p_apis[] = {
-	{"jwt", PN_2C2P_JWT}, {"redirect", PN_2C2P_REDIRECT}, {NULL, 0}};
-static const struct choice fwd_headers[] = {
+static const struct pn_cfg_choice fwd_headers[] = {
 	{"X-Forwarded-For", PN_FWD_X_FORWARDED_FOR}, {"Forwarded", PN_FWD_FORWARDED}, {NULL, 0}};
-static const struct choice twoc2p_hashes[] = {
-	{"sha1", PN_2C2P_SHA1}, {"sha256", PN_2C2P_SHA256}, {NULL, 0}};
-static const struct choice twoc2p_invoices[] = {
-	{"empty", PN_2C2P_INVOICE_EMPTY}, {"order_id", PN_2C2P_INVOICE_ORDER_ID}, {NULL, 0}};
-static const struct choice stripe_modes[] = {
-	{"live", PN_STRIPE_LIVE}, {"test", PN_STRIPE_TEST}, {NULL, 0}};
-
-struct keydef {
-	const char *section;	/* database, limits, log, metrics, site */
-	const char *key;
-	enum ktype type;
-	size_t	off;		/* into struct pn_config, or struct pn_site for "site" */
-	size_t	count_off;	/* K_SECRETS, K_PUBKEYS: the size_t count */
-	int64_t	min, max;	/* K_INT */
-	const struct choice *choices;	/* K_CHOICE, K_FLAGS */
-	const char *def;	/* default, as text; NULL for none */
-	const char *doc;
-};
 
 #define C(field) offsetof(struct pn_config, field)
-#define S(field) offsetof(struct pn_site, field)
 
-static const struct keydef keydefs[] = {
-	{"database", "conninfo", K_STR, C(conninfo), 0, 0, 0, NULL, NULL,
-	 "libpq connection string; PGHOST, PGPORT, PGUSER, ... fill what it leaves out"},
-	{"database", "statement_timeout_ms", K_INT, C(statement_timeout_ms), 0, 100, 60000, NULL,
+/* The sections other than [site]; the site keys are the providers' (providers_cfg.h). */
+static const struct pn_cfg_keydef keydefs[] = {
+	{"database", "conninfo", PN_K_STR, C(conninfo), 0, 0, 0, NULL, NULL,
+	 "libpq connection string; PGHOST, PGPORT, PGUSER, ... fill what it leaves out",
+	 PN_KEY_WIPE, NULL},
+	{"database", "statement_timeout_ms", PN_K_INT, C(statement_timeout_ms), 0, 100, 60000, NULL,
 	 "3000", "statement_timeout for the ingest transaction; keep it well inside the "
-	 "providers' deadlines (WeChat Pay gives up after 5 s)"},
-	{"database", "connect_timeout_s", K_INT, C(connect_timeout_s), 0, 1, 60, NULL, "2",
-	 "libpq connect_timeout"},
-	{"database", "prepared_statements", K_BOOL, C(prepared_statements), 0, 0, 0, NULL, "on",
+	 "providers' deadlines (WeChat Pay gives up after 5 s)", 0, NULL},
+	{"database", "connect_timeout_s", PN_K_INT, C(connect_timeout_s), 0, 1, 60, NULL, "2",
+	 "libpq connect_timeout", 0, NULL},
+	{"database", "prepared_statements", PN_K_BOOL, C(prepared_statements), 0, 0, 0, NULL, "on",
 	 "on: ingest is a named prepared statement and statement_timeout a session setting; "
 	 "off: an unnamed statement with statement_timeout set per transaction (pgbouncer "
-	 "pool_mode = transaction)"},
-	{"limits", "max_body_bytes", K_INT, C(max_body_bytes), 0, 1024, 16 * 1024 * 1024, NULL,
-	 "1048576", "largest request body accepted; larger bodies get 413"},
-	{"limits", "read_timeout_ms", K_INT, C(read_timeout_ms), 0, 100, 20000, NULL, "2000",
+	 "pool_mode = transaction)", 0, NULL},
+	{"limits", "max_body_bytes", PN_K_INT, C(max_body_bytes), 0, 1024, 16 * 1024 * 1024, NULL,
+	 "1048576", "largest request body accepted; larger bodies get 413", 0, NULL},
+	{"limits", "read_timeout_ms", PN_K_INT, C(read_timeout_ms), 0, 100, 20000, NULL, "2000",
 	 "a request's FastCGI records (parameters and body) or CGI body must arrive whole within "
 	 "this; a slower one is dropped (408 when an answer can still be written), so slow "
 	 "clients cannot hold the workers; stays well under the providers' 5 s and the 30 s "
-	 "stop grace"},
-	{"log", "level", K_INT, C(log_level), 0, 0, 2, NULL, "1",
-	 "0: errors and rejected requests only, 1: one line per request, 2: debug"},
-	{"log", "trusted_proxies", K_ADDRS, C(trusted_proxies), C(ntrusted_proxies), 0, 0, NULL,
+	 "stop grace", 0, NULL},
+	{"log", "level", PN_K_INT, C(log_level), 0, 0, 2, NULL, "1",
+	 "0: errors and rejected requests only, 1: one line per request, 2: debug", 0, NULL},
+	{"log", "trusted_proxies", PN_K_ADDRS, C(trusted_proxies), C(ntrusted_proxies), 0, 0, NULL,
 	 NULL, "proxies (ADDR or ADDR/BITS) whose forwarded-for header is logged as forwarded_for; "
-	 "unset: never logged"},
-	{"log", "forwarded_header", K_CHOICE, C(forwarded_header), 0, 0, 0, fwd_headers,
-	 "X-Forwarded-For", "the header a trusted proxy sets: X-Forwarded-For or Forwarded"},
-	{"metrics", "status_path", K_URLPATH, C(status_path), 0, 0, 0, NULL, NULL,
+	 "unset: never logged", 0, NULL},
+	{"log", "forwarded_header", PN_K_CHOICE, C(forwarded_header), 0, 0, 0, fwd_headers,
+	 "X-Forwarded-For", "the header a trusted proxy sets: X-Forwarded-For or Forwarded", 0, NULL},
+	{"metrics", "status_path", PN_K_URLPATH, C(status_path), 0, 0, 0, NULL, NULL,
 	 "GET path (or path/<provider>) answered with live counters in Prometheus text format by "
-	 "FastCGI receivers; unset: no status path"},
-	{"metrics", "allow", K_ADDRS, C(status_allow), C(nstatus_allow), 0, 0, NULL,
-	 "127.0.0.1 ::1", "REMOTE_ADDRs (ADDR or ADDR/BITS) the status path answers; others get 403"},
-	{"query", "connect_timeout_ms", K_INT, C(query_connect_timeout_ms), 0, 100, 60000, NULL,
-	 "3000", "paynotify query: largest time to connect to a provider's API (TCP and TLS)"},
-	{"query", "timeout_ms", K_INT, C(query_timeout_ms), 0, 100, 120000, NULL, "10000",
-	 "paynotify query: largest time for one whole request to a provider's API"},
-	{"query", "ca_file", K_PATH, C(query_ca_file), 0, 0, 0, NULL, NULL,
+	 "FastCGI receivers; unset: no status path", 0, NULL},
+	{"metrics", "allow", PN_K_ADDRS, C(status_allow), C(nstatus_allow), 0, 0, NULL,
+	 "127.0.0.1 ::1", "REMOTE_ADDRs (ADDR or ADDR/BITS) the status path answers; others get 403",
+	 0, NULL},
+	{"query", "connect_timeout_ms", PN_K_INT, C(query_connect_timeout_ms), 0, 100, 60000, NULL,
+	 "3000", "paynotify query: largest time to connect to a provider's API (TCP and TLS)", 0, NULL},
+	{"query", "timeout_ms", PN_K_INT, C(query_timeout_ms), 0, 100, 120000, NULL, "10000",
+	 "paynotify query: largest time for one whole request to a provider's API", 0, NULL},
+	{"query", "ca_file", PN_K_PATH, C(query_ca_file), 0, 0, 0, NULL, NULL,
 	 "paynotify query: CA bundle (PEM) the providers' API certificates are verified "
-	 "against, instead of the system's; peer and host are always verified"},
-
-	{"site", "alipay.app_id", K_STR, S(alipay.app_id), 0, 0, 0, NULL, NULL,
-	 "the app_id notifications must carry"},
-	{"site", "alipay.seller_id", K_STR, S(alipay.seller_id), 0, 0, 0, NULL, NULL,
-	 "the seller_id (2088...) notifications must carry"},
-	{"site", "alipay.public_key_file", K_PUBKEYS, S(alipay.keys), S(alipay.nkeys), 0, 0, NULL,
-	 NULL, "Alipay public key(s): SPKI PEM, bare base64 SPKI or alipayCertPublicKey_RSA2.crt; "
-	 "several files = rotation"},
-	{"site", "alipay.sign_type", K_CHOICE, S(alipay.sign_type), 0, 0, 0, alipay_sign_types,
-	 "RSA2", "RSA2 (SHA256withRSA) or RSA (SHA1withRSA); never taken from the payload"},
-	{"site", "alipay.test_private_key_file", K_PRIVKEY, S(alipay.test_key), 0, 0, 0, NULL, NULL,
-	 "sandbox sites only: private key that `paynotify sign` signs test notifications with"},
-	{"site", "alipay.query_private_key_file", K_PATH, S(alipay.query_key_path), 0, 0, 0, NULL,
-	 NULL, "paynotify query: the app's private key (PKCS#8 or PKCS#1 PEM) that signs "
-	 "alipay.trade.query; read by the query command only, never by the receiver"},
-	{"site", "alipay.query_app_cert_file", K_PATH, S(alipay.query_app_cert), 0, 0, 0, NULL,
-	 NULL, "paynotify query, public-key certificate mode: the app's certificate "
-	 "(appCertPublicKey_<app_id>.crt); its app_cert_sn goes with every request"},
-	{"site", "alipay.query_root_cert_file", K_PATH, S(alipay.query_root_cert), 0, 0, 0, NULL,
-	 NULL, "paynotify query, public-key certificate mode: Alipay's root certificates "
-	 "(alipayRootCert.crt); their alipay_root_cert_sn goes with every request"},
-	{"site", "alipay.query_url", K_URL, S(alipay.query_url), 0, 0, 0, NULL,
-	 "https://openapi.alipay.com/gateway.do", "paynotify query: the Alipay gateway "
-	 "(sandbox: https://openapi-sandbox.dl.alipaydev.com/gateway.do)"},
-
-	{"site", "stripe.secret_files", K_SECRETS, S(stripe.secrets), S(stripe.nsecrets), 0, 0,
-	 NULL, NULL, "endpoint signing secret file(s) (whsec_...), one secret a line: rotation"},
-	{"site", "stripe.test_signing", K_BOOL, S(stripe.test_signing), 0, 0, 0, NULL, "off",
-	 "sandbox sites only: let `paynotify sign` sign test events with the site's secret"},
-	{"site", "stripe.mode", K_CHOICE, S(stripe.mode), 0, 0, 0, stripe_modes, "live",
-	 "live or test: an event whose livemode is the other mode is stored mode_mismatch, "
-	 "acknowledged, never applied"},
-	{"site", "stripe.site_metadata", K_STR, S(stripe.site_metadata), 0, 0, 0, NULL, NULL,
-	 "KEY=VALUE that the event object's metadata must carry (metadata.KEY = VALUE); "
-	 "required in practice when several sites share one Stripe account, which sends every "
-	 "event to every endpoint: an event without it is stored merchant_mismatch"},
-	{"site", "stripe.query_key_file", K_PATH, S(stripe.query_key_path), 0, 0, 0, NULL, NULL,
-	 "paynotify query: a restricted key (rk_..., PaymentIntents read) in a file; read by the "
-	 "query command only, never by the receiver"},
-	{"site", "stripe.query_url", K_URL, S(stripe.query_url), 0, 0, 0, NULL,
-	 "https://api.stripe.com", "paynotify query: the Stripe API (test mode uses the same "
-	 "host with an rk_test_ key)"},
-	{"site", "stripe.tolerance_s", K_INT, S(stripe.tolerance_s), 0, 1, 86400, NULL, "300",
-	 "largest accepted age of the Stripe-Signature timestamp (future ones pass, as in the SDKs)"},
-
-	{"site", "wechatpay.mchid", K_STR, S(wechatpay.mchid), 0, 0, 0, NULL, NULL,
-	 "merchant id (mchid / mch_id) notifications must carry"},
-	{"site", "wechatpay.appid", K_STR, S(wechatpay.appid), 0, 0, 0, NULL, NULL,
-	 "appid notifications must carry"},
-	{"site", "wechatpay.apiv3_key_file", K_SECRETS, S(wechatpay.apiv3_keys),
-	 S(wechatpay.napiv3_keys), 0, 0, NULL, NULL, "APIv3 key file (32 bytes) for AES-256-GCM"},
-	{"site", "wechatpay.apiv2_key_file", K_SECRETS, S(wechatpay.apiv2_keys),
-	 S(wechatpay.napiv2_keys), 0, 0, NULL, NULL, "APIv2 key file for v2 XML notifications"},
-	{"site", "wechatpay.v2_sign_type", K_FLAGS, S(wechatpay.v2_sign_types), 0, 0, 0,
-	 wxv2_sign_types, "MD5 HMAC-SHA256", "accepted v2 signature algorithms"},
-	{"site", "wechatpay.platform_cert_files", K_PUBKEYS, S(wechatpay.certs),
-	 S(wechatpay.ncerts), 0, 0, NULL, NULL,
-	 "WeChat Pay platform certificate(s), chosen by Wechatpay-Serial; several = rotation"},
-	{"site", "wechatpay.public_key_id", K_STR, S(wechatpay.public_key_id), 0, 0, 0, NULL, NULL,
-	 "WeChat Pay public key id (PUB_KEY_ID_...)"},
-	{"site", "wechatpay.public_key_file", K_PUBKEYS, S(wechatpay.public_keys),
-	 S(wechatpay.npublic_keys), 0, 0, NULL, NULL, "WeChat Pay public key (SPKI PEM)"},
-	{"site", "wechatpay.test_private_key_file", K_PRIVKEY, S(wechatpay.test_key), 0, 0, 0, NULL,
-	 NULL, "sandbox sites only: private key that `paynotify sign` signs v3 test notifications "
-	 "with (it also enables signing v2 ones with the APIv2 key)"},
-	{"site", "wechatpay.query_private_key_file", K_PATH, S(wechatpay.query_key_path), 0, 0, 0,
-	 NULL, NULL, "paynotify query: the merchant API private key (apiclient_key.pem) that "
-	 "signs API v3 requests; read by the query command only, never by the receiver"},
-	{"site", "wechatpay.query_cert_serial", K_STR, S(wechatpay.query_cert_serial), 0, 0, 0,
-	 NULL, NULL, "paynotify query: serial number of the merchant API certificate "
-	 "(serial_no in the Authorization header)"},
-	{"site", "wechatpay.query_url", K_URL, S(wechatpay.query_url), 0, 0, 0, NULL,
-	 "https://api.mch.weixin.qq.com", "paynotify query: the WeChat Pay API (backup "
-	 "domain: https://api2.mch.weixin.qq.com)"},
-	{"site", "wechatpay.tolerance_s", K_INT, S(wechatpay.tolerance_s), 0, 1, 86400, NULL, "300",
-	 "largest accepted distance of Wechatpay-Timestamp from now"},
-
-	{"site", "2c2p.merchant_id", K_STR, S(twoc2p.merchant_id), 0, 0, 0, NULL, NULL,
-	 "merchantID notifications must carry"},
-	{"site", "2c2p.secret_key_file", K_SECRETS, S(twoc2p.secrets), S(twoc2p.nsecrets), 0, 0,
-	 NULL, NULL, "merchant secret key file, used as its ASCII bytes; one a line: rotation"},
-	{"site", "2c2p.api", K_CHOICE, S(twoc2p.api), 0, 0, 0, twoc2p_apis, "jwt",
-	 "jwt (PGW v4 backend notification) or redirect (legacy Redirect API)"},
-	{"site", "2c2p.redirect_hash", K_CHOICE, S(twoc2p.redirect_hash), 0, 0, 0, twoc2p_hashes,
-	 "sha1", "HMAC digest of the legacy hash_value"},
-	{"site", "2c2p.redirect_invoice_no", K_CHOICE, S(twoc2p.redirect_invoice_no), 0, 0, 0,
-	 twoc2p_invoices, "empty", "legacy only: what invoice_no carries, empty or order_id "
-	 "itself; anything else is refused, because nothing signs where order_id ends"},
-	{"site", "2c2p.query_url", K_URL, S(twoc2p.query_url), 0, 0, 0, NULL,
-	 "https://pgw.2c2p.com", "paynotify query: the PGW v4 API (sandbox: "
-	 "https://sandbox-pgw.2c2p.com); paymentInquiry is signed with 2c2p.secret_key_file"},
-	{"site", "2c2p.test_signing", K_BOOL, S(twoc2p.test_signing), 0, 0, 0, NULL, "off",
-	 "sandbox sites only: let `paynotify sign` sign test notifications with the site's key"},
+	 "against, instead of the system's; peer and host are always verified", 0, NULL},
 };
-/* parser.failed keeps one bit per key of this table */
-_Static_assert(PN_ARRAY_LEN(keydefs) <= 64, "parser.failed needs more than 64 bits");
+/* A section holds at most CFG_MAX_KEYS keys: parser.seen; the site keys of every
+ * provider together, too: one bit each in parser.failed (checked in load()). */
+#define CFG_MAX_KEYS 64
+_Static_assert(PN_ARRAY_LEN(keydefs) <= CFG_MAX_KEYS, "parser.seen holds 64 keys");
+
+#define CFG_PROVIDER_DECL(member) &pn_##member##_cfg_keys,
+const struct pn_cfg_provider *const pn_cfg_providers[] = {
+	PN_CFG_PROVIDERS(CFG_PROVIDER_DECL)
+	NULL,
+};
+#undef CFG_PROVIDER_DECL
+
+/* ---- the providers' declarations ----------------------------------------- */
+
+/* The provider whose "<prefix>." starts key; NULL if none. */
+static const struct pn_cfg_provider *
+provider_of(const char *key)
+{
+	const struct pn_cfg_provider *const *p;
+
+	for (p = pn_cfg_providers; *p; p++) {
+		size_t	n = strlen((*p)->prefix);
+
+		if (strncmp(key, (*p)->prefix, n) == 0 && key[n] == '.')
+			return *p;
+	}
+	return NULL;
+}
+
+/* The bit of provider prov's key i in parser.failed: the site keys in registry order. */
+static unsigned
+site_key_bit(const struct pn_cfg_provider *prov, size_t i)
+{
+	const struct pn_cfg_provider *const *p;
+	size_t	bit = i;
+
+	for (p = pn_cfg_providers; *p != prov; p++)
+		bit += (*p)->nkeys;
+	if (bit >= CFG_MAX_KEYS)
+		pn_fatal("more than %d site keys: parser.failed needs more bits", CFG_MAX_KEYS);
+	return (unsigned)bit;
+}
+
+/* The key named key of section; *prov: its provider (site keys), else NULL. */
+static const struct pn_cfg_keydef *
+find_key(const char *section, const char *key, const struct pn_cfg_provider **prov)
+{
+	const struct pn_cfg_keydef *kd, *end;
+
+	*prov = NULL;
+	if (strcmp(section, "site") == 0) {
+		if ((*prov = provider_of(key)) == NULL)
+			return NULL;
+		kd = (*prov)->keys;
+		end = kd + (*prov)->nkeys;
+	} else {
+		kd = keydefs;
+		end = keydefs + PN_ARRAY_LEN(keydefs);
+	}
+	for (; kd < end; kd++)
+		if (strcmp(kd->section, section) == 0 && strcmp(kd->key, key) == 0)
+			return kd;
+	return NULL;
+}
+
+bool
+pn_cfg_configured(const struct pn_site *s, const struct pn_cfg_provider *p)
+{
+	return *(const bool *)((const char *)s + p->configured_off);
+}
+
+const void *
+pn_cfg_site_field(const struct pn_site *s, const struct pn_cfg_keydef *kd)
+{
+	return (const char *)s + kd->off;
+}
+
+size_t
+pn_cfg_site_count(const struct pn_site *s, const struct pn_cfg_keydef *kd)
+{
+	if (kd->type != PN_K_SECRETS && kd->type != PN_K_PUBKEYS)
+		return 0;
+	return *(const size_t *)((const char *)s + kd->count_off);
+}
+
+const char *
+pn_cfg_site_str(const struct pn_site *s, const char *prefix, const char *name)
+{
+	const struct pn_cfg_provider *prov;
+	const struct pn_cfg_keydef *kd;
+	char	key[128];
+
+	snprintf(key, sizeof(key), "%s.%s", prefix, name);
+	kd = find_key("site", key, &prov);
+	if (kd == NULL || !(kd->type == PN_K_STR || kd->type == PN_K_PATH || kd->type == PN_K_URL))
+		return NULL;
+	return *(char *const *)pn_cfg_site_field(s, kd);
+}
 
 /* ---- helpers ------------------------------------------------------------- */
-
-/* One bit per keydef in the per-site mask of keys whose value was refused. */
-_Static_assert(PN_ARRAY_LEN(keydefs) <= 64, "the failed-key mask holds 64 keys");
 
 struct parser {
 	const char *path;
@@ -231,9 +188,10 @@ struct parser {
 	const char *section;	/* current section kind */
 	bool	skip;		/* the current section header was refused: ignore its keys */
 	/* keys seen in the current section, to refuse duplicates */
-	const char *seen[PN_ARRAY_LEN(keydefs)];
+	const char *seen[CFG_MAX_KEYS];
 	size_t	nseen;
-	uint64_t *failed;	/* per site (same index): keys whose value was refused */
+	uint64_t *failed;	/* per site (same index): site keys whose value was refused,
+				 * one bit each (site_key_bit()) */
 	bool	isolate;	/* a site's key-material error disables that site only */
 };
 
@@ -397,6 +355,7 @@ load_secrets(const char *path, struct pn_secret **list, size_t *n, struct pn_err
 	char   *text = NULL, *line, *next;
 	size_t	len = 0;
 	int	lineno = 0;
+	bool	ok = false;
 
 	if (!check_secret_perms(path, err))
 		return false;
@@ -404,7 +363,7 @@ load_secrets(const char *path, struct pn_secret **list, size_t *n, struct pn_err
 		return false;
 	if (memchr(text, '\0', len) != NULL) {
 		pn_err_set(err, "secret file \"%s\" contains a NUL byte", path);
-		goto failed;
+		goto done;
 	}
 	for (line = text; line != NULL; line = next) {
 		size_t l;
@@ -425,13 +384,11 @@ load_secrets(const char *path, struct pn_secret **list, size_t *n, struct pn_err
 		(*list)[*n].len = l;
 		(*n)++;
 	}
+	ok = true;
+done:
 	OPENSSL_cleanse(text, len);
 	free(text);
-	return true;
-failed:
-	OPENSSL_cleanse(text, len);
-	free(text);
-	return false;
+	return ok;
 }
 
 /*
@@ -453,14 +410,9 @@ wrong_kind(const char *path, const char *key, bool want_private)
 	OPENSSL_cleanse(text, len);
 	free(text);
 	if (!want_private && kind == PN_KEY_KIND_PRIVATE) {
-		if (strncmp(key, "alipay.", 7) == 0)
-			return "this is a private key (your application's private key?), not Alipay's "
-			       "public key: copy the Alipay public key (支付宝公钥) or "
-			       "alipayCertPublicKey_RSA2.crt from the Alipay console, and keep the "
-			       "private key off the receiver";
-		return "this is a private key (your merchant API key?), not WeChat Pay's public key "
-		       "or platform certificate: download those from the merchant platform, and keep "
-		       "the private key off the receiver";
+		const struct pn_cfg_provider *prov = provider_of(key);
+
+		return prov ? prov->private_not_public : NULL;
 	}
 	if (want_private && (kind == PN_KEY_KIND_PUBLIC || kind == PN_KEY_KIND_CERTIFICATE))
 		return kind == PN_KEY_KIND_PUBLIC
@@ -470,9 +422,8 @@ wrong_kind(const char *path, const char *key, bool want_private)
 }
 
 /*
- * min_bits: 2048 for every key, except Alipay's (1024), whose floor depends
- * on alipay.sign_type, which may come later in the section: validate_site
- * then requires 2048 for RSA2 and accepts 1024 for the legacy RSA.
+ * min_bits: the key's declared floor (2048 unless it says otherwise: a
+ * provider whose floor depends on a later key checks that in its validate).
  */
 static bool
 load_pubkey(const char *path, const char *key, int min_bits, struct pn_pubkey **list,
@@ -505,7 +456,7 @@ load_pubkey(const char *path, const char *key, int min_bits, struct pn_pubkey **
 }
 
 static bool
-choice_value(const struct choice *c, const char *word, int *out)
+choice_value(const struct pn_cfg_choice *c, const char *word, int *out)
 {
 	for (; c->word; c++)
 		if (strcmp(c->word, word) == 0) {
@@ -516,7 +467,7 @@ choice_value(const struct choice *c, const char *word, int *out)
 }
 
 static void
-choice_list(const struct choice *c, char *buf, size_t sz)
+choice_list(const struct pn_cfg_choice *c, char *buf, size_t sz)
 {
 	size_t used = 0;
 
@@ -599,14 +550,14 @@ pn_addr_match(const struct pn_addr *list, size_t n, const char *text)
 
 /* Assign value (NUL-terminated, trimmed) to key kd of base. */
 static bool
-assign(struct parser *p, const struct keydef *kd, void *base, char *value,
+assign(struct parser *p, const struct pn_cfg_keydef *kd, void *base, char *value,
        struct pn_err *err)
 {
 	char   *field = (char *)base + kd->off;
 	char	opts[128];
 
 	switch (kd->type) {
-	case K_STR:
+	case PN_K_STR:
 		if (*value == '\0') {
 			pn_err_set(err, "empty value for \"%s\"", kd->key);
 			return false;
@@ -614,7 +565,7 @@ assign(struct parser *p, const struct keydef *kd, void *base, char *value,
 		free(*(char **)field);
 		*(char **)field = pn_xstrdup(value);
 		return true;
-	case K_INT: {
+	case PN_K_INT: {
 		int64_t v;
 
 		if (!pn_parse_i64(value, &v) || v < kd->min || v > kd->max) {
@@ -626,7 +577,7 @@ assign(struct parser *p, const struct keydef *kd, void *base, char *value,
 		*(int64_t *)field = v;
 		return true;
 	}
-	case K_CHOICE:
+	case PN_K_CHOICE:
 		if (!choice_value(kd->choices, value, (int *)field)) {
 			choice_list(kd->choices, opts, sizeof(opts));
 			pn_err_set(err, "invalid value \"%s\" for \"%s\": expected one of %s",
@@ -634,7 +585,7 @@ assign(struct parser *p, const struct keydef *kd, void *base, char *value,
 			return false;
 		}
 		return true;
-	case K_FLAGS: {
+	case PN_K_FLAGS: {
 		unsigned flags = 0;
 		char   *w, *save = NULL;
 
@@ -656,7 +607,7 @@ assign(struct parser *p, const struct keydef *kd, void *base, char *value,
 		*(unsigned *)field = flags;
 		return true;
 	}
-	case K_BOOL:
+	case PN_K_BOOL:
 		if (strcmp(value, "on") == 0 || strcmp(value, "yes") == 0 || strcmp(value, "true") == 0)
 			*(bool *)field = true;
 		else if (strcmp(value, "off") == 0 || strcmp(value, "no") == 0
@@ -668,7 +619,7 @@ assign(struct parser *p, const struct keydef *kd, void *base, char *value,
 			return false;
 		}
 		return true;
-	case K_ADDRS: {
+	case PN_K_ADDRS: {
 		struct pn_addr **list = (struct pn_addr **)field;
 		size_t *count = (size_t *)((char *)base + kd->count_off);
 		char   *w, *save = NULL;
@@ -694,7 +645,7 @@ assign(struct parser *p, const struct keydef *kd, void *base, char *value,
 		}
 		return true;
 	}
-	case K_URLPATH: {
+	case PN_K_URLPATH: {
 		const char *c;
 
 		if (value[0] != '/' || strlen(value) > 128 || strstr(value, "//") != NULL
@@ -724,7 +675,7 @@ assign(struct parser *p, const struct keydef *kd, void *base, char *value,
 		*(char **)field = pn_xstrdup(value);
 		return true;
 	}
-	case K_PATH:
+	case PN_K_PATH:
 		if (*value == '\0') {
 			pn_err_set(err, "empty value for \"%s\"", kd->key);
 			return false;
@@ -732,10 +683,10 @@ assign(struct parser *p, const struct keydef *kd, void *base, char *value,
 		free(*(char **)field);
 		*(char **)field = p ? resolve_path(p, value) : pn_xstrdup(value);
 		return true;
-	case K_URL: {
+	case PN_K_URL: {
 		size_t	n = strlen(value);
 
-		/* https only: query answers are trusted for their TLS (Stripe) */
+		/* https only: some query answers are trusted for their TLS alone */
 		if (strncmp(value, HTTPS_PREFIX, 8) != 0 || n == 8 || n > 512
 		    || strpbrk(value, " \t?#") != NULL) {
 			pn_err_set(err, "invalid value \"%s\" for \"%s\": expected an https:// URL "
@@ -748,7 +699,7 @@ assign(struct parser *p, const struct keydef *kd, void *base, char *value,
 		*(char **)field = pn_xstrdup(value);
 		return true;
 	}
-	case K_PRIVKEY: {
+	case PN_K_PRIVKEY: {
 		char   *path = resolve_path(p, value);
 		EVP_PKEY *k = NULL;
 
@@ -768,12 +719,11 @@ assign(struct parser *p, const struct keydef *kd, void *base, char *value,
 		*(EVP_PKEY **)field = k;
 		return true;
 	}
-	case K_SECRETS:
-	case K_PUBKEYS: {
+	case PN_K_SECRETS:
+	case PN_K_PUBKEYS: {
 		size_t *count = (size_t *)((char *)base + kd->count_off);
 		char   *w, *save = NULL;
-		int	min_bits = strcmp(kd->key, "alipay.public_key_file") == 0
-		    ? PN_RSA_LEGACY_MIN_BITS : PN_RSA_MIN_BITS;
+		int	min_bits = kd->min > 0 ? (int)kd->min : PN_RSA_MIN_BITS;
 
 		if (p == NULL) {
 			pn_err_set(err, "\"%s\" has no default", kd->key);
@@ -783,8 +733,8 @@ assign(struct parser *p, const struct keydef *kd, void *base, char *value,
 			char   *path = resolve_path(p, w);
 			bool	ok;
 
-			add_file(p, path, kd->type == K_SECRETS);
-			if (kd->type == K_SECRETS)
+			add_file(p, path, kd->type == PN_K_SECRETS);
+			if (kd->type == PN_K_SECRETS)
 				ok = load_secrets(path, (struct pn_secret **)field, count, err);
 			else
 				ok = load_pubkey(path, kd->key, min_bits, (struct pn_pubkey **)field,
@@ -795,7 +745,7 @@ assign(struct parser *p, const struct keydef *kd, void *base, char *value,
 		}
 		if (*count == 0) {
 			pn_err_set(err, "\"%s\" names no usable %s", kd->key,
-				   kd->type == K_SECRETS ? "secret" : "key");
+				   kd->type == PN_K_SECRETS ? "secret" : "key");
 			return false;
 		}
 		return true;
@@ -804,13 +754,13 @@ assign(struct parser *p, const struct keydef *kd, void *base, char *value,
 	return false;
 }
 
+/* The defaults of the keys kd[0..n) of section into base. */
 static void
-apply_defaults(const char *section, void *base)
+apply_defaults(const struct pn_cfg_keydef *kd, size_t n, const char *section, void *base)
 {
-	size_t i;
+	const struct pn_cfg_keydef *end = kd + n;
 
-	for (i = 0; i < PN_ARRAY_LEN(keydefs); i++) {
-		const struct keydef *kd = &keydefs[i];
+	for (; kd < end; kd++) {
 		char	tmp[128];
 		struct pn_err err;
 
@@ -837,6 +787,7 @@ valid_site_name(const char *s)
 static bool
 begin_section(struct parser *p, char *name, struct pn_err *err)
 {
+	const struct pn_cfg_provider *const *prov;
 	char   *sp;
 	size_t	i;
 
@@ -868,7 +819,8 @@ begin_section(struct parser *p, char *name, struct pn_err *err)
 		s->name = pn_xstrdup(site);
 		s->file = p->cfg->path;
 		s->line = p->line;
-		apply_defaults("site", s);
+		for (prov = pn_cfg_providers; *prov; prov++)
+			apply_defaults((*prov)->keys, (*prov)->nkeys, "site", s);
 		p->site = s;
 		p->section = "site";
 		p->skip = false;
@@ -891,12 +843,12 @@ begin_section(struct parser *p, char *name, struct pn_err *err)
 
 /* Does a secret file named in value exist with group or other access? */
 static bool
-loose_secret(const struct parser *p, const struct keydef *kd, char *value)
+loose_secret(const struct parser *p, const struct pn_cfg_keydef *kd, char *value)
 {
 	char   *w, *save = NULL;
 	bool	loose = false;
 
-	if (kd->type == K_PUBKEYS)
+	if (kd->type == PN_K_PUBKEYS)
 		return false;
 	for (w = strtok_r(value, " \t", &save); w && !loose; w = strtok_r(NULL, " \t", &save)) {
 		char   *path = resolve_path(p, w);
@@ -911,7 +863,8 @@ loose_secret(const struct parser *p, const struct keydef *kd, char *value)
 static bool
 set_key(struct parser *p, char *key, char *value, struct pn_err *err)
 {
-	const struct keydef *kd = NULL;
+	const struct pn_cfg_provider *prov;
+	const struct pn_cfg_keydef *kd;
 	size_t	i;
 	bool	files, isolated;
 	char   *copy;
@@ -922,11 +875,7 @@ set_key(struct parser *p, char *key, char *value, struct pn_err *err)
 		pn_err_set(err, "key \"%s\" outside of any section", key);
 		return false;
 	}
-	for (i = 0; i < PN_ARRAY_LEN(keydefs); i++)
-		if (strcmp(keydefs[i].section, p->section) == 0 && strcmp(keydefs[i].key, key) == 0) {
-			kd = &keydefs[i];
-			break;
-		}
+	kd = find_key(p->section, key, &prov);
 	if (kd == NULL) {
 		pn_err_set(err, "unknown key \"%s\" in section [%s]", key, p->section);
 		return false;
@@ -937,24 +886,17 @@ set_key(struct parser *p, char *key, char *value, struct pn_err *err)
 			return false;
 		}
 	p->seen[p->nseen++] = kd->key;
-	if (p->site != NULL) {
-		if (strncmp(key, "alipay.", 7) == 0)
-			p->site->alipay.configured = true;
-		else if (strncmp(key, "stripe.", 7) == 0)
-			p->site->stripe.configured = true;
-		else if (strncmp(key, "wechatpay.", 10) == 0)
-			p->site->wechatpay.configured = true;
-		else if (strncmp(key, "2c2p.", 5) == 0)
-			p->site->twoc2p.configured = true;
-	}
-	files = kd->type == K_SECRETS || kd->type == K_PUBKEYS || kd->type == K_PRIVKEY;
+	if (prov != NULL)	/* any "<prefix>." key configures the provider */
+		*(bool *)((char *)p->site + prov->configured_off) = true;
+	files = kd->type == PN_K_SECRETS || kd->type == PN_K_PUBKEYS || kd->type == PN_K_PRIVKEY;
 	copy = p->isolate && files ? pn_xstrdup(value) : NULL;	/* assign() splits value */
 	if (assign(p, kd, p->site ? (void *)p->site : (void *)p->cfg, value, err)) {
 		free(copy);
 		return true;
 	}
-	if (p->site != NULL)
-		p->failed[p->cfg->nsites - 1] |= UINT64_C(1) << (kd - keydefs);
+	if (prov != NULL)
+		p->failed[p->cfg->nsites - 1] |= UINT64_C(1)
+		    << site_key_bit(prov, (size_t)(kd - prov->keys));
 	/*
 	 * A key or secret file that cannot be used (missing, unparsable, too
 	 * short a key) is the site's own problem: when loading for a
@@ -977,18 +919,6 @@ set_key(struct parser *p, char *key, char *value, struct pn_err *err)
 	return false;
 }
 
-/* Was a value for site key `key` given and refused (so "is required" would mislead)? */
-static bool
-key_failed(uint64_t failed, const char *key)
-{
-	size_t i;
-
-	for (i = 0; i < PN_ARRAY_LEN(keydefs); i++)
-		if (strcmp(keydefs[i].section, "site") == 0 && strcmp(keydefs[i].key, key) == 0)
-			return (failed & (UINT64_C(1) << i)) != 0;
-	pn_fatal("no site key \"%s\"", key);
-}
-
 /* Strip an inline comment: ';' or '#' at the start or after a blank. */
 static void
 strip_comment(char *s)
@@ -1002,13 +932,22 @@ strip_comment(char *s)
 		}
 }
 
-/* A finding about site s, at its [site] line: "site \"NAME\": ...". */
-static void site_finding(struct pn_cfg_findings *fd, enum pn_cfg_severity sev,
-			 const struct pn_site *s, const char *fmt, ...) PN_PRINTF(4, 5);
+/* ---- checks of a site, from the declarations and the providers' hooks ------ */
 
-static void
-site_finding(struct pn_cfg_findings *fd, enum pn_cfg_severity sev, const struct pn_site *s,
-	     const char *fmt, ...)
+bool
+pn_cfg_key_failed(const struct pn_cfg_check *c, const char *key)
+{
+	size_t	i;
+
+	for (i = 0; i < c->provider->nkeys; i++)
+		if (strcmp(c->provider->keys[i].key, key) == 0)
+			return (c->failed & (UINT64_C(1) << i)) != 0;
+	pn_fatal("no %s key \"%s\"", c->provider->prefix, key);
+}
+
+void
+pn_cfg_site_finding(const struct pn_cfg_check *c, enum pn_cfg_severity sev, const char *fmt,
+		    ...)
 {
 	va_list ap;
 	char	buf[1024];
@@ -1016,179 +955,101 @@ site_finding(struct pn_cfg_findings *fd, enum pn_cfg_severity sev, const struct 
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
-	pn_cfg_finding_add(fd, sev, s->file, s->line, "site \"%s\": %s", s->name, buf);
+	pn_cfg_finding_add(c->fd, sev, c->site->file, c->site->line, "site \"%s\": %s",
+			   c->site->name, buf);
 }
 
-/* Per-provider completeness of one site: every problem into fd. */
+void
+pn_cfg_require(const struct pn_cfg_check *c, bool ok, const char *key, const char *what)
+{
+	if (!ok && !pn_cfg_key_failed(c, key))
+		pn_cfg_site_finding(c, PN_CFG_ERROR, "%s", what);
+}
+
+/* What provider prov's checks of site s get; failed: the site's parser.failed. */
+static struct pn_cfg_check
+site_check(const struct pn_site *s, const struct pn_cfg_provider *prov, uint64_t failed,
+	   struct pn_cfg_findings *fd)
+{
+	struct pn_cfg_check c;
+	size_t	i;
+
+	c.site = s;
+	c.fd = fd;
+	c.provider = prov;
+	c.failed = 0;
+	for (i = 0; i < prov->nkeys; i++)
+		if (failed & (UINT64_C(1) << site_key_bit(prov, i)))
+			c.failed |= UINT64_C(1) << i;
+	return c;
+}
+
+/* Is a value set for site key kd (a list: at least one)? */
+static bool
+key_set(const struct pn_site *s, const struct pn_cfg_keydef *kd)
+{
+	if (kd->type == PN_K_SECRETS || kd->type == PN_K_PUBKEYS)
+		return pn_cfg_site_count(s, kd) > 0;
+	return *(char *const *)pn_cfg_site_field(s, kd) != NULL;
+}
+
+/*
+ * Completeness of one site: a provider at all, each configured provider's
+ * PN_KEY_REQUIRED keys, then its own checks.  Every problem into fd.
+ */
 static void
 validate_site(const struct pn_site *s, uint64_t failed, struct pn_cfg_findings *fd)
 {
-#define REQUIRE(cond, key, what) \
-	do { \
-		if (!(cond) && !key_failed(failed, key)) \
-			site_finding(fd, PN_CFG_ERROR, s, "%s", what); \
-	} while (0)
-	size_t i;
+	const struct pn_cfg_provider *const *prov;
+	bool	any = false;
+	char	what[256];
+	size_t	i, used = 0;
 
-	if (!s->alipay.configured && !s->stripe.configured && !s->wechatpay.configured
-	    && !s->twoc2p.configured && failed == 0)
-		site_finding(fd, PN_CFG_ERROR, s, "no provider is configured (set alipay.*, "
-			     "stripe.*, wechatpay.* or 2c2p.* keys)");
-	if (s->alipay.configured) {
-		REQUIRE(s->alipay.app_id, "alipay.app_id", "alipay.app_id is required for Alipay");
-		REQUIRE(s->alipay.seller_id, "alipay.seller_id",
-			"alipay.seller_id is required for Alipay");
-		REQUIRE(s->alipay.nkeys > 0, "alipay.public_key_file",
-			"alipay.public_key_file is required for Alipay");
-		if ((s->alipay.query_app_cert == NULL) != (s->alipay.query_root_cert == NULL))
-			site_finding(fd, PN_CFG_ERROR, s, "alipay.query_app_cert_file and "
-				     "alipay.query_root_cert_file go together");
-		for (i = 0; i < s->alipay.nkeys; i++) {
-			int bits = EVP_PKEY_get_bits(s->alipay.keys[i].pkey);
+	for (prov = pn_cfg_providers; *prov; prov++)
+		any = any || pn_cfg_configured(s, *prov);
+	if (!any && failed == 0) {
+		for (prov = pn_cfg_providers; *prov && used < sizeof(what); prov++)
+			used += (size_t)snprintf(what + used, sizeof(what) - used, "%s%s.*",
+						 prov == pn_cfg_providers ? "" : prov[1] ? ", "
+						 : " or ", (*prov)->prefix);
+		pn_cfg_finding_add(fd, PN_CFG_ERROR, s->file, s->line, "site \"%s\": no provider "
+				   "is configured (set %s keys)", s->name, what);
+	}
+	for (prov = pn_cfg_providers; *prov; prov++) {
+		struct pn_cfg_check c = site_check(s, *prov, failed, fd);
 
-			if (s->alipay.sign_type != PN_ALIPAY_RSA2 || bits >= PN_RSA_MIN_BITS)
+		if (!pn_cfg_configured(s, *prov))
+			continue;
+		for (i = 0; i < (*prov)->nkeys; i++) {
+			const struct pn_cfg_keydef *kd = &(*prov)->keys[i];
+
+			if (!(kd->flags & PN_KEY_REQUIRED))
 				continue;
-			site_finding(fd, PN_CFG_ERROR, s, "Alipay key %s has %d bits; alipay.sign_type "
-				     "RSA2 needs at least %d (only the legacy RSA accepts %d)",
-				     s->alipay.keys[i].id, bits, PN_RSA_MIN_BITS,
-				     PN_RSA_LEGACY_MIN_BITS);
+			snprintf(what, sizeof(what), "%s is required for %s", kd->key, (*prov)->title);
+			pn_cfg_require(&c, key_set(s, kd), kd->key, what);
 		}
+		if ((*prov)->validate)
+			(*prov)->validate(&c);
 	}
-	if (s->stripe.configured) {
-		REQUIRE(s->stripe.nsecrets > 0, "stripe.secret_files",
-			"stripe.secret_files is required for Stripe");
-		if (s->stripe.site_metadata != NULL && !pn_cfg_stripe_marker(s, NULL, NULL)) {
-			site_finding(fd, PN_CFG_ERROR, s, "invalid stripe.site_metadata \"%s\": "
-				     "expected KEY=VALUE, KEY at most 40 letters, digits, '_' or '-', "
-				     "VALUE 1 to 500 characters", s->stripe.site_metadata);
-		}
-	}
-	if (s->wechatpay.configured) {
-		bool v3 = s->wechatpay.napiv3_keys > 0 || key_failed(failed, "wechatpay.apiv3_key_file");
-
-		REQUIRE(s->wechatpay.mchid, "wechatpay.mchid",
-			"wechatpay.mchid is required for WeChat Pay");
-		REQUIRE(s->wechatpay.appid, "wechatpay.appid",
-			"wechatpay.appid is required for WeChat Pay");
-		REQUIRE(v3 || s->wechatpay.napiv2_keys > 0, "wechatpay.apiv2_key_file",
-			"WeChat Pay needs wechatpay.apiv3_key_file (API v3) or "
-			"wechatpay.apiv2_key_file (API v2)");
-		REQUIRE((s->wechatpay.public_key_id == NULL) == (s->wechatpay.npublic_keys == 0)
-			|| key_failed(failed, "wechatpay.public_key_id"), "wechatpay.public_key_file",
-			"wechatpay.public_key_id and wechatpay.public_key_file go together");
-		REQUIRE(!v3 || s->wechatpay.ncerts > 0 || s->wechatpay.npublic_keys > 0
-			|| key_failed(failed, "wechatpay.public_key_file"),
-			"wechatpay.platform_cert_files",
-			"API v3 needs wechatpay.platform_cert_files or wechatpay.public_key_file");
-		for (i = 0; i < s->wechatpay.napiv3_keys; i++) {
-			const struct pn_secret *k = &s->wechatpay.apiv3_keys[i];
-
-			if (k->len != 32)
-				site_finding(fd, PN_CFG_ERROR, s, "APIv3 key %s (line %d) is %zu bytes "
-					     "long; it must be exactly 32: copy the APIv3 key (32 "
-					     "characters) from the merchant platform (API安全); it is "
-					     "not the APIv2 key", k->id, k->line, k->len);
-		}
-		for (i = 0; i < s->wechatpay.ncerts; i++)
-			if (s->wechatpay.certs[i].serial == NULL)
-				site_finding(fd, PN_CFG_ERROR, s, "wechatpay.platform_cert_files must "
-					     "name X.509 certificates (%s is a bare key: give it as "
-					     "wechatpay.public_key_file with its "
-					     "wechatpay.public_key_id)", s->wechatpay.certs[i].path);
-		if ((s->wechatpay.query_key_path == NULL) != (s->wechatpay.query_cert_serial == NULL))
-			site_finding(fd, PN_CFG_ERROR, s, "wechatpay.query_private_key_file and "
-				     "wechatpay.query_cert_serial go together");
-	}
-	if (s->twoc2p.configured) {
-		REQUIRE(s->twoc2p.merchant_id, "2c2p.merchant_id",
-			"2c2p.merchant_id is required for 2C2P");
-		REQUIRE(s->twoc2p.nsecrets > 0, "2c2p.secret_key_file",
-			"2c2p.secret_key_file is required for 2C2P");
-	}
-#undef REQUIRE
-}
-
-static bool
-all_hex(const unsigned char *s, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (pn_hexval(s[i]) < 0)
-			return false;
-	return n > 0;
 }
 
 /*
  * The forms the providers give their secrets, checked so that a secret
  * pasted into the wrong place is caught before the first notification
  * fails.  Only what can never verify is a site error; a form that is merely
- * unusual is a warning.  Never quote secret bytes: ids, lengths, prefixes
- * of published forms (sk_, whsec_) only.
+ * unusual is a warning.  The hooks never quote secret bytes: ids, lengths,
+ * prefixes of published forms (sk_, whsec_) only.
  */
 static void
-check_secret_forms(const struct pn_site *s, struct pn_cfg_findings *fd)
+check_secret_forms(const struct pn_site *s, uint64_t failed, struct pn_cfg_findings *fd)
 {
-	size_t i;
+	const struct pn_cfg_provider *const *prov;
 
-	for (i = 0; i < s->stripe.nsecrets; i++) {
-		const struct pn_secret *k = &s->stripe.secrets[i];
-		const char *d = (const char *)k->data;
-		const char *what = NULL;
+	for (prov = pn_cfg_providers; *prov; prov++)
+		if ((*prov)->secret_forms) {
+			struct pn_cfg_check c = site_check(s, *prov, failed, fd);
 
-		if (k->len >= 6 && memcmp(d, "whsec_", 6) == 0)
-			continue;
-		if (k->len >= 3 && (memcmp(d, "sk_", 3) == 0 || memcmp(d, "rk_", 3) == 0))
-			what = memcmp(d, "sk_", 3) == 0 ? "a Stripe secret API key (sk_...)"
-			       : "a Stripe restricted API key (rk_...)";
-		else if (k->len >= 3 && memcmp(d, "pk_", 3) == 0)
-			what = "a Stripe publishable API key (pk_...)";
-		if (what)
-			site_finding(fd, PN_CFG_SITE_ERROR, s, "stripe.secret_files %s (line %d) is "
-				     "%s, not a webhook signing secret: every event would fail to "
-				     "verify; copy the endpoint's signing secret (whsec_...) from the "
-				     "dashboard (Developers, Webhooks, the endpoint, Signing secret)",
-				     k->id, k->line, what);
-		else
-			site_finding(fd, PN_CFG_SITE_ERROR, s, "stripe.secret_files %s (line %d) does "
-				     "not start with \"whsec_\": Stripe's endpoint signing secrets "
-				     "do, and the prefix is part of the key; copy the whole signing "
-				     "secret (whsec_...) from the dashboard", k->id, k->line);
-	}
-	for (i = 0; i < s->wechatpay.napiv2_keys; i++) {
-		const struct pn_secret *k = &s->wechatpay.apiv2_keys[i];
-
-		if (k->len != 32)
-			site_finding(fd, PN_CFG_SITE_ERROR, s, "APIv2 key %s (line %d) is %zu "
-				     "characters long; WeChat Pay's APIv2 keys are exactly 32: copy "
-				     "the whole key from the merchant platform (API安全, API密钥)",
-				     k->id, k->line, k->len);
-	}
-	for (i = 0; i < s->wechatpay.napiv3_keys; i++) {
-		const struct pn_secret *v3 = &s->wechatpay.apiv3_keys[i];
-		size_t j;
-
-		for (j = 0; j < s->wechatpay.napiv2_keys; j++) {
-			const struct pn_secret *v2 = &s->wechatpay.apiv2_keys[j];
-
-			if (v3->len == v2->len && pn_ct_equal(v3->data, v2->data, v2->len))
-				site_finding(fd, PN_CFG_WARNING, s, "APIv3 key %s and APIv2 key %s "
-					     "are the same key: they are two different keys on the "
-					     "merchant platform; check that each file holds its own",
-					     v3->id, v2->id);
-		}
-	}
-	if (s->twoc2p.api == PN_2C2P_JWT)
-		for (i = 0; i < s->twoc2p.nsecrets; i++) {
-			const struct pn_secret *k = &s->twoc2p.secrets[i];
-
-			if (k->len != 64 || !all_hex(k->data, k->len))
-				site_finding(fd, PN_CFG_WARNING, s, "2c2p.secret_key_file %s (line "
-					     "%d) %s: 2C2P's PGW v4 merchant secret keys are 64 hex "
-					     "digits; check that the whole key was copied (it is used "
-					     "as text, not hex-decoded)", k->id, k->line,
-					     k->len != 64 ? "is not 64 characters long"
-					     : "has characters that are not hex digits");
+			(*prov)->secret_forms(&c);
 		}
 }
 
@@ -1210,11 +1071,11 @@ load(const char *path, unsigned flags, struct pn_cfg_findings *fd)
 	dircopy = pn_xstrdup(path);
 	p.dir = pn_xstrdup(dirname(dircopy));
 	free(dircopy);
-	apply_defaults("database", cfg);
-	apply_defaults("limits", cfg);
-	apply_defaults("log", cfg);
-	apply_defaults("metrics", cfg);
-	apply_defaults("query", cfg);
+	apply_defaults(keydefs, PN_ARRAY_LEN(keydefs), "database", cfg);
+	apply_defaults(keydefs, PN_ARRAY_LEN(keydefs), "limits", cfg);
+	apply_defaults(keydefs, PN_ARRAY_LEN(keydefs), "log", cfg);
+	apply_defaults(keydefs, PN_ARRAY_LEN(keydefs), "metrics", cfg);
+	apply_defaults(keydefs, PN_ARRAY_LEN(keydefs), "query", cfg);
 
 	if (!pn_read_file(path, CFG_MAX_FILE, &text, &len, &e)) {
 		pn_cfg_finding_add(fd, PN_CFG_ERROR, NULL, 0, "%s", e.msg);
@@ -1263,7 +1124,7 @@ line_error:
 		size_t	before = fd->n, j;
 
 		validate_site(site, p.failed[i], fd);
-		check_secret_forms(site, fd);
+		check_secret_forms(site, p.failed[i], fd);
 		if (!p.isolate)
 			continue;
 		/* loading for a receiver: what is wrong with one site disables it */
@@ -1334,9 +1195,50 @@ pn_cfg_load_flags(const char *path, unsigned flags, struct pn_err *err)
 	return cfg;
 }
 
+/* Free what the keys kd[0..n) hold in base (the text of PN_KEY_WIPE ones wiped first). */
+static void
+free_keys(const struct pn_cfg_keydef *kd, size_t n, void *base)
+{
+	const struct pn_cfg_keydef *end = kd + n;
+
+	for (; kd < end; kd++) {
+		char   *field = (char *)base + kd->off;
+		size_t	count = kd->count_off ? *(size_t *)((char *)base + kd->count_off) : 0;
+
+		switch (kd->type) {
+		case PN_K_STR:
+		case PN_K_URLPATH:
+		case PN_K_PATH:
+		case PN_K_URL:
+			if (*(char **)field && (kd->flags & PN_KEY_WIPE))
+				OPENSSL_cleanse(*(char **)field, strlen(*(char **)field));
+			free(*(char **)field);
+			break;
+		case PN_K_SECRETS:
+			secrets_free(*(struct pn_secret **)field, count);
+			break;
+		case PN_K_PUBKEYS:
+			pubkeys_free(*(struct pn_pubkey **)field, count);
+			break;
+		case PN_K_PRIVKEY:
+			EVP_PKEY_free(*(EVP_PKEY **)field);
+			break;
+		case PN_K_ADDRS:
+			free(*(struct pn_addr **)field);
+			break;
+		case PN_K_INT:
+		case PN_K_CHOICE:
+		case PN_K_FLAGS:
+		case PN_K_BOOL:
+			break;
+		}
+	}
+}
+
 void
 pn_cfg_free(struct pn_config *cfg)
 {
+	const struct pn_cfg_provider *const *prov;
 	size_t i;
 
 	if (cfg == NULL)
@@ -1346,63 +1248,16 @@ pn_cfg_free(struct pn_config *cfg)
 
 		free(s->name);
 		free(s->disabled);
-		free(s->alipay.app_id);
-		free(s->alipay.seller_id);
-		free(s->alipay.query_key_path);
-		free(s->alipay.query_url);
-		free(s->alipay.query_app_cert);
-		free(s->alipay.query_root_cert);
-		free(s->stripe.query_key_path);
-		free(s->stripe.query_url);
-		free(s->wechatpay.query_key_path);
-		free(s->wechatpay.query_cert_serial);
-		free(s->wechatpay.query_url);
-		free(s->twoc2p.query_url);
-		pubkeys_free(s->alipay.keys, s->alipay.nkeys);
-		EVP_PKEY_free(s->alipay.test_key);
-		EVP_PKEY_free(s->wechatpay.test_key);
-		secrets_free(s->stripe.secrets, s->stripe.nsecrets);
-		free(s->stripe.site_metadata);
-		free(s->wechatpay.mchid);
-		free(s->wechatpay.appid);
-		free(s->wechatpay.public_key_id);
-		secrets_free(s->wechatpay.apiv3_keys, s->wechatpay.napiv3_keys);
-		secrets_free(s->wechatpay.apiv2_keys, s->wechatpay.napiv2_keys);
-		pubkeys_free(s->wechatpay.certs, s->wechatpay.ncerts);
-		pubkeys_free(s->wechatpay.public_keys, s->wechatpay.npublic_keys);
-		free(s->twoc2p.merchant_id);
-		secrets_free(s->twoc2p.secrets, s->twoc2p.nsecrets);
+		for (prov = pn_cfg_providers; *prov; prov++)
+			free_keys((*prov)->keys, (*prov)->nkeys, s);
 	}
 	for (i = 0; i < cfg->nfiles; i++)
 		free(cfg->files[i].path);
 	free(cfg->files);
 	free(cfg->sites);
-	free(cfg->trusted_proxies);
-	free(cfg->status_path);
-	free(cfg->status_allow);
-	free(cfg->query_ca_file);
-	free(cfg->conninfo);
+	free_keys(keydefs, PN_ARRAY_LEN(keydefs), cfg);
 	free(cfg->path);
 	free(cfg);
-}
-
-bool
-pn_cfg_stripe_marker(const struct pn_site *site, const char **key, size_t *key_len)
-{
-	const char *m = site->stripe.site_metadata, *eq, *p;
-
-	if (m == NULL || (eq = strchr(m, '=')) == NULL || eq == m || eq - m > 40
-	    || eq[1] == '\0' || strlen(eq + 1) > 500)
-		return false;
-	for (p = m; p < eq; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')
-		      || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-'))
-			return false;
-	if (key)
-		*key = m;
-	if (key_len)
-		*key_len = (size_t)(eq - m);
-	return true;
 }
 
 const struct pn_site *
@@ -1418,35 +1273,51 @@ pn_cfg_site(const struct pn_config *cfg, const char *name)
 	return NULL;
 }
 
+/* Is cand the id id[0..idlen) (base_only: an id "NAME:..." of base name id[0..idlen))? */
+static bool
+same_id(const char *cand, const char *id, size_t idlen, bool base_only)
+{
+	const char *colon = strrchr(cand, ':');
+
+	if (base_only)
+		return colon && (size_t)(colon - cand) == idlen && strncmp(cand, id, idlen) == 0;
+	return strlen(cand) == idlen && strncmp(cand, id, idlen) == 0;
+}
+
 /* Does a key id of the site equal id[0..idlen) (base_only: have that base name)? */
 static bool
 site_has_id(const struct pn_site *s, const char *id, size_t idlen, bool base_only)
 {
-	const struct pn_secret *sec[] = {s->stripe.secrets, s->wechatpay.apiv3_keys,
-					 s->wechatpay.apiv2_keys, s->twoc2p.secrets};
-	const size_t nsec[] = {s->stripe.nsecrets, s->wechatpay.napiv3_keys,
-			       s->wechatpay.napiv2_keys, s->twoc2p.nsecrets};
-	const struct pn_pubkey *pub[] = {s->alipay.keys, s->wechatpay.certs,
-					 s->wechatpay.public_keys};
-	const size_t npub[] = {s->alipay.nkeys, s->wechatpay.ncerts, s->wechatpay.npublic_keys};
+	const struct pn_cfg_provider *const *prov;
 	size_t	i, j;
 
-#define SAME(cand) \
-	(base_only ? (strchr(cand, ':') && (size_t)(strrchr(cand, ':') - (cand)) == idlen \
-		      && strncmp(cand, id, idlen) == 0) \
-	 : (strlen(cand) == idlen && strncmp(cand, id, idlen) == 0))
-	for (i = 0; i < PN_ARRAY_LEN(sec); i++)
-		for (j = 0; j < nsec[i]; j++)
-			if (SAME(sec[i][j].id))
-				return true;
-	for (i = 0; i < PN_ARRAY_LEN(pub); i++)
-		for (j = 0; j < npub[i]; j++)
-			if (SAME(pub[i][j].id) || (!base_only && pub[i][j].serial
-						   && SAME(pub[i][j].serial)))
-				return true;
-	if (!base_only && s->wechatpay.public_key_id && SAME(s->wechatpay.public_key_id))
-		return true;
-#undef SAME
+	for (prov = pn_cfg_providers; *prov; prov++)
+		for (i = 0; i < (*prov)->nkeys; i++) {
+			const struct pn_cfg_keydef *kd = &(*prov)->keys[i];
+			const void *field = pn_cfg_site_field(s, kd);
+			size_t	n = pn_cfg_site_count(s, kd);
+
+			if (kd->type == PN_K_SECRETS) {
+				const struct pn_secret *sec = *(struct pn_secret *const *)field;
+
+				for (j = 0; j < n; j++)
+					if (same_id(sec[j].id, id, idlen, base_only))
+						return true;
+			} else if (kd->type == PN_K_PUBKEYS) {
+				const struct pn_pubkey *pub = *(struct pn_pubkey *const *)field;
+
+				for (j = 0; j < n; j++)
+					if (same_id(pub[j].id, id, idlen, base_only)
+					    || (!base_only && pub[j].serial
+						&& same_id(pub[j].serial, id, idlen, false)))
+						return true;
+			} else if ((kd->flags & PN_KEY_ID) && !base_only) {
+				const char *v = *(char *const *)field;
+
+				if (v && same_id(v, id, idlen, false))
+					return true;
+			}
+		}
 	return false;
 }
 
@@ -1476,7 +1347,7 @@ pn_cfg_site_key_state(const struct pn_site *s, const char *key_id)
 		size_t	n, base;
 		const char *colon;
 
-		end = strchr(part, '/');	/* WeChat Pay v3: "signing key/APIv3 key" */
+		end = strchr(part, '/');	/* composite: "signing key/decryption key" */
 		if (end == NULL)
 			end = part + strlen(part);
 		n = (size_t)(end - part);
@@ -1513,14 +1384,17 @@ pn_cfg_default_path(void)
 size_t
 pn_cfg_keydocs(const struct pn_cfg_keydoc **out)
 {
-	static struct pn_cfg_keydoc docs[PN_ARRAY_LEN(keydefs)];
-	size_t i;
+	static struct pn_cfg_keydoc docs[2 * CFG_MAX_KEYS];
+	const struct pn_cfg_provider *const *prov;
+	size_t	i, n = 0;
 
-	for (i = 0; i < PN_ARRAY_LEN(keydefs); i++) {
-		docs[i].section = keydefs[i].section;
-		docs[i].key = keydefs[i].key;
-		docs[i].doc = keydefs[i].doc;
-	}
+	for (i = 0; i < PN_ARRAY_LEN(keydefs); i++)
+		docs[n++] = (struct pn_cfg_keydoc){keydefs[i].section, keydefs[i].key,
+						   keydefs[i].doc};
+	for (prov = pn_cfg_providers; *prov; prov++)
+		for (i = 0; i < (*prov)->nkeys && n < PN_ARRAY_LEN(docs); i++)
+			docs[n++] = (struct pn_cfg_keydoc){(*prov)->keys[i].section,
+							   (*prov)->keys[i].key, (*prov)->keys[i].doc};
 	*out = docs;
-	return PN_ARRAY_LEN(keydefs);
+	return n;
 }

@@ -2,8 +2,10 @@
  * cfg.h: the configuration file (contract: see README "Configuration").
  *
  * One INI file: [database], [limits], [log], [metrics] and one [site NAME] per merchant
- * site with provider-prefixed keys.  Every key is declared once in the table
- * in cfg.c (name, type, bounds, documentation).  Loading validates
+ * site with provider-prefixed keys.  Every key is declared once (name, type,
+ * bounds, default, documentation, required): the sections' in cfg.c, each
+ * provider's in webhooks/<provider>_cfg.c (listed in providers_cfg.h, see
+ * struct pn_cfg_provider below).  Loading validates
  * everything, reads every secret file (refusing files readable by group or
  * others) and parses every public key and certificate, so a running
  * receiver never touches the file system per request.  Errors name the file
@@ -15,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 
 #include <openssl/evp.h>
@@ -58,12 +61,9 @@ struct pn_addr {
 
 enum pn_fwd_header { PN_FWD_X_FORWARDED_FOR = 0, PN_FWD_FORWARDED = 1 };
 
-enum pn_alipay_sign_type { PN_ALIPAY_RSA2 = 0, PN_ALIPAY_RSA = 1 };
-enum pn_wxv2_sign { PN_WXV2_MD5 = 1, PN_WXV2_HMAC_SHA256 = 2 };
-enum pn_2c2p_api { PN_2C2P_JWT = 0, PN_2C2P_REDIRECT = 1 };
-enum pn_2c2p_hash { PN_2C2P_SHA1 = 0, PN_2C2P_SHA256 = 1 };
-enum pn_2c2p_invoice { PN_2C2P_INVOICE_EMPTY = 0, PN_2C2P_INVOICE_ORDER_ID = 1 };
-enum pn_stripe_mode { PN_STRIPE_LIVE = 0, PN_STRIPE_TEST = 1 };
+/* The providers' own settings (webhooks/<provider>_cfg.h), one member each. */
+struct pn_site;
+#include "providers_cfg.h"
 
 struct pn_site {
 	char   *name;
@@ -75,65 +75,10 @@ struct pn_site {
 	 * incomplete), else NULL.  A disabled site answers "retry later".
 	 */
 	char   *disabled;
-
-	struct {
-		bool	configured;
-		char   *app_id;
-		char   *seller_id;
-		struct pn_pubkey *keys;		/* alipay.public_key_file (several: rotation) */
-		size_t	nkeys;
-		int	sign_type;		/* enum pn_alipay_sign_type */
-		EVP_PKEY *test_key;		/* alipay.test_private_key_file (paynotify sign) */
-		char   *query_key_path;		/* alipay.query_private_key_file: path only */
-		char   *query_url;		/* alipay.query_url (gateway) */
-		char   *query_app_cert;		/* alipay.query_app_cert_file: path only */
-		char   *query_root_cert;	/* alipay.query_root_cert_file: path only */
-	} alipay;
-
-	struct {
-		bool	configured;
-		struct pn_secret *secrets;	/* stripe.secret_files, one per line */
-		size_t	nsecrets;
-		int64_t	tolerance_s;
-		int	mode;			/* enum pn_stripe_mode: livemode events accepted */
-		char   *site_metadata;	/* stripe.site_metadata "KEY=VALUE", or NULL */
-		bool	test_signing;		/* stripe.test_signing (paynotify sign) */
-		char   *query_key_path;		/* stripe.query_key_file: path only */
-		char   *query_url;		/* stripe.query_url */
-	} stripe;
-
-	struct {
-		bool	configured;
-		char   *mchid;
-		char   *appid;
-		struct pn_secret *apiv3_keys;	/* wechatpay.apiv3_key_file */
-		size_t	napiv3_keys;
-		struct pn_secret *apiv2_keys;	/* wechatpay.apiv2_key_file */
-		size_t	napiv2_keys;
-		unsigned v2_sign_types;		/* bit set of enum pn_wxv2_sign */
-		struct pn_pubkey *certs;	/* wechatpay.platform_cert_files */
-		size_t	ncerts;
-		char   *public_key_id;		/* wechatpay.public_key_id */
-		struct pn_pubkey *public_keys;	/* wechatpay.public_key_file */
-		size_t	npublic_keys;
-		int64_t	tolerance_s;
-		EVP_PKEY *test_key;		/* wechatpay.test_private_key_file (paynotify sign) */
-		char   *query_key_path;		/* wechatpay.query_private_key_file: path only */
-		char   *query_cert_serial;	/* wechatpay.query_cert_serial */
-		char   *query_url;		/* wechatpay.query_url */
-	} wechatpay;
-
-	struct {
-		bool	configured;
-		char   *merchant_id;
-		struct pn_secret *secrets;	/* 2c2p.secret_key_file */
-		size_t	nsecrets;
-		int	api;			/* enum pn_2c2p_api */
-		int	redirect_hash;		/* enum pn_2c2p_hash */
-		int	redirect_invoice_no;	/* enum pn_2c2p_invoice */
-		bool	test_signing;		/* 2c2p.test_signing (paynotify sign) */
-		char   *query_url;		/* 2c2p.query_url */
-	} twoc2p;
+	/* site->alipay, site->stripe, site->wechatpay, site->twoc2p, ... */
+#define PN_CFG_SITE_MEMBER(member) struct pn_##member##_cfg member;
+	PN_CFG_PROVIDERS(PN_CFG_SITE_MEMBER)
+#undef PN_CFG_SITE_MEMBER
 };
 
 /* A file the configuration reads (itself, secrets, keys), for check-config. */
@@ -248,13 +193,6 @@ enum pn_key_state {
 enum pn_key_state pn_cfg_site_key_state(const struct pn_site *s, const char *key_id);
 
 /*
- * The site's stripe.site_metadata split at its first '=': *key (not
- * NUL-terminated at key_len) and the value after the '='.  false when the
- * site sets none or it is malformed (the loader refuses those).
- */
-bool pn_cfg_stripe_marker(const struct pn_site *site, const char **key, size_t *key_len);
-
-/*
  * Is path a secret file we may read (a regular file, not accessible by
  * group or others)?  For the credentials that only `paynotify query`
  * loads: the configuration keeps their paths, never their bytes.
@@ -271,5 +209,104 @@ struct pn_cfg_keydoc {
 	const char *doc;
 };
 size_t pn_cfg_keydocs(const struct pn_cfg_keydoc **out);
+
+
+/* ---- declaring keys ------------------------------------------------------
+ * cfg.c declares [database], [limits], [log], [metrics] and [query]; each
+ * provider declares its own "<prefix>.*" site keys and its checks in
+ * webhooks/<provider>_cfg.c, listed once in webhooks/providers_cfg.h.
+ * Everything else (parsing, defaults, files, "is required", freeing,
+ * key-id lookup, documentation, check-config's listing) is done here from
+ * the declarations.
+ */
+enum pn_cfg_type {
+	PN_K_STR,	/* char * */
+	PN_K_INT,	/* int64_t, bounded */
+	PN_K_CHOICE,	/* int, one word of a choice list */
+	PN_K_FLAGS,	/* unsigned, several words of a choice list */
+	PN_K_SECRETS,	/* struct pn_secret * + size_t count: secret files, one secret a line */
+	PN_K_PUBKEYS,	/* struct pn_pubkey * + size_t count: key or certificate files */
+	PN_K_PRIVKEY,	/* EVP_PKEY *: a private key file (test signing only) */
+	PN_K_BOOL,	/* bool: on/off */
+	PN_K_ADDRS,	/* struct pn_addr * + size_t count: addresses, ADDR or ADDR/BITS */
+	PN_K_URLPATH,	/* char *: an absolute URL path outside /notify/ */
+	PN_K_PATH,	/* char *: a file path, resolved but never opened here (the
+			 * credentials only `paynotify query` loads) */
+	PN_K_URL,	/* char *: an https:// URL */
+};
+
+struct pn_cfg_choice {
+	const char *word;
+	int	value;
+};
+
+/* pn_cfg_keydef.flags */
+#define PN_KEY_REQUIRED	0x1u	/* a provider configured for a site needs it */
+#define PN_KEY_ID	0x2u	/* PN_K_STR naming a key: key ids may carry it */
+#define PN_KEY_WIPE	0x4u	/* PN_K_STR wiped when freed (it may hold a password) */
+
+struct pn_cfg_keydef {
+	const char *section;	/* database, limits, log, metrics, query, site */
+	const char *key;
+	enum pn_cfg_type type;
+	size_t	off;		/* into struct pn_config, or struct pn_site for "site" */
+	size_t	count_off;	/* PN_K_SECRETS, PN_K_PUBKEYS, PN_K_ADDRS: the size_t count */
+	int64_t	min, max;	/* PN_K_INT; PN_K_PUBKEYS: min = fewest RSA bits (0: 2048) */
+	const struct pn_cfg_choice *choices;	/* PN_K_CHOICE, PN_K_FLAGS */
+	const char *def;	/* default, as text; NULL for none */
+	const char *doc;
+	unsigned flags;		/* PN_KEY_* */
+	const char *show;	/* check-config lists it under this label; NULL: not */
+};
+
+#define PN_CFG_SITE_OFF(field) offsetof(struct pn_site, field)
+
+/* What a provider's checks of one site get (validate, secret_forms). */
+struct pn_cfg_check {
+	const struct pn_site *site;
+	struct pn_cfg_findings *fd;
+	const struct pn_cfg_provider *provider;
+	uint64_t failed;	/* bit i: provider->keys[i] was given and refused */
+};
+
+/*
+ * One provider's configuration: its keys, when it is configured (a site sets
+ * any "<prefix>." key), and what only it knows.
+ */
+struct pn_cfg_provider {
+	const char *prefix;	/* "2c2p": its keys are "2c2p.*", check-config's label */
+	const char *title;	/* "2C2P": "2c2p.merchant_id is required for 2C2P" */
+	size_t	configured_off;	/* the bool in struct pn_site */
+	const struct pn_cfg_keydef *keys;
+	size_t	nkeys;
+	/* A private key given where its public keys belong: what to say. */
+	const char *private_not_public;
+	/* After the PN_KEY_REQUIRED checks of a configured site; NULL: none. */
+	void	(*validate)(const struct pn_cfg_check *c);
+	/* Secrets in a form that cannot (or should not) verify; NULL: none. */
+	void	(*secret_forms)(const struct pn_cfg_check *c);
+	/* check-config: the line after "  <prefix>: " (no newline). */
+	void	(*summary)(const struct pn_site *s, char *buf, size_t size);
+	/* check-config: "WARNING: ..." lines about every site; how many. NULL: none. */
+	int	(*warnings)(const struct pn_config *cfg, FILE *out);
+};
+
+/* Every provider, in the order of webhooks/providers_cfg.h; NULL last. */
+extern const struct pn_cfg_provider *const pn_cfg_providers[];
+
+bool pn_cfg_configured(const struct pn_site *s, const struct pn_cfg_provider *p);
+/* The value of a site's PN_K_STR, PN_K_PATH or PN_K_URL key "prefix.name"; NULL if unset. */
+const char *pn_cfg_site_str(const struct pn_site *s, const char *prefix, const char *name);
+/* A site key's field, and its count (PN_K_SECRETS, PN_K_PUBKEYS). */
+const void *pn_cfg_site_field(const struct pn_site *s, const struct pn_cfg_keydef *kd);
+size_t pn_cfg_site_count(const struct pn_site *s, const struct pn_cfg_keydef *kd);
+
+/* For the provider checks: was key (its full name) given and refused? */
+bool pn_cfg_key_failed(const struct pn_cfg_check *c, const char *key);
+/* A finding at the site's [site] line: "site \"NAME\": ...". */
+void pn_cfg_site_finding(const struct pn_cfg_check *c, enum pn_cfg_severity sev,
+			 const char *fmt, ...) PN_PRINTF(3, 4);
+/* Unless ok or key was refused (its own error said why): an error saying what. */
+void pn_cfg_require(const struct pn_cfg_check *c, bool ok, const char *key, const char *what);
 
 #endif

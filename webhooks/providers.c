@@ -1,6 +1,8 @@
 /*
  * providers.c: the list of provider adapters (for the admin command).
- * A new provider adds its descriptor here and in provider.h.
+ * A new provider adds its descriptor here and in provider.h; its
+ * configuration (keys, checks) is listed apart, in providers_cfg.h, so that
+ * loading a configuration links no adapter's verify code.
  */
 #include "config.h"
 

@@ -35,11 +35,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
  * source directory); static buffer. */
 const char *fuzz_fixture(const char *rel);
 
+/*
+ * A private temporary directory (removed at exit) with keys/ (a link to
+ * tests/fixtures/unit/keys) and secrets/ (mode 0600 copies of the fixture
+ * secrets and of test-a.key.pem); "fuzz.conf" and "sites.conf" there are
+ * the targets' to write.
+ */
+const char *fuzz_tmpdir(void);
+
 /* The fixed clock of the provider targets (Unix seconds). */
 #define FUZZ_NOW 1700000100
 
 /* The Stripe site: one secret, "whsec_test_secret" (tests/fixtures/unit/
- * secrets/stripe-old), tolerance 300 s.  Built in memory once. */
+ * secrets/stripe-old), tolerance 300 s.  The provider sites are loaded once
+ * by pn_cfg_load() from a configuration in fuzz_tmpdir(). */
 const struct pn_site *fuzz_stripe_site(void);
 #define FUZZ_STRIPE_SECRET "whsec_test_secret"
 

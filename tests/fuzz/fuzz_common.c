@@ -1,13 +1,16 @@
 /*
  * fuzz_common.c: fixtures and sites shared by the fuzz targets.
  *
- * The sites are built in memory, the way pn_cfg_load() would fill them, so
- * that the provider targets depend on no configuration file and on no file
- * mode (git does not keep the 0600 the loader insists on for secrets).
+ * The provider targets' sites are loaded by the real loader, pn_cfg_load(),
+ * from a configuration written into a private temporary directory that
+ * holds 0600 copies of the fixture secrets (git does not keep the 0600 the
+ * loader insists on) and a link to the fixture keys; it is removed at exit.
  */
 #include "config.h"
 
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "crypto.h"
 #include "fuzz.h"
@@ -27,161 +30,184 @@ fuzz_fixture(const char *rel)
 	return buf;
 }
 
+/* ---- a private directory: the fixtures' keys and 0600 copies of the secrets ---- */
+
+static char tmpdir[256];
+
+/* Copied into <dir>/secrets with mode 0600 (git keeps no file modes). */
+static const char *const private_files[] = {
+	"unit/secrets/stripe-old", "unit/secrets/stripe-new", "unit/secrets/stripe-both",
+	"unit/secrets/stripe-dotnet", "unit/secrets/2c2p-sandbox", "unit/secrets/2c2p-guide",
+	"unit/secrets/2c2p-rotated", "unit/secrets/2c2p-legacy", "unit/secrets/wx-apiv3",
+	"unit/secrets/wx-apiv3-rotated", "unit/secrets/wx-apiv2", "unit/secrets/wx-apiv2-refund",
+	"unit/keys/test-a.key.pem", NULL};
+/* What else may be written there (removed at exit). */
+static const char *const scratch_files[] = {"fuzz.conf", "sites.conf", "keys", NULL};
+
+static void
+tmpdir_cleanup(void)
+{
+	char	path[512];
+	size_t	i;
+
+	for (i = 0; scratch_files[i]; i++) {
+		snprintf(path, sizeof(path), "%s/%s", tmpdir, scratch_files[i]);
+		unlink(path);
+	}
+	for (i = 0; private_files[i]; i++) {
+		snprintf(path, sizeof(path), "%s/secrets/%s", tmpdir,
+			 strrchr(private_files[i], '/') + 1);
+		unlink(path);
+	}
+	snprintf(path, sizeof(path), "%s/secrets", tmpdir);
+	rmdir(path);
+	rmdir(tmpdir);
+}
+
+const char *
+fuzz_tmpdir(void)
+{
+	const char *tmp = getenv("TMPDIR");
+	char	path[512], keys[4096];
+	size_t	i;
+
+	if (tmpdir[0] != '\0')
+		return tmpdir;
+	snprintf(tmpdir, sizeof(tmpdir), "%s/pn-fuzz.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (mkdtemp(tmpdir) == NULL) {
+		perror("fuzz: mkdtemp");
+		abort();
+	}
+	atexit(tmpdir_cleanup);
+	snprintf(keys, sizeof(keys), "%s", fuzz_fixture("unit/keys"));
+	snprintf(path, sizeof(path), "%s/keys", tmpdir);
+	if (symlink(keys, path) != 0) {
+		perror("fuzz: symlink");
+		abort();
+	}
+	snprintf(path, sizeof(path), "%s/secrets", tmpdir);
+	if (mkdir(path, 0700) != 0) {
+		perror("fuzz: mkdir");
+		abort();
+	}
+	for (i = 0; private_files[i]; i++) {
+		char   *text = NULL;
+		size_t	len = 0;
+		struct pn_err err;
+		FILE   *f;
+
+		if (!pn_read_file(fuzz_fixture(private_files[i]), 65536, &text, &len, &err)) {
+			fprintf(stderr, "fuzz: %s\n", err.msg);
+			abort();
+		}
+		snprintf(path, sizeof(path), "%s/secrets/%s", tmpdir,
+			 strrchr(private_files[i], '/') + 1);
+		if ((f = fopen(path, "w")) == NULL || fwrite(text, 1, len, f) != len
+		    || fclose(f) != 0 || chmod(path, 0600) != 0) {
+			perror("fuzz: writing a secret file");
+			abort();
+		}
+		free(text);
+	}
+	return tmpdir;
+}
+
+/* ---- the provider targets' sites, loaded by pn_cfg_load() ------------------ */
+
+static const char sites_conf[] =
+	"[site stripe-fuzz]\n"
+	"stripe.secret_files = secrets/stripe-old\n"
+	"\n"
+	"[site alipay-fuzz]\n"
+	"alipay.app_id = 2021000000000001\n"
+	"alipay.seller_id = 2088000000000001\n"
+	"alipay.public_key_file = keys/test-a.pub.pem\n"
+	"\n"
+	"[site alipay-fuzz-rsa]\n"
+	"alipay.app_id = 2021000000000001\n"
+	"alipay.seller_id = 2088000000000001\n"
+	"alipay.public_key_file = keys/test-a.pub.pem\n"
+	"alipay.sign_type = RSA\n"
+	"\n"
+	"[site 2c2p-fuzz]\n"
+	"2c2p.merchant_id = JT01\n"
+	"2c2p.secret_key_file = secrets/2c2p-sandbox\n"
+	"\n"
+	"[site 2c2p-fuzz-sha1]\n"
+	"2c2p.merchant_id = JT01\n"
+	"2c2p.secret_key_file = secrets/2c2p-sandbox\n"
+	"2c2p.api = redirect\n"
+	"\n"
+	"[site 2c2p-fuzz-sha256]\n"
+	"2c2p.merchant_id = JT01\n"
+	"2c2p.secret_key_file = secrets/2c2p-sandbox\n"
+	"2c2p.api = redirect\n"
+	"2c2p.redirect_hash = sha256\n"
+	"\n"
+	"[site wx-fuzz]\n"
+	"wechatpay.mchid = 1900000109\n"
+	"wechatpay.appid = wxd678efh567hg6787\n"
+	"wechatpay.apiv3_key_file = secrets/wx-apiv3 secrets/wx-apiv3-rotated\n"
+	"wechatpay.apiv2_key_file = secrets/wx-apiv2 secrets/wx-apiv2-refund\n"
+	"wechatpay.platform_cert_files = keys/wxp-cert-a.pem keys/wxp-cert-b.pem\n"
+	"wechatpay.public_key_id = " FUZZ_WX_PUBKEY_ID "\n"
+	"wechatpay.public_key_file = keys/test-a.pub.pem\n";
+
+/* The site called name of sites_conf (loaded once, kept until exit). */
+static const struct pn_site *
+fuzz_site(const char *name)
+{
+	static struct pn_config *cfg;
+	const struct pn_site *s;
+
+	if (cfg == NULL) {
+		char	path[512];
+		struct pn_err err;
+		FILE   *f;
+
+		snprintf(path, sizeof(path), "%s/sites.conf", fuzz_tmpdir());
+		if ((f = fopen(path, "w")) == NULL
+		    || fwrite(sites_conf, 1, sizeof(sites_conf) - 1, f) != sizeof(sites_conf) - 1
+		    || fclose(f) != 0) {
+			perror("fuzz: writing the sites");
+			abort();
+		}
+		if ((cfg = pn_cfg_load(path, &err)) == NULL) {
+			fprintf(stderr, "fuzz: cannot load the sites: %s\n", err.msg);
+			abort();
+		}
+	}
+	if ((s = pn_cfg_site(cfg, name)) == NULL) {
+		fprintf(stderr, "fuzz: no site %s\n", name);
+		abort();
+	}
+	return s;
+}
+
 const struct pn_site *
 fuzz_stripe_site(void)
 {
-	static struct pn_site site;
-	static struct pn_secret secret;
-
-	if (site.name == NULL) {
-		secret.id = "stripe-old:1";
-		secret.data = (unsigned char *)FUZZ_STRIPE_SECRET;
-		secret.len = strlen(FUZZ_STRIPE_SECRET);
-		site.name = "stripe-fuzz";
-		site.stripe.configured = true;
-		site.stripe.secrets = &secret;
-		site.stripe.nsecrets = 1;
-		site.stripe.tolerance_s = 300;
-	}
-	return &site;
+	return fuzz_site("stripe-fuzz");
 }
 
 const struct pn_site *
 fuzz_alipay_site(int sign_type)
 {
-	static struct pn_site sites[2];
-	static struct pn_pubkey key;
-	struct pn_site *s = &sites[sign_type == PN_ALIPAY_RSA];
-
-	if (key.pkey == NULL) {
-		struct pn_err err;
-
-		key.path = (char *)"test-a.pub.pem";
-		key.id = key.path;
-		key.pkey = pn_pubkey_load(fuzz_fixture("unit/keys/test-a.pub.pem"), NULL, NULL,
-					  &err);
-		if (key.pkey == NULL) {
-			fprintf(stderr, "fuzz: cannot load the Alipay test key: %s\n", err.msg);
-			abort();
-		}
-	}
-	if (s->name == NULL) {
-		s->name = "alipay-fuzz";
-		s->alipay.configured = true;
-		s->alipay.app_id = (char *)"2021000000000001";
-		s->alipay.seller_id = (char *)"2088000000000001";
-		s->alipay.keys = &key;
-		s->alipay.nkeys = 1;
-		s->alipay.sign_type = sign_type == PN_ALIPAY_RSA ? PN_ALIPAY_RSA : PN_ALIPAY_RSA2;
-	}
-	return s;
+	return fuzz_site(sign_type == PN_ALIPAY_RSA ? "alipay-fuzz-rsa" : "alipay-fuzz");
 }
 
 const struct pn_site *
 fuzz_2c2p_site(int api, int redirect_hash)
 {
-	static struct pn_site sites[3];
-	static struct pn_secret secret;
-	struct pn_site *s;
-
-	if (secret.id == NULL) {
-		secret.id = "2c2p-sandbox:1";
-		secret.data = (unsigned char *)FUZZ_2C2P_SECRET;
-		secret.len = strlen(FUZZ_2C2P_SECRET);
-	}
-	s = &sites[api != PN_2C2P_REDIRECT ? 0 : redirect_hash == PN_2C2P_SHA256 ? 2 : 1];
-	if (s->name == NULL) {
-		s->name = "2c2p-fuzz";
-		s->twoc2p.configured = true;
-		s->twoc2p.merchant_id = (char *)"JT01";
-		s->twoc2p.secrets = &secret;
-		s->twoc2p.nsecrets = 1;
-		s->twoc2p.api = api == PN_2C2P_REDIRECT ? PN_2C2P_REDIRECT : PN_2C2P_JWT;
-		s->twoc2p.redirect_hash = redirect_hash == PN_2C2P_SHA256 ? PN_2C2P_SHA256
-		    : PN_2C2P_SHA1;
-	}
-	return s;
-}
-
-/* Append the secrets of a fixture file, one a line, as pn_cfg_load reads them. */
-static void
-add_secrets(const char *rel, struct pn_secret **list, size_t *n)
-{
-	char   *text = NULL, *line, *next;
-	size_t	len = 0;
-	int	lineno = 0;
-	struct pn_err err;
-
-	if (!pn_read_file(fuzz_fixture(rel), 65536, &text, &len, &err)) {
-		fprintf(stderr, "fuzz: %s\n", err.msg);
-		abort();
-	}
-	for (line = text; line != NULL; line = next) {
-		size_t l;
-
-		next = strchr(line, '\n');
-		if (next)
-			*next++ = '\0';
-		lineno++;
-		l = strlen(line);
-		while (l > 0 && (line[l - 1] == '\r' || line[l - 1] == ' '))
-			l--;
-		if (l == 0)
-			continue;
-		*list = pn_xrealloc(*list, (*n + 1) * sizeof(**list));
-		(*list)[*n].id = pn_xasprintf("%s:%d", strrchr(rel, '/') + 1, lineno);
-		(*list)[*n].data = (unsigned char *)pn_xstrndup(line, l);
-		(*list)[*n].len = l;
-		(*n)++;
-	}
-	free(text);
-}
-
-static void
-add_pubkey(const char *rel, struct pn_pubkey **list, size_t *n)
-{
-	struct pn_pubkey k;
-	struct pn_err err;
-
-	memset(&k, 0, sizeof(k));
-	k.pkey = pn_pubkey_load(fuzz_fixture(rel), &k.serial, &k.not_after, &err);
-	if (k.pkey == NULL) {
-		fprintf(stderr, "fuzz: cannot load %s: %s\n", rel, err.msg);
-		abort();
-	}
-	k.path = pn_xstrdup(rel);
-	k.id = pn_xstrdup(strrchr(rel, '/') + 1);
-	*list = pn_xrealloc(*list, (*n + 1) * sizeof(**list));
-	(*list)[(*n)++] = k;
+	if (api != PN_2C2P_REDIRECT)
+		return fuzz_site("2c2p-fuzz");
+	return fuzz_site(redirect_hash == PN_2C2P_SHA256 ? "2c2p-fuzz-sha256" : "2c2p-fuzz-sha1");
 }
 
 const struct pn_site *
 fuzz_wechatpay_site(void)
 {
-	static struct pn_site site;
-
-	if (site.name == NULL) {
-		site.name = "wx-fuzz";
-		site.wechatpay.configured = true;
-		site.wechatpay.mchid = (char *)"1900000109";
-		site.wechatpay.appid = (char *)"wxd678efh567hg6787";
-		add_secrets("unit/secrets/wx-apiv3", &site.wechatpay.apiv3_keys,
-			    &site.wechatpay.napiv3_keys);
-		add_secrets("unit/secrets/wx-apiv3-rotated", &site.wechatpay.apiv3_keys,
-			    &site.wechatpay.napiv3_keys);
-		add_secrets("unit/secrets/wx-apiv2", &site.wechatpay.apiv2_keys,
-			    &site.wechatpay.napiv2_keys);
-		add_secrets("unit/secrets/wx-apiv2-refund", &site.wechatpay.apiv2_keys,
-			    &site.wechatpay.napiv2_keys);
-		site.wechatpay.v2_sign_types = PN_WXV2_MD5 | PN_WXV2_HMAC_SHA256;
-		add_pubkey("unit/keys/wxp-cert-a.pem", &site.wechatpay.certs, &site.wechatpay.ncerts);
-		add_pubkey("unit/keys/wxp-cert-b.pem", &site.wechatpay.certs, &site.wechatpay.ncerts);
-		site.wechatpay.public_key_id = (char *)FUZZ_WX_PUBKEY_ID;
-		add_pubkey("unit/keys/test-a.pub.pem", &site.wechatpay.public_keys,
-			   &site.wechatpay.npublic_keys);
-		site.wechatpay.tolerance_s = 300;
-	}
-	return &site;
+	return fuzz_site("wx-fuzz");
 }
 
 EVP_PKEY *

@@ -73,7 +73,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (pn_2c2p_verify_jwt(a, jwt, len, site->twoc2p.secrets, site->twoc2p.nsecrets,
 			       &payload, &plen, &key_id, &err)) {
-		fuzz_check(key_id != NULL && strcmp(key_id, "2c2p-sandbox:1") == 0);
+		fuzz_check(key_id != NULL && strcmp(key_id, site->twoc2p.secrets[0].id) == 0);
 		fuzz_check(payload != NULL && payload[plen] == '\0');
 		check_raw_member((const char *)payload, plen);
 	} else

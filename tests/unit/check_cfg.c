@@ -562,6 +562,101 @@ START_TEST(test_keys_in_man_page)
 }
 END_TEST
 
+/* The providers' declarations are what the loader, check-config and the docs rely on. */
+START_TEST(test_provider_declarations)
+{
+	const struct pn_cfg_provider *const *prov;
+	const struct pn_cfg_keydoc *docs;
+	size_t	ndocs = pn_cfg_keydocs(&docs), nsite = 0, i, j;
+
+	for (prov = pn_cfg_providers; *prov; prov++) {
+		size_t	plen = strlen((*prov)->prefix);
+
+		ck_assert((*prov)->title != NULL && (*prov)->summary != NULL && (*prov)->nkeys > 0);
+		for (i = 0; i < (*prov)->nkeys; i++) {
+			const struct pn_cfg_keydef *kd = &(*prov)->keys[i];
+
+			ck_assert_str_eq(kd->section, "site");
+			ck_assert_msg(strncmp(kd->key, (*prov)->prefix, plen) == 0 && kd->key[plen] == '.',
+				      "%s is declared by %s", kd->key, (*prov)->prefix);
+			ck_assert_msg(!(kd->flags & PN_KEY_REQUIRED) || kd->type == PN_K_STR
+				      || kd->type == PN_K_SECRETS || kd->type == PN_K_PUBKEYS,
+				      "%s: required is for strings and key lists", kd->key);
+			ck_assert_msg(kd->show == NULL || kd->type == PN_K_STR
+				      || kd->type == PN_K_SECRETS || kd->type == PN_K_PUBKEYS,
+				      "%s: check-config lists strings and key lists", kd->key);
+			for (j = 0; j < ndocs; j++)
+				if (strcmp(docs[j].key, kd->key) == 0)
+					break;
+			ck_assert_msg(j < ndocs, "%s has no keydoc", kd->key);
+			nsite++;
+		}
+		for (j = 0; pn_cfg_providers[j] != *prov; j++)
+			ck_assert_str_ne(pn_cfg_providers[j]->prefix, (*prov)->prefix);
+	}
+	ck_assert_uint_le(nsite, 64);	/* the loader's failed-key mask */
+}
+END_TEST
+
+/* Any "<prefix>." key configures its provider, whose required keys are then named. */
+START_TEST(test_configured_from_prefix)
+{
+	struct pn_cfg_findings fd;
+	const struct pn_cfg_provider *const *prov;
+	char	text[512], want[160];
+
+	for (prov = pn_cfg_providers; *prov; prov++) {
+		const struct pn_cfg_keydef *kd = NULL;
+		size_t	i, nreq = 0;
+
+		for (i = 0; i < (*prov)->nkeys; i++) {
+			if ((*prov)->keys[i].flags & PN_KEY_REQUIRED)
+				nreq++;
+			else if (kd == NULL && (*prov)->keys[i].type == PN_K_URL)
+				kd = &(*prov)->keys[i];
+		}
+		ck_assert_msg(kd != NULL && nreq > 0, "%s", (*prov)->prefix);
+		snprintf(text, sizeof(text), "[site a]\n%s = https://example.test/x\n", kd->key);
+		ck_assert(load_all(text, &fd) == NULL);
+		for (i = 0; i < (*prov)->nkeys; i++) {
+			if (!((*prov)->keys[i].flags & PN_KEY_REQUIRED))
+				continue;
+			snprintf(want, sizeof(want), "site \"a\": %s is required for %s",
+				 (*prov)->keys[i].key, (*prov)->title);
+			ck_assert_msg(finding(&fd, want) != NULL, "no \"%s\"", want);
+		}
+		ck_assert(finding(&fd, "no provider is configured") == NULL);
+		pn_cfg_findings_free(&fd);
+	}
+	ck_assert(load_all("[site a]\n", &fd) == NULL);
+	ck_assert(finding(&fd, "site \"a\": no provider is configured (set alipay.*, stripe.*, "
+			  "wechatpay.* or 2c2p.* keys)") != NULL);
+	pn_cfg_findings_free(&fd);
+}
+END_TEST
+
+/* pn_cfg_site_str: a provider's string keys by name, defaults included. */
+START_TEST(test_site_str)
+{
+	struct pn_config *cfg;
+	struct pn_err err;
+	const struct pn_site *s;
+
+	write_file("ok", "whsec_x\n", 0600);
+	cfg = pn_cfg_load(write_file("pn.conf", "[site a]\nstripe.secret_files = ok\n"
+				     "stripe.query_url = https://stripe.test/\n", 0644), &err);
+	ck_assert_msg(cfg != NULL, "%s", err.msg);
+	s = pn_cfg_site(cfg, "a");
+	ck_assert_str_eq(pn_cfg_site_str(s, "stripe", "query_url"), "https://stripe.test");
+	ck_assert_str_eq(pn_cfg_site_str(s, "2c2p", "query_url"), "https://pgw.2c2p.com");
+	ck_assert(pn_cfg_site_str(s, "stripe", "site_metadata") == NULL);
+	ck_assert(pn_cfg_site_str(s, "stripe", "tolerance_s") == NULL);	/* not a string */
+	ck_assert(pn_cfg_site_str(s, "nosuch", "query_url") == NULL);
+	ck_assert(s->stripe.configured && !s->alipay.configured && !s->twoc2p.configured);
+	pn_cfg_free(cfg);
+}
+END_TEST
+
 Suite *
 suite_cfg(void)
 {
@@ -581,6 +676,9 @@ suite_cfg(void)
 	tcase_add_test(tc, test_secret_forms);
 	tcase_add_test(tc, test_key_state);
 	tcase_add_test(tc, test_keys_in_man_page);
+	tcase_add_test(tc, test_provider_declarations);
+	tcase_add_test(tc, test_configured_from_prefix);
+	tcase_add_test(tc, test_site_str);
 	suite_add_tcase(s, tc);
 	return s;
 }
