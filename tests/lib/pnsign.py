@@ -208,8 +208,10 @@ def wechat_v3_envelope(ciphertext, nonce, event="TRANSACTION.SUCCESS", eid="EV-1
                                                            "ciphertext", "associated_data",
                                                            "nonce")):
     """The notification body (compact JSON bytes) around an encrypted resource;
-    aad None leaves associated_data out."""
-    values = {"original_type": original or aad or "transaction", "algorithm": algorithm,
+    aad None leaves associated_data out; original_type defaults to aad."""
+    if original is None:
+        original = "transaction" if aad is None else aad
+    values = {"original_type": original, "algorithm": algorithm,
               "ciphertext": ciphertext, "associated_data": aad, "nonce": nonce}
     res = {k: values[k] for k in resource_order if not (k == "associated_data" and aad is None)}
     env = {"id": eid, "create_time": create_time, "resource_type": "encrypt-resource",
