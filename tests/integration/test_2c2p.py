@@ -11,7 +11,7 @@
 #   - amount mismatch / unknown order: stored with that outcome, 200
 #   - alg none, tampered payload, wrong key: 400 JSON error, nothing stored
 #   - malformed body / no payload member: 400, nothing stored
-#   - 16 concurrent duplicates: one transition, 16 acks
+#   - (concurrent duplicates: test_concurrency.py, every provider)
 #   - database stopped: 503, nothing stored; the same request then succeeds
 #   Legacy Redirect API site (2c2p.api = redirect, form + hash_value):
 #   - paid applied; changed amount rejected with 400
@@ -23,7 +23,6 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 import unittest
 import urllib.parse
@@ -289,33 +288,6 @@ class Scenarios(pntest.ReceiverScenarios):
         r = self.send(notification(self.oid("nosite")), site="no-such-site")
         self.assertEqual(r.status, 404, r)
         self.assertEqual(self.rows(), [])
-
-    def test_concurrent_duplicates(self):
-        oid = self.oid("race")
-        self.add_order(oid)
-        body = notification(oid)
-        n = 16
-        results = [None] * n
-        barrier = threading.Barrier(n)
-
-        def deliver(i):
-            try:
-                barrier.wait(10)
-                results[i] = self.send(body)
-            except Exception as e:  # reported below
-                results[i] = e
-
-        threads = [threading.Thread(target=deliver, args=(i,)) for i in range(n)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
-        for r in results:
-            self.assertIsInstance(r, pntest.Response, r)
-            self.ok(r)
-        self.assertEqual([(r["outcome"], r["deliveries"]) for r in self.rows()],
-                         [("applied", n)])
-        self.assertEqual(self.status(oid), "paid")
 
     def test_database_down_then_back(self):
         oid = self.oid("dbdown")

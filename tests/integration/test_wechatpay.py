@@ -12,7 +12,7 @@
 #   - another mchid: stored merchant_mismatch, 204, order untouched
 #   - forged signature, probe signature, stale timestamp, unknown serial,
 #     tampered resource: 400 {"code":"FAIL",...}, nothing stored
-#   - 8 concurrent duplicates: one transition, 8 acks
+#   - (concurrent duplicates, v3 and v2: test_concurrency.py, every provider)
 #   API v2 (XML, MD5 / HMAC-SHA256 sign, AES-256-ECB refund req_info):
 #   - paid (MD5) applied once, duplicate counted; HMAC-SHA256 with sign_type
 #   - refund result (req_info) refunds the order; its duplicate is counted
@@ -29,7 +29,6 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 import unittest
 
@@ -286,31 +285,6 @@ class Scenarios(pntest.ReceiverScenarios):
         self.fail_v3(self.send(headers, body))
         self.assertEqual(self.rows(), [])
         self.assertEqual(self.order(oid)["status"], "pending")
-
-    def test_v3_concurrent_duplicates(self):
-        oid, txn = self.oid("race"), self.txn("race")
-        self.add_order(oid)
-        headers, body = v3_request(transaction(oid, 8888, txn))
-        n = 8
-        results = [None] * n
-        barrier = threading.Barrier(n)
-
-        def deliver(i):
-            try:
-                barrier.wait(10)
-                results[i] = self.send(headers, body)
-            except Exception as e:  # reported below
-                results[i] = e
-
-        threads = [threading.Thread(target=deliver, args=(i,)) for i in range(n)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
-        for r in results:
-            self.assertIsInstance(r, pntest.Response, r)
-            self.ok_v3(r)
-        self.assertEqual([(r["outcome"], r["deliveries"]) for r in self.rows()], [("applied", n)])
 
     # -- API v2 -----------------------------------------------------------
     def test_v2_paid_once_then_duplicate(self):

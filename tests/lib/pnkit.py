@@ -231,6 +231,21 @@ def sign_wechat_v2(fields):
     return {"Content-Type": "text/xml"}, pnsign.wechat_v2_xml(f)
 
 
+# One paid notification per provider and API, for the scenarios run for
+# every provider (tests/integration/test_concurrency.py, tests/faults):
+# the order to create (amount_minor, currency) and paid(oid) -> (headers, body).
+Kit = collections.namedtuple("Kit", ["name", "provider", "v2", "amount_minor", "currency", "paid"])
+KITS = (
+    Kit("alipay", "alipay", False, 8888, "CNY", lambda oid: alipay_paid(oid, "88.88")),
+    Kit("stripe", "stripe", False, 1999, "USD", lambda oid: stripe_paid(oid, 1999)),
+    Kit("2c2p", "2c2p", False, 1999, "SGD", lambda oid: twoc2p_paid(oid, '"19.99"')),
+    Kit("wechatpay-v3", "wechatpay", False, 8888, "CNY", lambda oid: wechat_paid(oid, 8888)),
+    Kit("wechatpay-v2", "wechatpay", True, 8888, "CNY",
+        lambda oid: sign_wechat_v2(wechat_v2_fields(oid, 8888))),
+)
+KIT = {k.name: k for k in KITS}
+
+
 # ---------------------------------------------------------------------------
 # What each provider answers
 
