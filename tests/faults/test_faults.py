@@ -168,29 +168,9 @@ class Faults(unittest.TestCase):
         listener = pnkit.PgListener(PG)
         reqs = [(kits[i % len(kits)],) + kits[i % len(kits)].paid("D%d" % (i + 1))
                 for i in range(events)]
-        barrier = threading.Barrier(copies, timeout=30)
-        results = [[None] * copies for _ in range(events)]
-        errors = []
-
-        def lane(c):
-            try:
-                for e, (k, h, b) in enumerate(reqs):
-                    barrier.wait()          # all 32 copies of event e go together
-                    results[e][c] = pnkit.oneshot(self.receivers[k.provider].sock, "POST",
-                                                  pnkit.path(k.provider), h, b)
-            except BaseException as ex:     # noqa: B902
-                errors.append(ex)
-                barrier.abort()
-        t0 = time.monotonic()
-        ts = [threading.Thread(target=lane, args=(c,), daemon=True) for c in range(copies)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join(240)
-        took = time.monotonic() - t0
-        self.assertFalse(any(t.is_alive() for t in ts), "lanes still running")
-        if errors:
-            raise errors[0]
+        results, took = pnkit.duplicate_lanes(
+            reqs, copies, lambda req: pnkit.oneshot(self.receivers[req[0].provider].sock, "POST",
+                                                    pnkit.path(req[0].provider), req[1], req[2]))
         acks = sum(1 for (k, _, _), row in zip(reqs, results) for r in row
                    if pnkit.is_success(k.provider, r, k.v2))
         self.assertEqual(acks, events * copies, "every delivery must get the success ack")

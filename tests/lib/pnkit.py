@@ -23,6 +23,7 @@ import socket
 import struct
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.parse
 
@@ -244,6 +245,37 @@ KITS = (
         lambda oid: sign_wechat_v2(wechat_v2_fields(oid, 8888))),
 )
 KIT = {k.name: k for k in KITS}
+
+
+def duplicate_lanes(items, copies, send, timeout=240):
+    """Deliver every item `copies` times at once: one thread per copy, all
+    copies of item e released together by a barrier, then item e + 1.
+    send(item) -> Response.  Returns (results[e][c], seconds); re-raises
+    the first error of any lane."""
+    barrier = threading.Barrier(copies, timeout=30)
+    results = [[None] * copies for _ in items]
+    errors = []
+
+    def lane(c):
+        try:
+            for e, item in enumerate(items):
+                barrier.wait()
+                results[e][c] = send(item)
+        except BaseException as ex:     # noqa: B902 - re-raised below
+            errors.append(ex)
+            barrier.abort()
+    t0 = time.monotonic()
+    ts = [threading.Thread(target=lane, args=(c,), daemon=True) for c in range(copies)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout)
+    took = time.monotonic() - t0
+    if any(t.is_alive() for t in ts):
+        raise AssertionError("delivery lanes still running after %ss" % timeout)
+    if errors:
+        raise errors[0]
+    return results, took
 
 
 # ---------------------------------------------------------------------------
