@@ -1,9 +1,14 @@
 """pnkit: helpers for the reliability, hostile-input and memory tests (on top
-of pntest; Python 3 stdlib, plus python3-cryptography for WeChat Pay).
+of pntest; Python 3 stdlib, plus python3-cryptography through pnsign).
 
   write_all_config  one site (shop-x) with all four providers configured and
                     known test secrets (SECRETS lists every secret's text)
   sign_*            signed notifications for all four providers, as bytes
+                    (the signing itself is pnsign's)
+  KITS              one paid notification per provider and API (the order's
+                    amount and currency, paid(oid)), for the scenarios run
+                    for every provider; duplicate_lanes() delivers N copies
+                    of each at once
   Receiver          a receiver with its own supervisor: --listen unix:... --workers N;
                     worker pids, log text, clean stop (SIGTERM, then SIGKILL)
   FcgiConn          a persistent FastCGI connection (FCGI_KEEP_CONN): many
