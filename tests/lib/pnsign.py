@@ -25,6 +25,7 @@ import base64
 import hashlib
 import hmac
 import json
+import os
 import time
 import urllib.parse
 
@@ -71,16 +72,22 @@ _keys = {}
 
 
 def load_private(key):
-    """A private key from a PEM path, PEM text/bytes or a key object (cached)."""
+    """A private key from a PEM path, PEM text/bytes or a key object (cached;
+    a file by path, modification time and size, so a rewritten file is read
+    again)."""
     if not isinstance(key, (str, bytes)):
         return key
-    if key not in _keys:
-        pem = _bytes(key)
-        if b"-----BEGIN" not in pem:
+    pem = _bytes(key)
+    cache = key
+    if b"-----BEGIN" not in pem:
+        st = os.stat(key)
+        cache = (key, st.st_mtime_ns, st.st_size)
+        if cache not in _keys:
             with open(key, "rb") as f:
                 pem = f.read()
-        _keys[key] = serialization.load_pem_private_key(pem, password=None)
-    return _keys[key]
+    if cache not in _keys:
+        _keys[cache] = serialization.load_pem_private_key(pem, password=None)
+    return _keys[cache]
 
 
 def load_public(key):
