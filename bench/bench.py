@@ -13,10 +13,7 @@ counts.  See docs/PERFORMANCE.md.
 """
 
 import argparse
-import base64
 import collections
-import hashlib
-import hmac
 import json
 import multiprocessing
 import os
@@ -29,16 +26,12 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "tests", "lib"))
+import pnsign  # noqa: E402  (the signers, shared with the tests and the fixtures)
 import pntest  # noqa: E402  (pg_bindir, scratch_dir, cgi_params, fcgi_request)
-
-from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
-from cryptography.hazmat.primitives.asymmetric import padding  # noqa: E402
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # noqa: E402
 
 IS_ROOT = os.geteuid() == 0
 SITE = "bench"
@@ -76,17 +69,6 @@ def die(msg):
 # ---------------------------------------------------------------------------
 # Signed notifications (bytes of a complete HTTP/1.1 request)
 
-_key = None
-
-
-def rsa_sign(data):
-    global _key
-    if _key is None:
-        with open(PRIVATE_KEY, "rb") as f:
-            _key = serialization.load_pem_private_key(f.read(), None)
-    return _key.sign(data, padding.PKCS1v15(), hashes.SHA256())
-
-
 def http_request(provider, headers, body):
     head = ["POST /notify/%s/%s HTTP/1.1" % (provider, SITE), "Host: 127.0.0.1"]
     head += ["%s: %s" % kv for kv in headers]
@@ -109,15 +91,9 @@ def alipay_note(i, tag, now):
          ("notify_time", "2024-05-20 10:00:06"), ("passback_params", "order%3D42"),
          ("version", "1.0"), ("out_trade_no", oid), ("total_amount", amount),
          ("trade_no", "2024052022001400" + n), ("auth_app_id", ALIPAY_APP_ID),
-         ("buyer_logon_id", "tes***@example.com"), ("point_amount", "0.00"), ("body", ""),
-         ("sign_type", "RSA2")]
-    items = sorted([(k, v) for k, v in p if k not in ("sign", "sign_type") and v != ""],
-                   key=lambda kv: kv[0].encode())
-    content = "&".join("%s=%s" % kv for kv in items).encode("utf-8")
-    p.append(("sign", base64.b64encode(rsa_sign(content)).decode()))
-    body = urllib.parse.urlencode(p, encoding="utf-8").encode("ascii")
-    return http_request("alipay", [
-        ("Content-Type", "application/x-www-form-urlencoded; text/html; charset=utf-8")], body)
+         ("buyer_logon_id", "tes***@example.com"), ("point_amount", "0.00"), ("body", "")]
+    return http_request("alipay", [("Content-Type", pnsign.ALIPAY_CONTENT_TYPE)],
+                        pnsign.alipay_body(p, PRIVATE_KEY, "RSA2"))
 
 
 def wechatpay_note(i, tag, now):
@@ -131,24 +107,11 @@ def wechatpay_note(i, tag, now):
                 "amount": {"total": AMOUNT_MINOR, "payer_total": AMOUNT_MINOR,
                            "currency": "CNY", "payer_currency": "CNY"}}
     nonce12 = ("n%011d" % i)[-12:]
-    ct = AESGCM(WX_APIV3.encode()).encrypt(nonce12.encode(), json.dumps(
-        resource, ensure_ascii=False, separators=(",", ":")).encode(), b"transaction")
-    body = json.dumps({
-        "id": "EV-" + n, "create_time": "2024-05-20T10:00:06+08:00",
-        "resource_type": "encrypt-resource", "event_type": "TRANSACTION.SUCCESS",
-        "summary": "支付成功",
-        "resource": {"original_type": "transaction", "algorithm": "AEAD_AES_256_GCM",
-                     "ciphertext": base64.b64encode(ct).decode(),
-                     "associated_data": "transaction", "nonce": nonce12}},
-        ensure_ascii=False, separators=(",", ":")).encode()
-    ts = str(now)
-    nonce = "N" + n
-    sig = base64.b64encode(rsa_sign(("%s\n%s\n" % (ts, nonce)).encode() + body + b"\n")).decode()
-    return http_request("wechatpay", [
-        ("Content-Type", "application/json"), ("Wechatpay-Timestamp", ts),
-        ("Wechatpay-Nonce", nonce), ("Wechatpay-Serial", WX_PUBID),
-        ("Wechatpay-Signature", sig),
-        ("Wechatpay-Signature-Type", "WECHATPAY2-SHA256-RSA2048")], body)
+    ct = pnsign.wechat_v3_encrypt(WX_APIV3, nonce12, json.dumps(
+        resource, ensure_ascii=False, separators=(",", ":")), "transaction")
+    body = pnsign.wechat_v3_envelope(ct, nonce12, eid="EV-" + n)
+    headers = pnsign.wechat_v3_headers(body, PRIVATE_KEY, WX_PUBID, now, "N" + n)
+    return http_request("wechatpay", list(headers.items()), body)
 
 
 def stripe_note(i, tag, now):
@@ -173,15 +136,10 @@ def stripe_note(i, tag, now):
         ("request", {"id": None, "idempotency_key": None}),
         ("type", "checkout.session.completed"), ("data", {"object": obj})])
     body = json.dumps(ev, separators=(",", ":")).encode()
-    sig = hmac.new(STRIPE_SECRET.encode(), str(now).encode() + b"." + body,
-                   hashlib.sha256).hexdigest()
-    return http_request("stripe", [("Content-Type", "application/json; charset=utf-8"),
+    return http_request("stripe", [("Content-Type", pnsign.STRIPE_CONTENT_TYPE),
                                    ("User-Agent", "Stripe/1.0 (+https://stripe.com/docs/webhooks)"),
-                                   ("Stripe-Signature", "t=%d,v1=%s" % (now, sig))], body)
-
-
-def b64u(b):
-    return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+                                   ("Stripe-Signature", pnsign.stripe_header(STRIPE_SECRET, now,
+                                                                             body))], body)
 
 
 def c2p_note(i, tag, now):
@@ -198,10 +156,7 @@ def c2p_note(i, tag, now):
         ("userDefined2", ""), ("userDefined3", ""), ("userDefined4", ""),
         ("userDefined5", ""), ("respCode", "0000"), ("respDesc", "Success")]),
         separators=(",", ":")).encode()
-    signed = b64u(b'{"alg":"HS256","typ":"JWT"}') + "." + b64u(payload)
-    token = signed + "." + b64u(hmac.new(C2P_KEY.encode(), signed.encode(),
-                                         hashlib.sha256).digest())
-    body = json.dumps({"payload": token}).encode()
+    body = pnsign.jwt_body(pnsign.jwt_hs256(C2P_KEY, payload), compact=False)
     return http_request("2c2p", [("Content-Type", "application/json; charset=utf-8")], body)
 
 

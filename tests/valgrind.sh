@@ -9,8 +9,9 @@
 # so is a log without its summary (a process that never finished).
 #
 # The slice: the hostile-input matrix over FastCGI (100 cases, all four
-# providers), every FastCGI scenario of test_core (Stripe, Alipay), test_2c2p
-# and test_wechatpay, a few CGI scenarios per provider, and the slow-database
+# providers), every FastCGI scenario of test_core (Stripe, Alipay), test_2c2p,
+# test_wechatpay and test_concurrency (concurrent duplicates, every provider),
+# a few CGI scenarios per provider, and the slow-database
 # fault test.  Prints "valgrind: N passed, N failed" and, last,
 # "N passed, N failed" (the tests plus one failure per dirty log).
 # Needs a built tree (scripts/test builds; or make).  Usage: tests/valgrind.sh
@@ -53,6 +54,7 @@ slice tests/integration/test_core.py FastCgi StripeCgi.test_payment_applied_once
 	AlipayCgi.test_malformed StartupRefusals
 slice tests/integration/test_2c2p.py FastCgi TwoC2PCgi.test_paid_twice TwoC2PCgi.test_alg_none
 slice tests/integration/test_wechatpay.py FastCgi
+slice tests/integration/test_concurrency.py FastCgi
 slice tests/faults/test_faults.py test_4_slow_database
 
 # every process's log: errors, definite leaks, a missing summary

@@ -1,9 +1,10 @@
 # test_faults.py: fault and concurrency suite (issue 7; docs/RELIABILITY.md).
 # Real receivers with their own supervisor (--listen unix:... --workers N)
 # against a throwaway PostgreSQL, loopback only, every wait bounded:
-#   1. concurrent duplicates: 200 events x 32 concurrent deliveries across 4
-#      workers -> exactly 200 transitions (the feed; 200 LISTEN wake-ups), 6,400 success
-#      acks, sum(deliveries) = 6,400
+#   1. concurrent duplicates: 200 events x 32 concurrent deliveries, the events
+#      dealt in turn to every provider (Alipay, Stripe, 2C2P, WeChat Pay v3 and
+#      v2; pnkit.KITS), each receiver with 4 workers -> exactly 200 transitions
+#      (the feed; 200 LISTEN wake-ups), 6,400 success acks, sum(deliveries) = 6,400
 #   2. worker crashes: 5,000 notifications while a chaos loop SIGKILLs random
 #      workers; the client retries every request without a success ack, as a
 #      provider does -> every event applied exactly once, none lost
@@ -123,10 +124,13 @@ class Faults(unittest.TestCase):
             PG.start()
         PG.reset()
         self.rcv = None
+        self.receivers = {}
 
     def tearDown(self):
         if self.rcv is not None:
             self.rcv.stop()
+        for rcv in self.receivers.values():
+            rcv.stop()
 
     def exactly_once(self, prefix, count):
         """count orders prefix1..count all paid, one applied notification
@@ -152,34 +156,23 @@ class Faults(unittest.TestCase):
     # -- 1 ------------------------------------------------------------------
     def test_1_concurrent_duplicates(self):
         events, copies = n(200), 32
-        add_orders("D", events)
-        self.rcv = pnkit.Receiver("stripe", CFG, workers=4).start()
+        kits = pnkit.KITS
+        for k in kits:
+            # event i goes to kits[i % len(kits)]: orders D1, D6, ... for the first
+            PG.psql("INSERT INTO paynotify.orders (site, order_id, amount_minor, currency) "
+                    "SELECT %s, 'D' || g, %d, %s FROM generate_series(%d, %d, %d) g"
+                    % (pntest.q(pnkit.SITE), k.amount_minor, pntest.q(k.currency),
+                       kits.index(k) + 1, events, len(kits)))
+        for p in sorted({k.provider for k in kits}):
+            self.receivers[p] = pnkit.Receiver(p, CFG, workers=4).start()
         listener = pnkit.PgListener(PG)
-        reqs = [pnkit.stripe_paid("D%d" % (i + 1), 1999, event_id="evt_dup_%d" % i)
+        reqs = [(kits[i % len(kits)],) + kits[i % len(kits)].paid("D%d" % (i + 1))
                 for i in range(events)]
-        barrier = threading.Barrier(copies, timeout=30)
-        results = [[None] * copies for _ in range(events)]
-        errors = []
-
-        def lane(c):
-            try:
-                for e, (h, b) in enumerate(reqs):
-                    barrier.wait()          # all 32 copies of event e go together
-                    results[e][c] = pnkit.oneshot(self.rcv.sock, "POST", STRIPE, h, b)
-            except BaseException as ex:     # noqa: B902
-                errors.append(ex)
-                barrier.abort()
-        t0 = time.monotonic()
-        ts = [threading.Thread(target=lane, args=(c,), daemon=True) for c in range(copies)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join(240)
-        took = time.monotonic() - t0
-        self.assertFalse(any(t.is_alive() for t in ts), "lanes still running")
-        if errors:
-            raise errors[0]
-        acks = sum(1 for row in results for r in row if pnkit.is_success("stripe", r))
+        results, took = pnkit.duplicate_lanes(
+            reqs, copies, lambda req: pnkit.oneshot(self.receivers[req[0].provider].sock, "POST",
+                                                    pnkit.path(req[0].provider), req[1], req[2]))
+        acks = sum(1 for (k, _, _), row in zip(reqs, results) for r in row
+                   if pnkit.is_success(k.provider, r, k.v2))
         self.assertEqual(acks, events * copies, "every delivery must get the success ack")
         payloads = listener.drain()
         listener.close()
@@ -192,7 +185,14 @@ class Faults(unittest.TestCase):
         self.assertEqual(deliveries, events * copies)
         self.assertEqual(PG.scalar("SELECT count(*) FROM paynotify.notifications "
                                    "WHERE deliveries <> %d" % copies), "0")
-        self.assertEqual(self.rcv.worker_pids().__len__(), 4, "no worker may die")
+        for p, rcv in self.receivers.items():
+            self.assertEqual(len(rcv.worker_pids()), 4, "no %s worker may die" % p)
+        self.assertEqual([tuple(r) for r in PG.psql(
+            "SELECT provider, count(*) FROM paynotify.feed "
+            "WHERE consumer = 'default' GROUP BY 1 ORDER BY 1")],
+                         [(p, str(sum(1 for i in range(events)
+                                      if kits[i % len(kits)].provider == p)))
+                          for p in sorted(self.receivers)], "feed events per provider")
         measured("concurrent_duplicates", events=events, copies=copies,
                  deliveries=deliveries, transitions=len(feed), seconds=took,
                  req_per_s=events * copies / took)

@@ -11,27 +11,24 @@
 #   - amount mismatch / unknown order: stored with that outcome, 200
 #   - alg none, tampered payload, wrong key: 400 JSON error, nothing stored
 #   - malformed body / no payload member: 400, nothing stored
-#   - 16 concurrent duplicates: one transition, 16 acks
+#   - (concurrent duplicates: test_concurrency.py, every provider)
 #   - database stopped: 503, nothing stored; the same request then succeeds
 #   Legacy Redirect API site (2c2p.api = redirect, form + hash_value):
 #   - paid applied; changed amount rejected with 400
 # The ack is 200 {"status":"received"} (2C2P's own sample handler).
 # FastCGI workers must survive every test (a crash fails the test).
 
-import base64
-import hashlib
-import hmac
 import json
 import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 import unittest
 import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import pnsign  # noqa: E402
 import pntest  # noqa: E402
 
 PG = None
@@ -79,13 +76,11 @@ def tearDownModule():
 # Signers
 
 
-def b64u(b):
-    return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+b64u = pnsign.b64u
 
 
-def jwt_sign(payload, key=KEY, header=b'{"alg":"HS256","typ":"JWT"}'):
-    signed = b64u(header) + "." + b64u(payload)
-    return signed + "." + b64u(hmac.new(key.encode(), signed.encode(), hashlib.sha256).digest())
+def jwt_sign(payload, key=KEY, header=pnsign.HS256_HEADER):
+    return pnsign.jwt_hs256(key, payload, header)
 
 
 _seq = [0]
@@ -102,18 +97,8 @@ def notification(oid, resp_code="0000", amount='"19.99"', merchant=MERCHANT, tra
               ("agentCode", "OCBC"), ("channelCode", "VI"), ("respCode", resp_code),
               ("respDesc", "x")]
     text = json.dumps(dict(fields), separators=(",", ":")).replace('"@AMOUNT@"', amount)
-    token = jwt_sign(text.encode(), key, header or b'{"alg":"HS256","typ":"JWT"}')
-    return json.dumps({"payload": token}).encode()
-
-
-LEGACY_FIELDS = ["version", "request_timestamp", "merchant_id", "order_id", "invoice_no",
-                 "currency", "amount", "transaction_ref", "approval_code", "eci",
-                 "transaction_datetime", "payment_channel", "payment_status",
-                 "channel_response_code", "channel_response_desc", "masked_pan",
-                 "stored_card_unique_id", "backend_invoice", "paid_channel", "paid_agent",
-                 "recurring_unique_id", "user_defined_1", "user_defined_2", "user_defined_3",
-                 "user_defined_4", "user_defined_5", "browser_info", "ippPeriod",
-                 "ippInterestType", "ippInterestRate", "ippMerchantAbsorbRate"]
+    token = jwt_sign(text.encode(), key, header or pnsign.HS256_HEADER)
+    return pnsign.jwt_body(token, compact=False)
 
 
 def legacy_notification(oid, amount="000000001999", status="000", sign_amount=None):
@@ -124,11 +109,9 @@ def legacy_notification(oid, amount="000000001999", status="000", sign_amount=No
          ("transaction_datetime", "2024-01-01 12:00:05"), ("payment_channel", "001"),
          ("payment_status", status), ("channel_response_code", "00"),
          ("channel_response_desc", "success"), ("masked_pan", "411111XXXXXX1111")]
-    d = dict(p)
-    content = "".join(d[k] for k in LEGACY_FIELDS if k in d).encode()
-    hv = hmac.new(LEGACY_KEY.encode(), content, hashlib.sha1).hexdigest()
+    hv = pnsign.legacy_hash(p, LEGACY_KEY)
     p = [(k, amount if k == "amount" else v) for k, v in p]
-    return urllib.parse.urlencode(p + [("hash_value", hv)]).encode()
+    return pnsign.legacy_body(p, LEGACY_KEY, hash_value=hv)
 
 
 # ---------------------------------------------------------------------------
@@ -272,7 +255,7 @@ class Scenarios(pntest.ReceiverScenarios):
         body = json.loads(notification(oid))
         h, p, _ = body["payload"].split(".")
         for token in (b64u(b'{"alg":"none","typ":"JWT"}') + "." + p + ".",
-                      jwt_sign(base64.urlsafe_b64decode(p + "=" * (-len(p) % 4)),
+                      jwt_sign(pnsign.b64u_decode(p),
                                header=b'{"alg":"none"}')):
             self.rejected(self.send(json.dumps({"payload": token}).encode()))
         self.assertEqual(self.status(oid), "pending")
@@ -282,7 +265,7 @@ class Scenarios(pntest.ReceiverScenarios):
         self.add_order(oid, 1)
         body = json.loads(notification(oid))
         h, p, s = body["payload"].split(".")
-        claims = base64.urlsafe_b64decode(p + "=" * (-len(p) % 4)).replace(b'"19.99"', b'"0.01"')
+        claims = pnsign.b64u_decode(p).replace(b'"19.99"', b'"0.01"')
         forged = h + "." + b64u(claims) + "." + s
         self.rejected(self.send(json.dumps({"payload": forged}).encode()))
         self.assertEqual(self.status(oid), "pending")
@@ -305,33 +288,6 @@ class Scenarios(pntest.ReceiverScenarios):
         r = self.send(notification(self.oid("nosite")), site="no-such-site")
         self.assertEqual(r.status, 404, r)
         self.assertEqual(self.rows(), [])
-
-    def test_concurrent_duplicates(self):
-        oid = self.oid("race")
-        self.add_order(oid)
-        body = notification(oid)
-        n = 16
-        results = [None] * n
-        barrier = threading.Barrier(n)
-
-        def deliver(i):
-            try:
-                barrier.wait(10)
-                results[i] = self.send(body)
-            except Exception as e:  # reported below
-                results[i] = e
-
-        threads = [threading.Thread(target=deliver, args=(i,)) for i in range(n)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
-        for r in results:
-            self.assertIsInstance(r, pntest.Response, r)
-            self.ok(r)
-        self.assertEqual([(r["outcome"], r["deliveries"]) for r in self.rows()],
-                         [("applied", n)])
-        self.assertEqual(self.status(oid), "paid")
 
     def test_database_down_then_back(self):
         oid = self.oid("dbdown")

@@ -16,8 +16,7 @@
 #     stored with that outcome, success ack, order untouched
 #   - database stopped: 503 + provider failure form, nothing stored; the SAME
 #     request succeeds once the database is back (and every worker recovers)
-#   - 32 concurrent deliveries of one event: one transition, 32 acks,
-#     deliveries=32 (FastCGI with several workers, and 32 CGI processes)
+#   - (concurrent deliveries of one event: test_concurrency.py, every provider)
 #   - two sites with different keys on one database: A's notification sent
 #     to B's path is rejected; B's notifications never touch A's orders
 #   - key rotation: several Alipay keys (SPKI PEM, X.509 cert) and Stripe
@@ -33,7 +32,6 @@ import base64
 import json
 import os
 import sys
-import threading
 import time
 import unittest
 import urllib.parse
@@ -486,39 +484,6 @@ class CoreScenarios(pntest.ReceiverScenarios):
                 k.check_success(self, r)
             rows = [x for x in self.rows() if x["order_id"] == oid]
             self.assertEqual(rows[0]["deliveries"], 1 + extra)
-
-    # -- concurrency ----------------------------------------------------------
-    def test_concurrent_duplicates_one_transition(self):
-        k, oid = self.kit, self.oid("race")
-        k.add_order(SITE_A, oid)
-        h, body = k.paid(SITE_A, oid)
-        n = 32
-        results = [None] * n
-        barrier = threading.Barrier(n)
-
-        def deliver(i):
-            try:
-                barrier.wait(10)
-                results[i] = self.send(SITE_A, h, body)
-            except Exception as e:  # reported below
-                results[i] = e
-
-        threads = [threading.Thread(target=deliver, args=(i,)) for i in range(n)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
-        for i, r in enumerate(results):
-            self.assertIsInstance(r, pntest.Response, "delivery %d: %r" % (i, r))
-            k.check_success(self, r)
-        rows = self.rows()
-        self.assertEqual(len(rows), 1, rows)
-        self.assertEqual((rows[0]["outcome"], rows[0]["deliveries"]), ("applied", n))
-        o = PG.order(SITE_A.name, oid)
-        self.assertEqual(o["status"], "paid")
-        # exactly one transition: one applied notification, one paid_at
-        self.assertEqual(PG.scalar("SELECT count(*) FROM paynotify.notifications "
-                                   "WHERE outcome = 'applied'"), "1")
 
     # -- several sites on one database ----------------------------------------
     def test_sites_are_isolated(self):

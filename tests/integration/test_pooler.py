@@ -113,27 +113,8 @@ class PoolerScenarios:
         add_orders(self.tag + "c", events)
         reqs = [pnkit.stripe_paid("%sc%d" % (self.tag, i + 1), 1999,
                                   event_id="evt_%sc_%d" % (self.tag, i)) for i in range(events)]
-        results = [[None] * copies for _ in range(events)]
-        barrier = threading.Barrier(copies, timeout=30)
-        errors = []
-
-        def lane(c):
-            try:
-                for e, (h, b) in enumerate(reqs):
-                    barrier.wait()
-                    results[e][c] = pnkit.oneshot(self.stripe.sock, "POST", STRIPE, h, b)
-            except BaseException as ex:     # noqa: B902 - re-raised below
-                errors.append(ex)
-                barrier.abort()
-        t0 = time.monotonic()
-        ts = [threading.Thread(target=lane, args=(c,), daemon=True) for c in range(copies)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join(120)
-        took = time.monotonic() - t0
-        if errors:
-            raise errors[0]
+        results, took = pnkit.duplicate_lanes(
+            reqs, copies, lambda req: pnkit.oneshot(self.stripe.sock, "POST", STRIPE, *req))
         acks = sum(1 for row in results for r in row if pnkit.is_success("stripe", r))
         self.assertEqual(acks, events * copies)
         rows = PG.psql("SELECT count(*), count(*) FILTER (WHERE outcome = 'applied'), "

@@ -32,6 +32,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import pnsign  # noqa: E402
 import pntest  # noqa: E402
 
 try:
@@ -523,7 +524,7 @@ class TestTwoC2P(Base, unittest.TestCase):
         return pnkit.sign_2c2p(json.dumps(payload, separators=(",", ":")))
 
     def raw_text(self, raw):
-        return psp_standins.b64u_dec(json.loads(raw)["payload"].split(".")[1])
+        return pnsign.b64u_decode(json.loads(raw)["payload"].split(".")[1])
 
     def test_not_found_changes_nothing(self):
         # 2C2P's not-found answer is unsigned ({"respCode":"2002",...}); it

@@ -28,23 +28,16 @@
 #   - Alipay sign_type RSA with a 1024-bit key loads and verifies
 #     (check-config warns); RSA2 with the same key is refused naming the
 #     site; check-config warns about Stripe sites without a marker.
-import hashlib
-import hmac
-import base64
 import os
 import subprocess
 import sys
 import unittest
-import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import pnsign  # noqa: E402
 import pntest  # noqa: E402
 
-try:
-    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
-    from cryptography.hazmat.primitives import padding as sympad
-except ImportError:     # pragma: no cover
-    Cipher = None
+Cipher = pnsign.AESGCM      # None without python3-cryptography
 
 PG = None
 CFG = None
@@ -113,10 +106,7 @@ def alipay(seller, oid, amount, trade_no, md="RSA2", key=ALI_PRIV):
     return pntest.alipay_notification(site, oid, amount, trade_no=trade_no, key=key, sign_type=md)
 
 
-def v2_xml(fields, root="xml"):
-    return ("<%s>%s</%s>" % (root, "".join(
-        "<%s>%s</%s>" % (k, v if v.isdigit() else "<![CDATA[%s]]>" % v, k)
-        for k, v in fields), root)).encode()
+v2_xml = pnsign.wechat_v2_xml
 
 
 def wx_payment(sub, oid, fee, txn):
@@ -124,8 +114,7 @@ def wx_payment(sub, oid, fee, txn):
          ("nonce_str", "n" + txn), ("openid", "o1"), ("out_trade_no", oid), ("result_code", "SUCCESS"),
          ("return_code", "SUCCESS"), ("sub_mch_id", sub), ("time_end", "20240520100005"),
          ("total_fee", str(fee)), ("trade_type", "JSAPI"), ("transaction_id", txn)]
-    s = "&".join("%s=%s" % (k, v) for k, v in sorted(f)) + "&key=" + APIV2
-    return v2_xml(f + [("sign", hashlib.md5(s.encode()).hexdigest().upper())])
+    return pnsign.wechat_v2_signed_xml(f, APIV2)
 
 
 def wx_refund(sub, oid, total, fee, txn, refund_id):
@@ -133,19 +122,10 @@ def wx_refund(sub, oid, total, fee, txn, refund_id):
                     ("refund_fee", str(fee)), ("refund_id", refund_id),
                     ("refund_status", "SUCCESS"), ("success_time", "2024-05-21 10:00:00"),
                     ("total_fee", str(total)), ("transaction_id", txn)], root="root")
-    p = sympad.PKCS7(128).padder()
-    e = Cipher(algorithms.AES(hashlib.md5(APIV2.encode()).hexdigest().encode()),
-               modes.ECB()).encryptor()
-    req_info = base64.b64encode(e.update(p.update(inner) + p.finalize()) + e.finalize()).decode()
+    req_info = pnsign.wechat_v2_seal(inner, APIV2)
     # the outer ids are not covered by anything: a sender may write any
     return v2_xml([("return_code", "SUCCESS"), ("appid", WX_APPID), ("mch_id", SP_MCHID),
                    ("sub_mch_id", sub), ("nonce_str", "r" + refund_id), ("req_info", req_info)])
-
-
-LEGACY_FIELDS = ["version", "request_timestamp", "merchant_id", "order_id", "invoice_no",
-                 "currency", "amount", "transaction_ref", "approval_code", "eci",
-                 "transaction_datetime", "payment_channel", "payment_status",
-                 "channel_response_code", "channel_response_desc", "masked_pan"]
 
 
 def legacy_fields(oid, status, channel_code):
@@ -159,13 +139,11 @@ def legacy_fields(oid, status, channel_code):
 
 
 def legacy_hash(fields):
-    d = dict(fields)
-    content = "".join(d[k] for k in LEGACY_FIELDS if k in d).encode()
-    return hmac.new(LEGACY_KEY.encode(), content, hashlib.sha1).hexdigest()
+    return pnsign.legacy_hash(fields, LEGACY_KEY)
 
 
 def legacy_body(fields, hv):
-    return urllib.parse.urlencode(list(fields) + [("hash_value", hv)]).encode()
+    return pnsign.legacy_body(fields, LEGACY_KEY, hash_value=hv)
 
 
 def store_knows_weak_identity():

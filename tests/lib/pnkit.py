@@ -1,9 +1,14 @@
 """pnkit: helpers for the reliability, hostile-input and memory tests (on top
-of pntest; Python 3 stdlib, plus python3-cryptography for WeChat Pay).
+of pntest; Python 3 stdlib, plus python3-cryptography through pnsign).
 
   write_all_config  one site (shop-x) with all four providers configured and
                     known test secrets (SECRETS lists every secret's text)
   sign_*            signed notifications for all four providers, as bytes
+                    (the signing itself is pnsign's)
+  KITS              one paid notification per provider and API (the order's
+                    amount and currency, paid(oid)), for the scenarios run
+                    for every provider; duplicate_lanes() delivers N copies
+                    of each at once
   Receiver          a receiver with its own supervisor: --listen unix:... --workers N;
                     worker pids, log text, clean stop (SIGTERM, then SIGKILL)
   FcgiConn          a persistent FastCGI connection (FCGI_KEEP_CONN): many
@@ -13,10 +18,8 @@ of pntest; Python 3 stdlib, plus python3-cryptography for WeChat Pay).
   Providers         per provider: path, success check, failure check
 """
 
-import base64
 import collections
 import hashlib
-import hmac
 import json
 import os
 import shutil
@@ -25,17 +28,15 @@ import socket
 import struct
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.parse
 
 import pntest
 
-try:
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import padding as asympad
-    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-except ImportError:     # pragma: no cover
-    AESGCM = None
+import pnsign
+
+AESGCM = pnsign.AESGCM      # None without python3-cryptography (tests skip)
 
 SITE = "shop-x"
 UNIT_KEYS = os.path.join(pntest.REPO, "tests", "fixtures", "unit", "keys")
@@ -117,8 +118,8 @@ def sign_stripe(body, t=None, secret=STRIPE_SECRET):
     if isinstance(body, str):
         body = body.encode("utf-8")
     t = int(time.time()) if t is None else t
-    return ({"Content-Type": pntest.STRIPE_CONTENT_TYPE,
-             "Stripe-Signature": pntest.stripe_header(secret, t, body)}, body)
+    return ({"Content-Type": pnsign.STRIPE_CONTENT_TYPE,
+             "Stripe-Signature": pnsign.stripe_header(secret, t, body)}, body)
 
 
 def stripe_paid(oid, amount_minor, currency="usd", event_id=None, payment_intent=None):
@@ -142,7 +143,7 @@ ALIPAY_SITE = _AlipaySite()
 
 def sign_alipay_pairs(pairs, sign_type="RSA2"):
     """Sign a list of (k, v) pairs (duplicates kept as given) and urlencode."""
-    body = pntest.alipay_body(pairs, KEY_PRIV, sign_type)
+    body = pnsign.alipay_body(pairs, KEY_PRIV, sign_type)
     return pntest.alipay_headers(), body
 
 
@@ -155,22 +156,16 @@ def alipay_params(oid, amount_text, **extra):
     return list(pntest.alipay_params(ALIPAY_SITE, oid, amount_text, **extra).items())
 
 
-def b64u(b):
-    return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+b64u = pnsign.b64u
 
 
-def sign_2c2p(payload_text, header=b'{"alg":"HS256","typ":"JWT"}', key=TWOC2P_KEY, alg=None):
-    """{"payload": JWT} with the given payload text (str or bytes)."""
-    if isinstance(payload_text, str):
-        payload_text = payload_text.encode("utf-8")
-    signed = b64u(header) + "." + b64u(payload_text)
-    if alg == "none":
-        sig = ""
-    else:
-        digest = {None: hashlib.sha256, "HS256": hashlib.sha256, "HS512": hashlib.sha512}[alg]
-        sig = b64u(hmac.new(key.encode(), signed.encode(), digest).digest())
-    body = json.dumps({"payload": signed + "." + sig}).encode()
-    return {"Content-Type": "application/json"}, body
+def sign_2c2p(payload_text, header=pnsign.HS256_HEADER, key=TWOC2P_KEY, alg=None):
+    """{"payload": JWT} with the given payload text (str or bytes); alg
+    picks the MAC actually computed (None/HS256, HS512, "none": no MAC)."""
+    digest = {None: hashlib.sha256, "HS256": hashlib.sha256, "HS512": hashlib.sha512,
+              "none": None}[alg]
+    token = pnsign.jwt_hs256(key, payload_text, header, digest)
+    return {"Content-Type": "application/json"}, pnsign.jwt_body(token, compact=False)
 
 
 def twoc2p_payload(oid, amount='"19.99"', merchant=TWOC2P_MERCHANT, resp_code="0000",
@@ -187,42 +182,24 @@ def twoc2p_paid(oid, amount='"19.99"', **kw):
     return sign_2c2p(twoc2p_payload(oid, amount, **kw))
 
 
-_wx_key = [None]
-
-
-def _rsa_sign(data):
-    if _wx_key[0] is None:
-        with open(KEY_PRIV, "rb") as f:
-            _wx_key[0] = serialization.load_pem_private_key(f.read(), password=None)
-    return _wx_key[0].sign(data, asympad.PKCS1v15(), hashes.SHA256())
-
-
 def sign_wechat_v3(resource_text, event="TRANSACTION.SUCCESS", aad="transaction", ts=None,
                    serial=WX_PUBID, envelope=None):
     """A v3 notification whose encrypted resource is resource_text (str/bytes)."""
-    if isinstance(resource_text, str):
-        resource_text = resource_text.encode("utf-8")
     nonce12 = ("n%011d" % (_seq[0] % 10**11))[-12:]
-    ct = AESGCM(WX_APIV3.encode()).encrypt(nonce12.encode(), resource_text, aad.encode())
-    env = envelope if envelope is not None else {
-        "id": "EV-" + seq(), "create_time": "2024-05-20T10:00:06+08:00",
-        "resource_type": "encrypt-resource", "event_type": event, "summary": "ok",
-        "resource": {"original_type": aad, "algorithm": "AEAD_AES_256_GCM",
-                     "ciphertext": base64.b64encode(ct).decode(), "associated_data": aad,
-                     "nonce": nonce12}}
-    body = env if isinstance(env, bytes) else json.dumps(env, separators=(",", ":")).encode()
+    if envelope is None:
+        ct = pnsign.wechat_v3_encrypt(WX_APIV3, nonce12, resource_text, aad)
+        body = pnsign.wechat_v3_envelope(ct, nonce12, event, "EV-" + seq(), aad, summary="ok")
+    elif isinstance(envelope, bytes):
+        body = envelope
+    else:
+        body = json.dumps(envelope, separators=(",", ":")).encode()
     return sign_wechat_v3_raw(body, ts=ts, serial=serial)
 
 
 def sign_wechat_v3_raw(body, ts=None, serial=WX_PUBID):
     if isinstance(body, str):
         body = body.encode("utf-8")
-    ts = str(int(time.time())) if ts is None else str(ts)
-    nonce = "N" + seq()
-    sig = base64.b64encode(_rsa_sign(("%s\n%s\n" % (ts, nonce)).encode() + body + b"\n")).decode()
-    return ({"Content-Type": "application/json", "Wechatpay-Timestamp": ts,
-             "Wechatpay-Nonce": nonce, "Wechatpay-Serial": serial, "Wechatpay-Signature": sig,
-             "Wechatpay-Signature-Type": "WECHATPAY2-SHA256-RSA2048"}, body)
+    return pnsign.wechat_v3_headers(body, KEY_PRIV, serial, ts, "N" + seq()), body
 
 
 def wechat_transaction(oid, total, txn=None, mchid=WX_MCHID, state="SUCCESS"):
@@ -241,17 +218,10 @@ def wechat_paid(oid, total, **kw):
 
 
 def wechat_v2_sign(fields, alg="MD5", key=WX_APIV2):
-    s = "&".join("%s=%s" % (k, v.strip()) for k, v in sorted(fields)
-                 if k != "sign" and v.strip() != "") + "&key=" + key
-    if alg == "MD5":
-        return hashlib.md5(s.encode()).hexdigest().upper()
-    return hmac.new(key.encode(), s.encode(), hashlib.sha256).hexdigest().upper()
+    return pnsign.wechat_v2_sign(fields, key, alg)
 
 
-def wechat_v2_xml(fields, root="xml"):
-    return ("<%s>%s</%s>" % (root, "".join(
-        "<%s>%s</%s>" % (k, v if v.isdigit() else "<![CDATA[%s]]>" % v, k)
-        for k, v in fields), root)).encode()
+wechat_v2_xml = pnsign.wechat_v2_xml
 
 
 def wechat_v2_fields(oid, total_fee, mch_id=WX_MCHID):
@@ -264,7 +234,53 @@ def wechat_v2_fields(oid, total_fee, mch_id=WX_MCHID):
 
 def sign_wechat_v2(fields):
     f = list(fields) + [("sign", wechat_v2_sign(fields))]
-    return {"Content-Type": "text/xml"}, wechat_v2_xml(f)
+    return {"Content-Type": "text/xml"}, pnsign.wechat_v2_xml(f)
+
+
+# One paid notification per provider and API, for the scenarios run for
+# every provider (tests/integration/test_concurrency.py, tests/faults):
+# the order to create (amount_minor, currency) and paid(oid) -> (headers, body).
+Kit = collections.namedtuple("Kit", ["name", "provider", "v2", "amount_minor", "currency", "paid"])
+KITS = (
+    Kit("alipay", "alipay", False, 8888, "CNY", lambda oid: alipay_paid(oid, "88.88")),
+    Kit("stripe", "stripe", False, 1999, "USD", lambda oid: stripe_paid(oid, 1999)),
+    Kit("2c2p", "2c2p", False, 1999, "SGD", lambda oid: twoc2p_paid(oid, '"19.99"')),
+    Kit("wechatpay-v3", "wechatpay", False, 8888, "CNY", lambda oid: wechat_paid(oid, 8888)),
+    Kit("wechatpay-v2", "wechatpay", True, 8888, "CNY",
+        lambda oid: sign_wechat_v2(wechat_v2_fields(oid, 8888))),
+)
+KIT = {k.name: k for k in KITS}
+
+
+def duplicate_lanes(items, copies, send, timeout=240):
+    """Deliver every item `copies` times at once: one thread per copy, all
+    copies of item e released together by a barrier, then item e + 1.
+    send(item) -> Response.  Returns (results[e][c], seconds); re-raises
+    the first error of any lane."""
+    barrier = threading.Barrier(copies, timeout=30)
+    results = [[None] * copies for _ in items]
+    errors = []
+
+    def lane(c):
+        try:
+            for e, item in enumerate(items):
+                barrier.wait()
+                results[e][c] = send(item)
+        except BaseException as ex:     # noqa: B902 - re-raised below
+            errors.append(ex)
+            barrier.abort()
+    t0 = time.monotonic()
+    ts = [threading.Thread(target=lane, args=(c,), daemon=True) for c in range(copies)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout)
+    took = time.monotonic() - t0
+    if any(t.is_alive() for t in ts):
+        raise AssertionError("delivery lanes still running after %ss" % timeout)
+    if errors:
+        raise errors[0]
+    return results, took
 
 
 # ---------------------------------------------------------------------------

@@ -27,10 +27,8 @@ answer_*); .mode = None | "tamper" (body changed after signing) |
 (answer after .sleep_s seconds).
 """
 
-import base64
 import datetime
 import hashlib
-import hmac
 import http.server
 import json
 import os
@@ -42,9 +40,10 @@ import urllib.parse
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
+import pnsign
 import pntest
 
 
@@ -134,32 +133,6 @@ def alipay_cert_files(directory, app_public_key_path):
     return app_path, root_path, sn(app), sn(rsa_root)
 
 
-def load_private(path):
-    with open(path, "rb") as f:
-        return serialization.load_pem_private_key(f.read(), password=None)
-
-
-def load_public(path):
-    with open(path, "rb") as f:
-        return serialization.load_pem_public_key(f.read())
-
-
-def rsa_verify(pub, sig_b64, data, md=hashes.SHA256):
-    try:
-        pub.verify(base64.b64decode(sig_b64, validate=True), data, padding.PKCS1v15(), md())
-        return True
-    except Exception:       # noqa: BLE001 (any failure is "does not verify")
-        return False
-
-
-def b64u(b):
-    return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
-
-
-def b64u_dec(s):
-    return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
-
-
 class Standins:
     """The stand-in server.  provider_key: the provider's test private key
     (signs answers); wrong_key: another key (mode "wrong_key");
@@ -169,9 +142,9 @@ class Standins:
 
     def __init__(self, provider_key, wrong_key, merchant_pub, app_id, mchid, merchant_serial,
                  wx_pubid, stripe_key, twoc2p_merchant, twoc2p_secret, wx_apiv2=None):
-        self.provider_key = load_private(provider_key)
-        self.wrong_key = load_private(wrong_key)
-        self.merchant_pub = load_public(merchant_pub)
+        self.provider_key = pnsign.load_private(provider_key)
+        self.wrong_key = pnsign.load_private(wrong_key)
+        self.merchant_pub = pnsign.load_public(merchant_pub)
         self.app_id = app_id
         self.mchid = mchid
         self.merchant_serial = merchant_serial
@@ -289,8 +262,8 @@ class Standins:
     def _alipay(self, h, method, url, body):
         params = dict(urllib.parse.parse_qsl(body.decode("ascii"), keep_blank_values=True,
                                              strict_parsing=True))
-        content = "&".join("%s=%s" % (k, params[k]) for k in sorted(params)
-                           if k != "sign" and params[k] != "").encode("utf-8")
+        # the request's sign covers every parameter but sign (sign_type too)
+        content = pnsign.alipay_content(params, keep_sign_type=True)
         bill = params.get("method") == "alipay.data.dataservice.bill.downloadurl.query"
         member = ("alipay_data_dataservice_bill_downloadurl_query_response" if bill
                   else "alipay_trade_query_response")
@@ -299,7 +272,7 @@ class Standins:
                                          "alipay.data.dataservice.bill.downloadurl.query")
                 or params.get("app_id") != self.app_id
                 or params.get("sign_type") != "RSA2" or sns != (self.alipay_cert_sns or (None, None))
-                or not rsa_verify(self.merchant_pub, params.get("sign", ""), content)):
+                or not pnsign.rsa_verify(self.merchant_pub, params.get("sign", ""), content)):
             self._bad("alipay", "request signature or parameters")
             resp = {"code": "40002", "msg": "Invalid Arguments", "sub_code": "isv.invalid-signature",
                     "sub_msg": "invalid signature"}
@@ -334,11 +307,9 @@ class Standins:
             member_text = json.dumps(resp, ensure_ascii=True, indent=1)
         else:
             member_text = json.dumps(resp, ensure_ascii=False, separators=(",", ":"))
-        sig = self._sign_key().sign(member_text.encode("utf-8"), padding.PKCS1v15(),
-                                    hashes.SHA256())
+        sig = pnsign.rsa_sign_b64(member_text, self._sign_key())
         cert_sn = ',"alipay_cert_sn":"%s"' % ("0" * 32) if self.alipay_cert_sns else ""
-        text = '{"%s":%s%s,"sign":"%s"}' % (member, member_text, cert_sn,
-                                            base64.b64encode(sig).decode())
+        text = '{"%s":%s%s,"sign":"%s"}' % (member, member_text, cert_sn, sig)
         if self.mode == "tamper":
             text = text.replace('"total_amount":"', '"total_amount":"1')
         self._send(h, 200, text.encode("utf-8"), ctype="text/html;charset=utf-8")
@@ -346,19 +317,7 @@ class Standins:
     # ---- WeChat Pay v3 ---------------------------------------------------------
 
     def _wechatpay(self, h, method, url, body):
-        auth = h.headers.get("Authorization", "")
-        ok = False
-        if auth.startswith("WECHATPAY2-SHA256-RSA2048 "):
-            fields = {}
-            for part in auth[len("WECHATPAY2-SHA256-RSA2048 "):].split(","):
-                k, _, v = part.partition("=")
-                fields[k.strip()] = v.strip().strip('"')
-            msg = "%s\n%s\n%s\n%s\n%s\n" % (method, h.path, fields.get("timestamp", ""),
-                                             fields.get("nonce_str", ""), body.decode())
-            ok = (fields.get("mchid") == self.mchid
-                  and fields.get("serial_no") == self.merchant_serial
-                  and abs(int(fields.get("timestamp", "0")) - time.time()) < 300
-                  and rsa_verify(self.merchant_pub, fields.get("signature", ""), msg.encode()))
+        ok = self._wx_auth_ok(h, method, body)
         q = dict(urllib.parse.parse_qsl(url.query))
         if not ok or q.get("mchid") != self.mchid:
             self._bad("wechatpay", "Authorization or mchid")
@@ -389,12 +348,12 @@ class Standins:
         for part in auth[len("WECHATPAY2-SHA256-RSA2048 "):].split(","):
             k, _, v = part.partition("=")
             fields[k.strip()] = v.strip().strip('"')
-        msg = "%s\n%s\n%s\n%s\n%s\n" % (method, h.path, fields.get("timestamp", ""),
-                                         fields.get("nonce_str", ""), body.decode())
+        msg = pnsign.wechat_v3_request_message(method, h.path, fields.get("timestamp", ""),
+                                               fields.get("nonce_str", ""), body)
         return (fields.get("mchid") == self.mchid
                 and fields.get("serial_no") == self.merchant_serial
                 and abs(int(fields.get("timestamp", "0")) - time.time()) < 300
-                and rsa_verify(self.merchant_pub, fields.get("signature", ""), msg.encode()))
+                and pnsign.rsa_verify(self.merchant_pub, fields.get("signature", ""), msg))
 
     def set_alipay_bill(self, date, data):
         """The zip alipay.data.dataservice.bill.downloadurl.query points to for date."""
@@ -445,25 +404,15 @@ class Standins:
         body = json.dumps(obj, separators=(",", ":")).encode("utf-8")
         ts = str(int(time.time()))
         nonce = hashlib.sha1(os.urandom(8)).hexdigest()
-        sig = self._sign_key().sign(("%s\n%s\n" % (ts, nonce)).encode() + body + b"\n",
-                                    padding.PKCS1v15(), hashes.SHA256())
+        sig = pnsign.wechat_v3_sign(self._sign_key(), ts, nonce, body)
         if self.mode == "tamper":
             body = body.replace(b'"total":', b'"total":1')
         self._send(h, status, body, {
             "Wechatpay-Timestamp": ts, "Wechatpay-Nonce": nonce,
-            "Wechatpay-Signature": base64.b64encode(sig).decode(),
+            "Wechatpay-Signature": sig,
             "Wechatpay-Serial": self.wx_pubid, "Request-ID": "08F4" + nonce[:8]})
 
     # ---- WeChat Pay v2 orderquery ------------------------------------------------
-
-    @staticmethod
-    def _v2_sign(fields, alg, key):
-        """WXPayUtil.generateSignature: sorted non-empty k=v, &key=, MD5 or HMAC-SHA256."""
-        text = "&".join("%s=%s" % (k, v.strip()) for k, v in sorted(fields.items())
-                        if k != "sign" and v.strip() != "") + "&key=" + key
-        if alg == "HMAC-SHA256":
-            return hmac.new(key.encode(), text.encode(), hashlib.sha256).hexdigest().upper()
-        return hashlib.md5(text.encode()).hexdigest().upper()
 
     def _wechatpay_v2(self, h, method, url, body):
         import xml.etree.ElementTree as ET
@@ -473,7 +422,7 @@ class Standins:
             req = {}
         alg = req.get("sign_type") or "MD5"
         good = (req.get("mch_id") == self.mchid and alg in ("MD5", "HMAC-SHA256")
-                and req.get("sign") == self._v2_sign(req, alg, self.wx_apiv2))
+                and req.get("sign") == pnsign.wechat_v2_sign(req, self.wx_apiv2, alg))
         if not good:
             self._bad("wechatpay-v2", "sign or mch_id")
             self._send(h, 200, b"<xml><return_code><![CDATA[FAIL]]></return_code>"
@@ -496,12 +445,10 @@ class Standins:
             if st["trade_state"] != "NOTPAY":
                 out["transaction_id"] = st["transaction_id"]
         key = "W" * 32 if self.mode == "wrong_key" else self.wx_apiv2
-        out["sign"] = self._v2_sign(out, alg, key)
+        out["sign"] = pnsign.wechat_v2_sign(out, key, alg)
         if self.mode == "tamper" and "total_fee" in out:
             out["total_fee"] = "1" + out["total_fee"]
-        text = "<xml>" + "".join("<%s><![CDATA[%s]]></%s>" % (k, v, k) for k, v in out.items()) \
-            + "</xml>"
-        self._send(h, 200, text.encode(), ctype="text/plain")
+        self._send(h, 200, pnsign.wechat_v2_xml(out, cdata_digits=True), ctype="text/plain")
 
     # ---- Stripe -----------------------------------------------------------------
 
@@ -542,21 +489,11 @@ class Standins:
 
     # ---- 2C2P -------------------------------------------------------------------
 
-    def _jwt(self, payload, key=None):
-        signed = b64u(b'{"alg":"HS256","typ":"JWT"}') + "." + b64u(payload)
-        k = key or self.twoc2p_secret
-        return signed + "." + b64u(hmac.new(k.encode(), signed.encode(), hashlib.sha256).digest())
-
     def _2c2p(self, h, method, url, body):
         try:
-            jwt = json.loads(body)["payload"]
-            head, pay, sig = jwt.split(".")
-            good = hmac.compare_digest(
-                b64u_dec(sig), hmac.new(self.twoc2p_secret.encode(), (head + "." + pay).encode(),
-                                        hashlib.sha256).digest())
-            req = json.loads(b64u_dec(pay))
-            good = good and json.loads(b64u_dec(head)).get("alg") == "HS256"
-        except (ValueError, KeyError):
+            pay = pnsign.jwt_check_hs256(self.twoc2p_secret, json.loads(body)["payload"])
+            good, req = pay is not None, json.loads(pay) if pay is not None else {}
+        except (ValueError, KeyError, TypeError):
             good, req = False, {}
         if not good or req.get("merchantID") != self.twoc2p_merchant:
             self._bad("2c2p", "JWT")
@@ -574,9 +511,10 @@ class Standins:
                    '"respCode":"%s","respDesc":"%s"}'
                    % (st.get("merchant", self.twoc2p_merchant), inv, st["amount"],
                       st["currency"], st["tranRef"], st["respCode"], st.get("respDesc", "x")))
-        token = self._jwt(payload.encode(), key="0" * 64 if self.mode == "wrong_key" else None)
+        token = pnsign.jwt_hs256("0" * 64 if self.mode == "wrong_key" else self.twoc2p_secret,
+                                 payload)
         if self.mode == "tamper":
             h2, p2, s2 = token.split(".")
-            token = ".".join([h2, b64u(payload.replace(st["amount"], "1" + st["amount"])
-                                       .encode()), s2])
+            token = ".".join([h2, pnsign.b64u(payload.replace(st["amount"], "1" + st["amount"])
+                                              .encode()), s2])
         self._send(h, 200, json.dumps({"payload": token}).encode())
