@@ -32,28 +32,6 @@ struct pn_verify_ctx {
 	bool	check_freshness;	/* false when replaying history */
 };
 
-/* A test notification to build (`paynotify sign`). */
-struct pn_sign_req {
-	const struct pn_site *site;
-	struct pn_arena *arena;
-	enum pn_kind kind;		/* paid, refund, closed or failed */
-	const char *order_id;
-	int64_t	amount_minor;		/* ISO 4217 minor units */
-	const char *currency;		/* upper-case alpha-3 */
-	int64_t	now;			/* Unix seconds */
-	const char *id;			/* unique token for the ids the provider invents */
-	const char *variant;		/* provider-specific ("v2" for WeChat Pay); NULL = default */
-};
-
-/* The request that carries it. */
-struct pn_signed {
-	const char *content_type;
-	struct pn_header headers[8];
-	size_t	nheaders;
-	const char *body;
-	size_t	body_len;
-};
-
 struct pn_provider {
 	const char *name;		/* "alipay": config prefix, path segment, provider column */
 	const char *program;		/* "paynotify-alipay" */
@@ -68,9 +46,6 @@ struct pn_provider {
 	/* Fill res with the provider's success (2xx) or failure form. */
 	void	(*answer)(const struct pn_request *req, struct pn_response *res, int status,
 			  const char *reason);
-	/* Build a signed test notification with the site's test keys; false
-	 * with a reason when the site has none or the event does not exist. */
-	bool	(*sign)(const struct pn_sign_req *req, struct pn_signed *out, struct pn_err *err);
 };
 
 extern const struct pn_provider pn_provider_2c2p;

@@ -42,6 +42,10 @@ enum pn_verdict pn_stripe_normalise_site(struct pn_arena *a, const struct pn_sit
 					 const unsigned char *body, size_t body_len,
 					 struct pn_event *ev, struct pn_err *err);
 
+/* Stripe's own minor unit of an upper-case currency: 0 (JPY ...), 3 (BHD
+ * ...) or 2 (`paynotify sign` builds amounts in it). */
+int pn_stripe_exponent(const char *cur);
+
 /* Stripe amount field of obj (Stripe's unit of raw_cur) -> ISO 4217 minor
  * units and upper-case currency; false with *why when not exact. */
 bool pn_stripe_amount(struct pn_arena *a, json_t *obj, const char *field, const char *raw_cur,

@@ -17,6 +17,7 @@
 #include "alipay.h"
 #include "buf.h"
 #include "crypto.h"
+#include "crypto_sign.h"
 #include "form.h"
 #include "fuzz.h"
 #include "provider.h"

@@ -31,6 +31,7 @@
 
 #include "buf.h"
 #include "crypto.h"
+#include "crypto_sign.h"
 #include "fuzz.h"
 #include "json.h"
 #include "provider.h"
