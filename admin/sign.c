@@ -1,5 +1,5 @@
 /*
- * sign.c: the test signers, one line per provider (sign.h).
+ * sign.c: the test registry, one line per provider (sign.h).
  */
 #include "config.h"
 
@@ -10,7 +10,7 @@
 static const struct {
 	const char *provider;
 	pn_sign_fn sign;
-} signers[] = {
+} registry[] = {
 	{"alipay", pn_sign_alipay},
 	{"stripe", pn_sign_stripe},
 	{"2c2p", pn_sign_2c2p},
@@ -22,8 +22,8 @@ pn_signer_find(const char *provider)
 {
 	size_t	i;
 
-	for (i = 0; i < PN_ARRAY_LEN(signers); i++)
-		if (strcmp(signers[i].provider, provider) == 0)
-			return signers[i].sign;
+	for (i = 0; i < PN_ARRAY_LEN(registry); i++)
+		if (strcmp(registry[i].provider, provider) == 0)
+			return registry[i].sign;
 	return NULL;
 }

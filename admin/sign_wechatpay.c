@@ -189,6 +189,7 @@ sign_v2(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err *err)
 	struct pn_xml_flat x, in;
 	const char *fen = pn_arena_printf(a, "%lld", (long long)r->amount_minor);
 	enum pn_wxv2_sign alg;
+	const char *sign;
 
 	if (s->wechatpay.napiv2_keys == 0) {
 		pn_err_set(err, "site %s has no wechatpay.apiv2_key_file", s->name);
@@ -237,7 +238,12 @@ sign_v2(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err *err)
 		xml_add(&x, "time_end", "20240520100005");
 		if (alg == PN_WXV2_HMAC_SHA256)
 			xml_add(&x, "sign_type", "HMAC-SHA256");
-		xml_add(&x, "sign", pn_wechatpay_v2_sign(a, &x, alg, key));
+		sign = pn_wechatpay_v2_sign(a, &x, alg, key);
+		if (sign == NULL) {	/* an OpenSSL failure: never strlen(NULL) */
+			pn_err_set(err, "could not compute the v2 sign");
+			return false;
+		}
+		xml_add(&x, "sign", sign);
 	} else {
 		pn_err_set(err, "no WeChat Pay v2 test notification for \"%s\"", pn_kind_name(r->kind));
 		return false;

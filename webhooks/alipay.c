@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "adapter.h"
 #include "alipay.h"
 #include "buf.h"
 #include "crypto.h"
@@ -143,8 +144,7 @@ static void
 flag_amount(struct pn_event *ev, struct pn_arena *a, const char *field, const char *value,
 	    const char *why)
 {
-	ev->flag = "amount_mismatch";
-	ev->flag_detail = pn_arena_printf(a, "%s \"%.40s\": %s", field, value ? value : "", why);
+	pn_flag_amount(ev, pn_arena_printf(a, "%s \"%.40s\": %s", field, value ? value : "", why));
 }
 
 /* Normalise a verified notification. */
@@ -222,17 +222,10 @@ normalise(struct pn_arena *a, const struct pn_form *f, const struct pn_site *sit
 		flag_amount(ev, a, "total_amount", NULL, "missing on a payment notification");
 
 	/* Addressed to this merchant?  Otherwise stored flagged, never applied. */
-	if (app_id == NULL || strcmp(app_id, site->alipay.app_id) != 0) {
-		ev->flag = "merchant_mismatch";
-		ev->flag_detail = pn_arena_printf(a, "app_id \"%.32s\" is not site %s's \"%s\"",
-						  app_id ? app_id : "", site->name,
-						  site->alipay.app_id);
-	} else if (seller_id == NULL || strcmp(seller_id, site->alipay.seller_id) != 0) {
-		ev->flag = "merchant_mismatch";
-		ev->flag_detail = pn_arena_printf(a, "seller_id \"%.32s\" is not site %s's \"%s\"",
-						  seller_id ? seller_id : "", site->name,
-						  site->alipay.seller_id);
-	}
+	if (app_id == NULL || strcmp(app_id, site->alipay.app_id) != 0)
+		pn_flag_merchant(a, ev, "app_id", 32, app_id, site, site->alipay.app_id);
+	else if (seller_id == NULL || strcmp(seller_id, site->alipay.seller_id) != 0)
+		pn_flag_merchant(a, ev, "seller_id", 32, seller_id, site, site->alipay.seller_id);
 }
 
 static enum pn_verdict
@@ -278,8 +271,7 @@ alipay_configured(const struct pn_site *site)
 
 /* Alipay reads the body: exactly "success" stops its retries. */
 static void
-alipay_answer(const struct pn_request *req, struct pn_response *res, int status,
-	      const char *reason)
+alipay_answer(int variant, struct pn_response *res, int status, const char *reason)
 {
 	bool ok = status >= 200 && status < 300;
 
@@ -289,7 +281,6 @@ alipay_answer(const struct pn_request *req, struct pn_response *res, int status,
 const struct pn_provider pn_provider_alipay = {
 	.name = "alipay",
 	.program = "paynotify-alipay",
-	.unverified_status = 400,
 	.keep_headers = alipay_keep_headers,
 	.configured = alipay_configured,
 	.verify = alipay_verify,

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "adapter.h"
 #include "crypto.h"
 #include "json.h"
 #include "money.h"
@@ -114,26 +115,10 @@ pn_stripe_verify_sig(const struct pn_stripe_sig *sig, const unsigned char *body,
 {
 	struct pn_iov iov[3] = {
 		{sig->t_text, strlen(sig->t_text)}, {".", 1}, {body, body_len}};
-	bool	matched = false;
-	size_t	i, j;
 
-	for (i = 0; i < nsecrets; i++) {
-		unsigned char mac[64];
-		size_t	maclen = 0;
-		bool	this_key = false;
-
-		if (!pn_hmac(PN_MD_SHA256, secrets[i].data, secrets[i].len, iov, 3, mac, &maclen))
-			continue;
-		/* Compare with every v1, without stopping at the first match. */
-		for (j = 0; j < (size_t)sig->nv1; j++)
-			this_key |= pn_ct_equal(mac, sig->v1[j], 32);
-		if (this_key && !matched) {
-			matched = true;
-			if (key_id)
-				*key_id = secrets[i].id;
-		}
-	}
-	return matched;
+	/* every secret against every v1, without stopping at the first match */
+	return pn_hmac_match(PN_MD_SHA256, iov, 3, secrets, nsecrets, sig->v1[0],
+			     (size_t)sig->nv1, 32, key_id);
 }
 
 /* Stripe's own minor unit: zero-decimal and three-decimal currencies. */
@@ -192,13 +177,6 @@ pn_stripe_amount(struct pn_arena *a, json_t *obj, const char *field, const char 
 		 int64_t *minor, const char **currency, const char **why)
 {
 	return stripe_amount(a, obj, field, raw_cur, minor, currency, why);
-}
-
-static void
-flag_amount(struct pn_event *ev, const char *why)
-{
-	ev->flag = "amount_mismatch";
-	ev->flag_detail = why;
 }
 
 /* The order id: metadata.order_id, else client_reference_id (Checkout). */
@@ -354,7 +332,7 @@ pn_stripe_normalise_site(struct pn_arena *a, const struct pn_site *site,
 		if (!stripe_amount(a, obj, pn_json_path(obj, "amount_received") ? "amount_received"
 				   : "amount", pn_json_str(a, obj, "currency"), &ev->amount_minor,
 				   &ev->currency, &why))
-			flag_amount(ev, why);
+			pn_flag_amount(ev, why);
 	} else if (strcmp(type, "payment_intent.payment_failed") == 0) {
 		ev->kind = PN_KIND_FAILED;
 		ev->psp_txn_id = pn_json_str(a, obj, "id");
@@ -373,7 +351,7 @@ pn_stripe_normalise_site(struct pn_arena *a, const struct pn_site *site,
 			if (ev->kind == PN_KIND_PAID
 			    && !stripe_amount(a, obj, "amount_total", pn_json_str(a, obj, "currency"),
 					      &ev->amount_minor, &ev->currency, &why))
-				flag_amount(ev, why);
+				pn_flag_amount(ev, why);
 		} else if (strcmp(sub, "async_payment_failed") == 0)
 			ev->kind = PN_KIND_FAILED;
 		else if (strcmp(sub, "expired") == 0)
@@ -386,7 +364,7 @@ pn_stripe_normalise_site(struct pn_arena *a, const struct pn_site *site,
 		ev->psp_txn_id = payment_intent_of(a, obj);
 		if (!stripe_amount(a, obj, "amount_refunded", pn_json_str(a, obj, "currency"),
 				   &ev->refund_minor, &ev->currency, &why))
-			flag_amount(ev, why);
+			pn_flag_amount(ev, why);
 		else if (!stripe_amount(a, obj, "amount", pn_json_str(a, obj, "currency"),
 					&ev->amount_minor, &ev->currency, &why))
 			ev->amount_minor = -1;	/* the refund total alone is enough */
@@ -450,25 +428,17 @@ stripe_configured(const struct pn_site *site)
 
 /* Stripe reads only the status: 2xx delivered, anything else retried. */
 static void
-stripe_answer(const struct pn_request *req, struct pn_response *res, int status,
-	      const char *reason)
+stripe_answer(int variant, struct pn_response *res, int status, const char *reason)
 {
-	if (status >= 200 && status < 300) {
+	if (status >= 200 && status < 300)
 		pn_response_set(res, status, "application/json", "{\"received\":true}");
-		return;
-	}
-	json_t *obj = json_pack("{s:s}", "error", reason ? reason : "failed");
-	char   *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
-
-	pn_response_set(res, status, "application/json", text ? text : "{\"error\":\"failed\"}");
-	free(text);
-	json_decref(obj);
+	else
+		pn_answer_error(res, status, reason);
 }
 
 const struct pn_provider pn_provider_stripe = {
 	.name = "stripe",
 	.program = "paynotify-stripe",
-	.unverified_status = 400,
 	.keep_headers = stripe_keep_headers,
 	.configured = stripe_configured,
 	.verify = stripe_verify,
