@@ -28,7 +28,7 @@ struct pn_iov {
 const EVP_MD *pn_md_evp(enum pn_md md);
 
 /* Constant-time equality of two equally long byte strings. */
-bool pn_ct_equal(const void *a, const void *b, size_t n);
+bool pn_ct_equal(const void *a, const void *b, size_t n) PN_WUR;
 
 /* Strict standard base64 (RFC 4648 §4) with padding; no blanks. */
 bool pn_b64_decode(struct pn_arena *a, const char *in, size_t len,
@@ -54,7 +54,7 @@ bool pn_hmac(enum pn_md md, const void *key, size_t keylen, const struct pn_iov 
 /* RSASSA-PKCS1-v1_5 verification of the concatenated pieces.  True only when
  * the signature is valid; any error (wrong key type, bad length) is false. */
 bool pn_rsa_verify(EVP_PKEY *pkey, enum pn_md md, const struct pn_iov *iov, size_t n,
-		   const unsigned char *sig, size_t siglen);
+		   const unsigned char *sig, size_t siglen) PN_WUR;
 
 /* AEAD_AES_256_GCM decryption; in = ciphertext || 16-byte tag.  False on a
  * bad tag.  out (arena) receives inlen - 16 bytes plus a NUL. */

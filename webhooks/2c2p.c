@@ -29,7 +29,7 @@ pn_2c2p_check_merchant(struct pn_arena *a, const struct pn_site *site, const cha
 		pn_flag_merchant(a, ev, field, 32, got, site, site->twoc2p.merchant_id);
 }
 
-static enum pn_verdict
+static PN_WUR enum pn_verdict
 twoc2p_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_err *err)
 {
 	if (ctx->site->twoc2p.api == PN_2C2P_REDIRECT)

@@ -22,7 +22,7 @@
 #define MAX_ID_LEN 255		/* invoiceNo, tranRef: longer is unusable */
 
 /* The header must say HS256; "none", HS512, RS256 ... are refused. */
-static bool
+static PN_WUR bool
 check_header(struct pn_arena *a, const char *seg, size_t len, struct pn_err *err)
 {
 	unsigned char *text;
@@ -275,7 +275,7 @@ v4_amount(struct pn_arena *a, json_t *root, const unsigned char *payload, size_t
 }
 
 /* exp / nbf, enforced when present, as jsonwebtoken does (no leeway). */
-static bool
+static PN_WUR bool
 check_times(json_t *root, int64_t now, struct pn_err *err)
 {
 	json_t *exp = json_object_get(root, "exp"), *nbf = json_object_get(root, "nbf");

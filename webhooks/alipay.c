@@ -80,7 +80,7 @@ pn_alipay_sign_content(struct pn_arena *a, const struct pn_form *f, bool keep_si
 }
 
 /* base64 of "sign"; a raw '+' that arrived unescaped decodes to ' '. */
-static bool
+static PN_WUR bool
 decode_sign(struct pn_arena *a, const char *sign, unsigned char **sig, size_t *siglen)
 {
 	char   *fixed, *p;
@@ -96,7 +96,7 @@ decode_sign(struct pn_arena *a, const char *sign, unsigned char **sig, size_t *s
 	return pn_b64_decode(a, fixed, strlen(fixed), sig, siglen);
 }
 
-static bool
+static PN_WUR bool
 verify_content(struct pn_arena *a, const struct pn_form *f, bool v2, bool keep_empty,
 	       const struct pn_site *site, const unsigned char *sig, size_t siglen,
 	       const char **key_id)
@@ -115,7 +115,7 @@ verify_content(struct pn_arena *a, const struct pn_form *f, bool v2, bool keep_e
 }
 
 /* Rules V1 then V2; then both with empty values kept, if there are any. */
-static bool
+static PN_WUR bool
 verify_rules(struct pn_arena *a, const struct pn_form *f, const struct pn_site *site,
 	     const unsigned char *sig, size_t siglen, const char **key_id)
 {
@@ -228,7 +228,7 @@ normalise(struct pn_arena *a, const struct pn_form *f, const struct pn_site *sit
 		pn_flag_merchant(a, ev, "seller_id", 32, seller_id, site, site->alipay.seller_id);
 }
 
-static enum pn_verdict
+static PN_WUR enum pn_verdict
 alipay_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_err *err)
 {
 	const struct pn_request *req = ctx->req;

@@ -377,7 +377,7 @@ done:
 	return verdict;
 }
 
-static enum pn_verdict
+static PN_WUR enum pn_verdict
 stripe_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_err *err)
 {
 	const struct pn_request *req = ctx->req;

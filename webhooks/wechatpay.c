@@ -137,7 +137,7 @@ wechatpay_variant(const struct pn_request *req)
 	return pn_wechatpay_is_v2(req) ? PN_WECHATPAY_V2 : PN_WECHATPAY_V3;
 }
 
-static enum pn_verdict
+static PN_WUR enum pn_verdict
 wechatpay_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_err *err)
 {
 	/* 0: a caller that does not classify (replay, tests) */

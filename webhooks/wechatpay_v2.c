@@ -145,7 +145,7 @@ pn_wechatpay_v2_refund_key(const struct pn_secret *key, unsigned char out[32])
 }
 
 /* The algorithm named by sign_type (absent or blank = MD5, as the SDK). */
-static bool
+static PN_WUR bool
 v2_algorithm(const struct pn_xml_flat *x, enum pn_wxv2_sign *alg)
 {
 	const char *st = pn_xml_get(x, "sign_type"), *v = "";
@@ -178,7 +178,7 @@ v2_mac(const void *msg, const struct pn_secret *key, unsigned char *out, size_t 
 }
 
 /* sign against every APIv2 key, as decoded bytes in constant time, no early exit. */
-static bool
+static PN_WUR bool
 v2_check_sign(const struct pn_verify_ctx *ctx, const struct pn_xml_flat *x,
 	      const char **key_id, struct pn_err *err)
 {
@@ -242,7 +242,7 @@ v2_payment(struct pn_arena *a, const struct pn_xml_flat *x, struct pn_event *ev)
 }
 
 /* Decrypt req_info with each APIv2 key; the inner <root> XML must parse. */
-static bool
+static PN_WUR bool
 v2_open_refund(const struct pn_verify_ctx *ctx, const char *req_info, struct pn_xml_flat *in,
 	       const char **key_id, struct pn_err *err)
 {

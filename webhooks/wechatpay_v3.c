@@ -65,7 +65,7 @@ v3_header(const struct pn_request *req, struct pn_arena *a, const char *name, bo
 	return v;
 }
 
-static bool
+static PN_WUR bool
 v3_read_headers(const struct pn_request *req, struct pn_arena *a, struct v3_headers *h,
 		struct pn_err *err)
 {
@@ -100,7 +100,7 @@ v3_read_headers(const struct pn_request *req, struct pn_arena *a, struct v3_head
 }
 
 /* |now - t| <= tolerance_s: "largest accepted distance" (cfg contract). */
-static bool
+static PN_WUR bool
 v3_fresh(const struct pn_verify_ctx *ctx, const struct v3_headers *h, struct pn_err *err)
 {
 	int64_t d = ctx->now - h->t, tol = ctx->site->wechatpay.tolerance_s;
@@ -116,7 +116,7 @@ v3_fresh(const struct pn_verify_ctx *ctx, const struct v3_headers *h, struct pn_
 }
 
 /* SHA256withRSA over "ts\nnonce\nbody\n"; *key_id names the key that verified. */
-static bool
+static PN_WUR bool
 v3_signature(const struct pn_verify_ctx *ctx, const struct v3_headers *h, const char **key_id,
 	     struct pn_err *err)
 {
@@ -173,7 +173,7 @@ json_bytes(json_t *obj, const char *key, const char **p, size_t *len)
 }
 
 /* Open resource (AEAD_AES_256_GCM) with each APIv3 key in turn. */
-static enum pn_verdict
+static PN_WUR enum pn_verdict
 v3_decrypt(const struct pn_verify_ctx *ctx, json_t *env, unsigned char **plain, size_t *plen,
 	   const char **key_id, struct pn_err *err)
 {
