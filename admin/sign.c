@@ -3,6 +3,7 @@
  */
 #include "config.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "sign.h"
@@ -26,4 +27,17 @@ pn_signer_find(const char *provider)
 		if (strcmp(registry[i].provider, provider) == 0)
 			return registry[i].sign;
 	return NULL;
+}
+
+char *
+pn_sign_json(struct pn_arena *a, json_t *obj)
+{
+	char   *text = obj ? json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL, *out;
+
+	json_decref(obj);
+	if (text == NULL)
+		return NULL;
+	out = pn_arena_strdup(a, text);
+	free(text);
+	return out;
 }

@@ -13,6 +13,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "arena.h"
 #include "cfg.h"
 #include "event.h"
@@ -50,6 +52,10 @@ bool pn_sign_alipay(const struct pn_sign_req *req, struct pn_signed *out, struct
 bool pn_sign_stripe(const struct pn_sign_req *req, struct pn_signed *out, struct pn_err *err);
 bool pn_sign_2c2p(const struct pn_sign_req *req, struct pn_signed *out, struct pn_err *err);
 bool pn_sign_wechatpay(const struct pn_sign_req *req, struct pn_signed *out, struct pn_err *err);
+
+/* obj (consumed) as compact JSON in its own member order, in the arena;
+ * NULL when obj is NULL or cannot be written. */
+char *pn_sign_json(struct pn_arena *a, json_t *obj);
 
 /* The signer of a provider (by its pn_provider name); NULL if none. */
 pn_sign_fn pn_signer_find(const char *provider);

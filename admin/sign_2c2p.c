@@ -6,7 +6,6 @@
  */
 #include "config.h"
 
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -59,15 +58,13 @@ sign_v4(const struct pn_sign_req *r, const char *code, struct pn_signed *out,
 			"tranRef", pn_arena_printf(a, "t%s", r->id), "referenceNo", r->id,
 			"approvalCode", "123456", "eci", "05", "transactionDateTime", when,
 			"respCode", code, "respDesc", "paynotify test");
-	payload = obj ? json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-	json_decref(obj);
+	payload = pn_sign_json(a, obj);
 	if (payload == NULL) {
 		pn_err_set(err, "could not build the payload");
 		return false;
 	}
 	signing = pn_arena_printf(a, "%s.%s", pn_b64url_encode(a, hdr, strlen(hdr)),
 				  pn_b64url_encode(a, payload, strlen(payload)));
-	free(payload);
 	iov.p = signing;
 	iov.len = strlen(signing);
 	if (!pn_hmac(PN_MD_SHA256, key->data, key->len, &iov, 1, mac, &maclen)) {

@@ -5,7 +5,6 @@
  */
 #include "config.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
@@ -22,7 +21,7 @@ pn_sign_stripe(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err
 	struct pn_arena *a = r->arena;
 	json_t *obj, *ev;
 	const char *type;
-	char   *text, cur[4];
+	char	cur[4];
 	int64_t	amount;
 	unsigned char mac[64];
 	size_t	maclen, i;
@@ -98,15 +97,11 @@ pn_sign_stripe(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err
 		       pn_arena_printf(a, "evt_%s", r->id), "object", "event", "api_version",
 		       "2024-06-20", "created", (json_int_t)r->now, "livemode",
 		       site->stripe.mode == PN_STRIPE_LIVE, "type", type, "data", "object", obj);
-	text = json_dumps(ev, JSON_COMPACT | JSON_PRESERVE_ORDER);
-	json_decref(ev);
-	if (text == NULL) {
+	if ((out->body = pn_sign_json(a, ev)) == NULL) {
 		pn_err_set(err, "could not build the event");
 		return false;
 	}
-	out->body = pn_arena_strdup(a, text);
-	out->body_len = strlen(text);
-	free(text);
+	out->body_len = strlen(out->body);
 	t = pn_arena_printf(a, "%lld", (long long)r->now);
 	iov[0].p = t;
 	iov[0].len = strlen(t);

@@ -8,7 +8,6 @@
  */
 #include "config.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
@@ -53,7 +52,7 @@ sign_v3(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err *err)
 	const char *ts = pn_arena_printf(a, "%lld", (long long)r->now);
 	const char *hnonce = random_token(a, pn_arena_printf(a, "n%s", r->id), 32);
 	json_t *res, *env;
-	char   *plain, *body;
+	char   *plain;
 	unsigned char *ct, *sig;
 	size_t	ctlen, siglen;
 	struct pn_buf msg = PN_BUF_INIT;
@@ -104,31 +103,24 @@ sign_v3(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err *err)
 		pn_err_set(err, "no WeChat Pay test notification for \"%s\"", pn_kind_name(r->kind));
 		return false;
 	}
-	plain = res ? json_dumps(res, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-	json_decref(res);
+	plain = pn_sign_json(a, res);
 	if (plain == NULL || !pn_aes256gcm_encrypt(a, s->wechatpay.apiv3_keys[0].data, nonce, 12,
 						    aad, strlen(aad), plain, strlen(plain), &ct,
 						    &ctlen)) {
-		free(plain);
 		pn_err_set(err, "could not encrypt the resource");
 		return false;
 	}
-	free(plain);
 	env = json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s}}", "id",
 			pn_arena_printf(a, "EV-%s", r->id), "create_time", "2024-05-20T10:00:06+08:00",
 			"resource_type", "encrypt-resource", "event_type", type, "summary", "test",
 			"resource", "original_type", aad, "algorithm", "AEAD_AES_256_GCM",
 			"ciphertext", pn_b64_encode(a, ct, ctlen), "associated_data", aad, "nonce",
 			nonce);
-	body = env ? json_dumps(env, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-	json_decref(env);
-	if (body == NULL) {
+	if ((out->body = pn_sign_json(a, env)) == NULL) {
 		pn_err_set(err, "could not build the envelope");
 		return false;
 	}
-	out->body = pn_arena_strdup(a, body);
-	out->body_len = strlen(body);
-	free(body);
+	out->body_len = strlen(out->body);
 	pn_buf_printf(&msg, "%s\n%s\n", ts, hnonce);
 	pn_buf_put(&msg, out->body, out->body_len);
 	pn_buf_putc(&msg, '\n');

@@ -165,8 +165,9 @@ pn_pipeline_handle(struct pn_receiver *r, struct pn_io *io)
 		    : rc == PN_READ_TIMEOUT ? 408 : 400;
 		if (req.path_info != NULL)	/* read before the headers and the body */
 			rl.site = pn_request_site(&req, r->arena);
-		reject(r, variant, &rl, status, "rejected", err.msg, status == 413 ? "body too large"
-		       : status == 408 ? "request timeout" : "bad request");
+		reject(r, variant, &rl, status, "rejected", err.msg,
+		       status == 413 ? "body too large" : status == 408 ? "request timeout"
+		       : "bad request");
 		goto respond;
 	}
 	rl.site = pn_request_site(&req, r->arena);

@@ -6,8 +6,8 @@
  * (redirect; 2c2p_redirect.c).  Both answer as 2C2P's sample handler does.
  *
  * A genuine notification for another merchantID / merchant_id is stored as
- * merchant_mismatch and never applied (docs/DATABASE.md, outcomes).  See
- * docs/2C2P.md for every decision.
+ * merchant_mismatch and never applied (README "How a notification is
+ * handled").  See docs/2C2P.md for every decision.
  */
 #include "config.h"
 

@@ -175,6 +175,21 @@ valid_datetime(const char *s, size_t n)
 	return two(s + 11) <= 23 && two(s + 14) <= 59 && two(s + 17) <= 59;
 }
 
+/* Digits and dots only; *dots counts the dots. */
+static bool
+digits_dots(const char *s, size_t n, size_t *dots)
+{
+	size_t	i;
+
+	*dots = 0;
+	for (i = 0; i < n; i++)
+		if (s[i] == '.')
+			(*dots)++;
+		else if (!is_digit(s[i]))
+			return false;
+	return true;
+}
+
 static bool
 valid_class(enum rclass cls, const char *s, size_t n)
 {
@@ -184,19 +199,10 @@ valid_class(enum rclass cls, const char *s, size_t n)
 	case RC_DATETIME:
 		return valid_datetime(s, n);
 	case RC_VERSION:
-		for (i = 0; i < n; i++)
-			if (s[i] == '.')
-				dots++;
-			else if (!is_digit(s[i]))
-				return false;
-		return dots == 1 && s[0] != '.' && s[n - 1] != '.';
+		return digits_dots(s, n, &dots) && dots == 1 && s[0] != '.' && s[n - 1] != '.';
 	case RC_DECIMAL:
-		for (i = 0; i < n; i++)
-			if (s[i] == '.')
-				dots++;
-			else if (!is_digit(s[i]))
-				return false;
-		return dots <= 1 && (n == 0 || (s[0] != '.' && s[n - 1] != '.'));
+		return digits_dots(s, n, &dots) && dots <= 1
+		    && (n == 0 || (s[0] != '.' && s[n - 1] != '.'));
 	default:
 		break;
 	}
@@ -375,7 +381,8 @@ pn_2c2p_verify_redirect(const struct pn_verify_ctx *ctx, struct pn_event *ev, st
 	content = pn_2c2p_redirect_content(ctx->arena, &form, &clen);
 	iov = (struct pn_iov){content, clen};
 	if (!pn_hmac_match(sha256 ? PN_MD_SHA256 : PN_MD_SHA1, &iov, 1, site->twoc2p.secrets,
-			   site->twoc2p.nsecrets, want, 1, mdlen, &key_id)) {		pn_err_set(err, "could not verify 2C2P hash_value (HMAC-%s) for site %s: no secret "
+			   site->twoc2p.nsecrets, want, 1, mdlen, &key_id)) {
+		pn_err_set(err, "could not verify 2C2P hash_value (HMAC-%s) for site %s: no secret "
 			   "matched (%zu tried)", sha256 ? "SHA256" : "SHA1", site->name,
 			   site->twoc2p.nsecrets);
 		return PN_UNVERIFIED;

@@ -208,7 +208,8 @@ payment_intent_of(struct pn_arena *a, json_t *obj)
 }
 
 /*
- * Is the event this site's?  (DESIGN "Who may change an order".)
+ * Is the event this site's?  (README "Who may change an order", "Several
+ * sites on one provider account".)
  *   - livemode, which Stripe signs with the rest of the body, must be the
  *     site's stripe.mode, else mode_mismatch;
  *   - with stripe.site_metadata = KEY=VALUE, an event that would move an

@@ -32,7 +32,8 @@ bool pn_stripe_verify_sig(const struct pn_stripe_sig *sig, const unsigned char *
 			  const char **key_id) PN_WUR;
 /* Turn a verified event body into a pn_event. */
 enum pn_verdict pn_stripe_normalise(struct pn_arena *a, const unsigned char *body,
-				    size_t body_len, struct pn_event *ev, struct pn_err *err) PN_WUR;
+				    size_t body_len, struct pn_event *ev,
+				    struct pn_err *err) PN_WUR;
 /*
  * The same, then the site binding: livemode against stripe.mode
  * (mode_mismatch) and stripe.site_metadata against the object's metadata

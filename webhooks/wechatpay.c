@@ -33,26 +33,6 @@ is_blank(unsigned char c)
 	return c == ' ' || c == '\t' || c == '\r' || c == '\n';
 }
 
-static bool
-contains_nocase(const char *hay, const char *needle)
-{
-	size_t	n = strlen(needle), i, j;
-
-	for (i = 0; hay && hay[i]; i++) {
-		for (j = 0; j < n && hay[i + j]; j++) {
-			char c = hay[i + j];
-
-			if (c >= 'A' && c <= 'Z')
-				c = (char)(c - 'A' + 'a');
-			if (c != needle[j])
-				break;
-		}
-		if (j == n)
-			return true;
-	}
-	return false;
-}
-
 bool
 pn_wechatpay_is_v2(const struct pn_request *req)
 {
@@ -73,7 +53,7 @@ pn_wechatpay_is_v2(const struct pn_request *req)
 	if (pn_request_header(req, "Wechatpay-Signature") != NULL
 	    || pn_request_header(req, "Wechatpay-Serial") != NULL)
 		return false;
-	return contains_nocase(req->content_type, "xml");
+	return req->content_type != NULL && strcasestr(req->content_type, "xml") != NULL;
 }
 
 /* ---- shared by v3 and v2 ---------------------------------------------------- */
