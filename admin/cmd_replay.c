@@ -277,7 +277,7 @@ replay_row(struct replay *r, const struct pn_table *rows, size_t i, struct pn_er
 		note = "the site or its provider is no longer configured";
 		verified = "key_gone";
 	} else {
-		struct pn_verify_ctx vc = {&req, site, r->a, (int64_t)time(NULL), false};
+		struct pn_verify_ctx vc = {&req, site, r->a, (int64_t)time(NULL), false, 0};
 
 		if (p->verify(&vc, &ev, &verr) == PN_VERIFIED) {
 			verified = "yes";

@@ -16,6 +16,7 @@
 #include "crypto.h"
 #include "money.h"
 #include "provider.h"
+#include "sign.h"
 
 static void
 help(FILE *f)
@@ -83,6 +84,7 @@ sign_exec(int argc, char **argv, const char *config_path)
 	const char *site_name = NULL, *order = NULL, *amount = NULL, *currency = "CNY";
 	const char *url = "http://127.0.0.1:8080";
 	const struct pn_provider *p;
+	pn_sign_fn sign;
 	struct pn_sign_req req;
 	struct pn_signed out;
 	struct pn_config *cfg;
@@ -125,7 +127,8 @@ sign_exec(int argc, char **argv, const char *config_path)
 	}
 	if (!pn_opt_provider("PROVIDER", argv[optind]))
 		return PN_EXIT_USAGE;
-	if ((p = pn_provider_find(argv[optind]))->sign == NULL) {
+	p = pn_provider_find(argv[optind]);
+	if ((sign = pn_signer_find(p->name)) == NULL) {
 		fprintf(stderr, "paynotify: provider \"%s\" cannot sign\n", argv[optind]);
 		return PN_EXIT_USAGE;
 	}
@@ -174,7 +177,7 @@ sign_exec(int argc, char **argv, const char *config_path)
 	req.order_id = order;
 	req.currency = cur;
 	req.now = (int64_t)time(NULL);
-	if (!p->sign(&req, &out, &err)) {
+	if (!sign(&req, &out, &err)) {
 		fprintf(stderr, "paynotify: %s\n", err.msg);
 		goto done;
 	}

@@ -31,6 +31,7 @@
 #include "2c2p.h"
 #include "buf.h"
 #include "crypto.h"
+#include "crypto_sign.h"
 #include "form.h"
 #include "json.h"
 #include "money.h"

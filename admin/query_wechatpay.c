@@ -37,6 +37,7 @@
 
 #include "buf.h"
 #include "crypto.h"
+#include "crypto_sign.h"
 #include "json.h"
 #include "xml.h"
 #include "provider.h"

@@ -15,8 +15,8 @@
 
 #include "crypto.h"
 
-static const EVP_MD *
-md_of(enum pn_md md)
+const EVP_MD *
+pn_md_evp(enum pn_md md)
 {
 	switch (md) {
 	case PN_MD_SHA1:
@@ -220,7 +220,7 @@ pn_digest(enum pn_md md, const struct pn_iov *iov, size_t n, unsigned char *out,
 	bool	ok = false;
 	size_t	i;
 
-	if (ctx == NULL || EVP_DigestInit_ex(ctx, md_of(md), NULL) != 1)
+	if (ctx == NULL || EVP_DigestInit_ex(ctx, pn_md_evp(md), NULL) != 1)
 		goto done;
 	for (i = 0; i < n; i++)
 		if (EVP_DigestUpdate(ctx, iov[i].p, iov[i].len) != 1)
@@ -289,7 +289,7 @@ pn_rsa_verify(EVP_PKEY *pkey, enum pn_md md, const struct pn_iov *iov, size_t n,
 	if ((ctx = EVP_MD_CTX_new()) == NULL)
 		return false;
 	/* PKCS#1 v1.5 is the default padding for RSA. */
-	if (EVP_DigestVerifyInit(ctx, NULL, md_of(md), NULL, pkey) != 1)
+	if (EVP_DigestVerifyInit(ctx, NULL, pn_md_evp(md), NULL, pkey) != 1)
 		goto done;
 	for (i = 0; i < n; i++)
 		if (EVP_DigestVerifyUpdate(ctx, iov[i].p, iov[i].len) != 1)
@@ -301,157 +301,89 @@ done:
 	return ok;
 }
 
+/* ---- ciphers ------------------------------------------------------------ */
+
+/*
+ * One AES-256 pass, either direction: d holds the EVP calls of the one
+ * direction (pn_cipher_decrypt here; the encrypting one exists only in
+ * crypto_sign.c, which no receiver links).  GCM when gcm, with iv and aad
+ * and a 16-byte tag (checked before the final step when decrypting,
+ * written after it when encrypting); else ECB with PKCS#7 padding.
+ */
 bool
-pn_rsa_sign(struct pn_arena *a, EVP_PKEY *pkey, enum pn_md md, const void *msg, size_t len,
-	    unsigned char **sig, size_t *siglen)
+pn_aes256_pass(const struct pn_cipher_dir *d, bool gcm, const unsigned char key[32],
+	       const void *iv, size_t ivlen, const void *aad, size_t aadlen,
+	       const unsigned char *in, size_t inlen, unsigned char *tag, unsigned char *out,
+	       size_t *outlen)
 {
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	size_t	n = 0;
+	EVP_CIPHER_CTX *ctx;
+	int	n = 0, m = 0;
 	bool	ok = false;
 
-	if (ctx == NULL)
+	if (inlen > (size_t)INT32_MAX - 32 || (gcm && (ivlen == 0 || ivlen > 64)))
 		return false;
-	if (EVP_DigestSignInit(ctx, NULL, md_of(md), NULL, pkey) != 1
-	    || EVP_DigestSign(ctx, NULL, &n, msg, len) != 1)
+	if ((ctx = EVP_CIPHER_CTX_new()) == NULL)
+		return false;
+	if (d->init(ctx, gcm ? EVP_aes_256_gcm() : EVP_aes_256_ecb(), NULL, gcm ? NULL : key,
+		    NULL) != 1)
 		goto done;
-	*sig = pn_arena_alloc(a, n);
-	if (EVP_DigestSign(ctx, *sig, &n, msg, len) != 1)
+	if (gcm && (EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN, (int)ivlen, NULL) != 1
+		    || d->init(ctx, NULL, NULL, key, iv) != 1
+		    || (aadlen > 0 && d->update(ctx, NULL, &n, aad, (int)aadlen) != 1)))
 		goto done;
-	*siglen = n;
+	if (d->update(ctx, out, &n, in, (int)inlen) != 1)
+		goto done;
+	if (gcm && !d->encrypt && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, 16, tag) != 1)
+		goto done;
+	if (d->final(ctx, out + n, &m) != 1)
+		goto done;
+	if (gcm && d->encrypt && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, 16, tag) != 1)
+		goto done;
+	*outlen = (size_t)(n + m);
 	ok = true;
 done:
-	EVP_MD_CTX_free(ctx);
+	EVP_CIPHER_CTX_free(ctx);
 	ERR_clear_error();
 	return ok;
 }
 
-/* ---- ciphers ------------------------------------------------------------ */
+static const struct pn_cipher_dir pn_cipher_decrypt = {
+	EVP_DecryptInit_ex, EVP_DecryptUpdate, EVP_DecryptFinal_ex, false,
+};
 
 bool
 pn_aes256gcm_decrypt(struct pn_arena *a, const unsigned char key[32], const void *iv,
 		     size_t ivlen, const void *aad, size_t aadlen, const unsigned char *in,
 		     size_t inlen, unsigned char **out, size_t *outlen)
 {
-	EVP_CIPHER_CTX *ctx = NULL;
 	unsigned char *buf;
-	int	n = 0, m = 0;
-	bool	ok = false;
 
-	if (inlen <= 16 || inlen > (size_t)INT32_MAX || ivlen == 0 || ivlen > 64)
+	if (inlen <= 16 || ivlen == 0 || ivlen > 64)
 		return false;
 	buf = pn_arena_alloc(a, inlen - 16 + 1);
-	if ((ctx = EVP_CIPHER_CTX_new()) == NULL)
+	if (!pn_aes256_pass(&pn_cipher_decrypt, true, key, iv, ivlen, aad, aadlen, in, inlen - 16,
+			    (unsigned char *)(in + inlen - 16), buf, outlen))
 		return false;
-	if (EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, NULL, NULL) != 1
-	    || EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN, (int)ivlen, NULL) != 1
-	    || EVP_DecryptInit_ex(ctx, NULL, NULL, key, iv) != 1)
-		goto done;
-	if (aadlen > 0 && EVP_DecryptUpdate(ctx, NULL, &n, aad, (int)aadlen) != 1)
-		goto done;
-	if (EVP_DecryptUpdate(ctx, buf, &n, in, (int)(inlen - 16)) != 1)
-		goto done;
-	if (EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, 16,
-				(void *)(in + inlen - 16)) != 1)
-		goto done;
-	if (EVP_DecryptFinal_ex(ctx, buf + n, &m) != 1)
-		goto done;
-	buf[n + m] = '\0';
+	buf[*outlen] = '\0';
 	*out = buf;
-	*outlen = (size_t)(n + m);
-	ok = true;
-done:
-	EVP_CIPHER_CTX_free(ctx);
-	ERR_clear_error();
-	return ok;
+	return true;
 }
 
 bool
 pn_aes256ecb_decrypt(struct pn_arena *a, const unsigned char key[32], const unsigned char *in,
 		     size_t inlen, unsigned char **out, size_t *outlen)
 {
-	EVP_CIPHER_CTX *ctx = NULL;
 	unsigned char *buf;
-	int	n = 0, m = 0;
-	bool	ok = false;
 
-	if (inlen == 0 || inlen % 16 != 0 || inlen > (size_t)INT32_MAX)
+	if (inlen == 0 || inlen % 16 != 0)
 		return false;
 	buf = pn_arena_alloc(a, inlen + 16 + 1);
-	if ((ctx = EVP_CIPHER_CTX_new()) == NULL)
+	if (!pn_aes256_pass(&pn_cipher_decrypt, false, key, NULL, 0, NULL, 0, in, inlen, NULL,
+			    buf, outlen))
 		return false;
-	if (EVP_DecryptInit_ex(ctx, EVP_aes_256_ecb(), NULL, key, NULL) != 1
-	    || EVP_DecryptUpdate(ctx, buf, &n, in, (int)inlen) != 1
-	    || EVP_DecryptFinal_ex(ctx, buf + n, &m) != 1)
-		goto done;
-	buf[n + m] = '\0';
+	buf[*outlen] = '\0';
 	*out = buf;
-	*outlen = (size_t)(n + m);
-	ok = true;
-done:
-	EVP_CIPHER_CTX_free(ctx);
-	ERR_clear_error();
-	return ok;
-}
-
-bool
-pn_aes256gcm_encrypt(struct pn_arena *a, const unsigned char key[32], const void *iv,
-		     size_t ivlen, const void *aad, size_t aadlen, const void *in, size_t inlen,
-		     unsigned char **out, size_t *outlen)
-{
-	EVP_CIPHER_CTX *ctx;
-	unsigned char *buf;
-	int	n = 0, m = 0;
-	bool	ok = false;
-
-	if (inlen > (size_t)INT32_MAX - 32 || ivlen == 0 || ivlen > 64)
-		return false;
-	buf = pn_arena_alloc(a, inlen + 16 + 1);
-	if ((ctx = EVP_CIPHER_CTX_new()) == NULL)
-		return false;
-	if (EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, NULL, NULL) != 1
-	    || EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN, (int)ivlen, NULL) != 1
-	    || EVP_EncryptInit_ex(ctx, NULL, NULL, key, iv) != 1)
-		goto done;
-	if (aadlen > 0 && EVP_EncryptUpdate(ctx, NULL, &n, aad, (int)aadlen) != 1)
-		goto done;
-	if (EVP_EncryptUpdate(ctx, buf, &n, in, (int)inlen) != 1
-	    || EVP_EncryptFinal_ex(ctx, buf + n, &m) != 1
-	    || EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, 16, buf + n + m) != 1)
-		goto done;
-	*out = buf;
-	*outlen = (size_t)(n + m) + 16;
-	ok = true;
-done:
-	EVP_CIPHER_CTX_free(ctx);
-	ERR_clear_error();
-	return ok;
-}
-
-bool
-pn_aes256ecb_encrypt(struct pn_arena *a, const unsigned char key[32], const void *in,
-		     size_t inlen, unsigned char **out, size_t *outlen)
-{
-	EVP_CIPHER_CTX *ctx;
-	unsigned char *buf;
-	int	n = 0, m = 0;
-	bool	ok = false;
-
-	if (inlen > (size_t)INT32_MAX - 32)
-		return false;
-	buf = pn_arena_alloc(a, inlen + 32);
-	if ((ctx = EVP_CIPHER_CTX_new()) == NULL)
-		return false;
-	if (EVP_EncryptInit_ex(ctx, EVP_aes_256_ecb(), NULL, key, NULL) != 1
-	    || EVP_EncryptUpdate(ctx, buf, &n, in, (int)inlen) != 1
-	    || EVP_EncryptFinal_ex(ctx, buf + n, &m) != 1)
-		goto done;
-	*out = buf;
-	*outlen = (size_t)(n + m);
-	ok = true;
-done:
-	EVP_CIPHER_CTX_free(ctx);
-	ERR_clear_error();
-	return ok;
+	return true;
 }
 
 /* ---- keys ---------------------------------------------------------------- */

@@ -24,8 +24,11 @@ struct pn_iov {
 	size_t	len;
 };
 
+/* The EVP digest of md. */
+const EVP_MD *pn_md_evp(enum pn_md md);
+
 /* Constant-time equality of two equally long byte strings. */
-bool pn_ct_equal(const void *a, const void *b, size_t n);
+bool pn_ct_equal(const void *a, const void *b, size_t n) PN_WUR;
 
 /* Strict standard base64 (RFC 4648 §4) with padding; no blanks. */
 bool pn_b64_decode(struct pn_arena *a, const char *in, size_t len,
@@ -51,7 +54,7 @@ bool pn_hmac(enum pn_md md, const void *key, size_t keylen, const struct pn_iov 
 /* RSASSA-PKCS1-v1_5 verification of the concatenated pieces.  True only when
  * the signature is valid; any error (wrong key type, bad length) is false. */
 bool pn_rsa_verify(EVP_PKEY *pkey, enum pn_md md, const struct pn_iov *iov, size_t n,
-		   const unsigned char *sig, size_t siglen);
+		   const unsigned char *sig, size_t siglen) PN_WUR;
 
 /* AEAD_AES_256_GCM decryption; in = ciphertext || 16-byte tag.  False on a
  * bad tag.  out (arena) receives inlen - 16 bytes plus a NUL. */
@@ -59,17 +62,30 @@ bool pn_aes256gcm_decrypt(struct pn_arena *a, const unsigned char key[32],
 			  const void *iv, size_t ivlen, const void *aad, size_t aadlen,
 			  const unsigned char *in, size_t inlen,
 			  unsigned char **out, size_t *outlen) PN_WUR;
-/* AEAD_AES_256_GCM encryption (test signing): out = ciphertext || tag. */
-bool pn_aes256gcm_encrypt(struct pn_arena *a, const unsigned char key[32], const void *iv,
-			  size_t ivlen, const void *aad, size_t aadlen, const void *in,
-			  size_t inlen, unsigned char **out, size_t *outlen) PN_WUR;
-/* AES-256-ECB with PKCS#7 padding, encryption (test signing). */
-bool pn_aes256ecb_encrypt(struct pn_arena *a, const unsigned char key[32], const void *in,
-			  size_t inlen, unsigned char **out, size_t *outlen) PN_WUR;
 /* AES-256-ECB with PKCS#7 padding (WeChat v2 refund req_info). */
 bool pn_aes256ecb_decrypt(struct pn_arena *a, const unsigned char key[32],
 			  const unsigned char *in, size_t inlen,
 			  unsigned char **out, size_t *outlen) PN_WUR;
+
+/*
+ * The EVP calls of one cipher direction, and one AES-256 pass with them
+ * (GCM when gcm: iv, aad, 16-byte tag checked when decrypting and written
+ * when encrypting; else ECB with PKCS#7 padding).  out has room for inlen
+ * + 16 bytes.  The decrypting direction is crypto.c's own; the encrypting
+ * one exists only in crypto_sign.c (test signing), which no receiver links.
+ */
+struct pn_cipher_dir {
+	int	(*init)(EVP_CIPHER_CTX *ctx, const EVP_CIPHER *cipher, ENGINE *impl,
+			const unsigned char *key, const unsigned char *iv);
+	int	(*update)(EVP_CIPHER_CTX *ctx, unsigned char *out, int *outl,
+			  const unsigned char *in, int inl);
+	int	(*final)(EVP_CIPHER_CTX *ctx, unsigned char *out, int *outl);
+	bool	encrypt;
+};
+bool pn_aes256_pass(const struct pn_cipher_dir *d, bool gcm, const unsigned char key[32],
+		    const void *iv, size_t ivlen, const void *aad, size_t aadlen,
+		    const unsigned char *in, size_t inlen, unsigned char *tag, unsigned char *out,
+		    size_t *outlen) PN_WUR;
 
 /*
  * Load a public key from a file holding an SPKI PEM ("BEGIN PUBLIC KEY"), a
@@ -105,10 +121,8 @@ EVP_PKEY *pn_pubkey_load_bits(const char *path, int min_bits, char **serial, tim
 			      struct pn_err *err) PN_WUR;
 EVP_PKEY *pn_pubkey_parse_bits(const char *text, size_t len, int min_bits, char **serial,
 			       time_t *not_after, struct pn_err *err) PN_WUR;
-/* Load a private key (PKCS#8 or PKCS#1 PEM), for test signing only. */
+/* Load a private key (PKCS#8 or PKCS#1 PEM): test signing keys, which the
+ * receivers load but cannot use (crypto_sign.h), and `paynotify query` keys. */
 EVP_PKEY *pn_privkey_load(const char *path, struct pn_err *err) PN_WUR;
-/* RSASSA-PKCS1-v1_5 signature (test signing); *sig from the arena. */
-bool pn_rsa_sign(struct pn_arena *a, EVP_PKEY *pkey, enum pn_md md, const void *msg,
-		 size_t len, unsigned char **sig, size_t *siglen) PN_WUR;
 
 #endif

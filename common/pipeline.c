@@ -109,6 +109,16 @@ is_status_path(const struct pn_receiver *r, const struct pn_request *req)
 	    && strncmp(path + wlen + 1, r->provider->name, plen - wlen - 1) == 0;
 }
 
+/* A request answered in the provider's failure form: outcome and why in the log line. */
+static void
+reject(struct pn_receiver *r, int variant, struct pn_reqlog *rl, int status, const char *outcome,
+       const char *why, const char *answer)
+{
+	rl->outcome = outcome;
+	rl->reason = why;
+	r->provider->answer(variant, &r->res, status, answer);
+}
+
 void
 pn_pipeline_handle(struct pn_receiver *r, struct pn_io *io)
 {
@@ -121,7 +131,7 @@ pn_pipeline_handle(struct pn_receiver *r, struct pn_io *io)
 	const struct pn_site *site = NULL;
 	char   *headers_json = NULL;
 	int64_t	t0 = pn_now_us();
-	int	status;
+	int	status, variant = 0;
 	enum pn_read_rc rc;
 	bool	counted = true;		/* status-path scrapes are not counted */
 	char	client[64], forwarded[PN_LOG_FORWARDED_MAX];
@@ -141,23 +151,23 @@ pn_pipeline_handle(struct pn_receiver *r, struct pn_io *io)
 
 	if (r->cfg == NULL) {
 		/* CGI with a broken configuration: ask the provider to retry. */
-		status = 503;
-		rl.outcome = "unavailable";
-		rl.reason = "configuration not loaded";
-		p->answer(&req, &r->res, status, "service unavailable");
+		reject(r, p->variant ? p->variant(&req) : 0, &rl, 503, "unavailable",
+		       "configuration not loaded", "service unavailable");
 		goto respond;
 	}
 
 	rc = pn_request_read(io, (size_t)r->cfg->max_body_bytes, r->arena, &req, &err);
+	/* the provider's form of this request, told once (a partial read too) */
+	if (p->variant != NULL)
+		variant = p->variant(&req);
 	if (rc != PN_READ_OK) {
 		status = rc == PN_READ_TOO_LARGE ? 413 : rc == PN_READ_HEADERS_TOO_LARGE ? 431
 		    : rc == PN_READ_TIMEOUT ? 408 : 400;
-		rl.outcome = "rejected";
-		rl.reason = err.msg;
 		if (req.path_info != NULL)	/* read before the headers and the body */
 			rl.site = pn_request_site(&req, r->arena);
-		p->answer(&req, &r->res, status, status == 413 ? "body too large"
-			  : status == 408 ? "request timeout" : "bad request");
+		reject(r, variant, &rl, status, "rejected", err.msg,
+		       status == 413 ? "body too large" : status == 408 ? "request timeout"
+		       : "bad request");
 		goto respond;
 	}
 	rl.site = pn_request_site(&req, r->arena);
@@ -205,49 +215,39 @@ pn_pipeline_handle(struct pn_receiver *r, struct pn_io *io)
 		goto respond;
 	}
 	if (strcmp(req.method, "POST") != 0) {
-		status = 405;
-		rl.outcome = "rejected";
-		rl.reason = pn_arena_printf(r->arena, "method %.16s not allowed", req.method);
-		p->answer(&req, &r->res, status, "method not allowed");
+		reject(r, variant, &rl, 405, "rejected",
+		       pn_arena_printf(r->arena, "method %.16s not allowed", req.method),
+		       "method not allowed");
 		goto respond;
 	}
 	site = pn_cfg_site(r->cfg, rl.site);
 	if (site == NULL || !p->configured(site)) {
-		status = 404;
-		rl.outcome = "rejected";
-		rl.reason = rl.site == NULL ? "no site in PATH_INFO"
-		    : site == NULL ? "unknown site" : "provider not configured for this site";
-		p->answer(&req, &r->res, status, "unknown site");
+		reject(r, variant, &rl, 404, "rejected", rl.site == NULL ? "no site in PATH_INFO"
+		       : site == NULL ? "unknown site" : "provider not configured for this site",
+		       "unknown site");
 		goto respond;
 	}
 	if (site->disabled != NULL) {
 		/* its keys could not be loaded: the provider retries until fixed */
-		status = 503;
-		rl.outcome = "unavailable";
-		rl.reason = pn_arena_printf(r->arena, "site %s is disabled: %s", site->name,
-					    site->disabled);
-		p->answer(&req, &r->res, status, "temporarily unavailable, retry later");
+		reject(r, variant, &rl, 503, "unavailable",
+		       pn_arena_printf(r->arena, "site %s is disabled: %s", site->name,
+				       site->disabled), "temporarily unavailable, retry later");
 		goto respond;
 	}
 
 	{
-		struct pn_verify_ctx vc = {&req, site, r->arena, r->clock(), true};
+		struct pn_verify_ctx vc = {&req, site, r->arena, r->clock(), true, variant};
 
 		switch (p->verify(&vc, &ev, &err)) {
 		case PN_VERIFIED:
 			break;
 		case PN_MALFORMED:
-			status = 400;
-			rl.outcome = "rejected";
-			rl.reason = err.msg;
-			p->answer(&req, &r->res, status, "malformed notification");
+			reject(r, variant, &rl, 400, "rejected", err.msg, "malformed notification");
 			goto respond;
 		case PN_UNVERIFIED:
 		default:
-			status = p->unverified_status;
-			rl.outcome = "rejected";
-			rl.reason = err.msg;
-			p->answer(&req, &r->res, status, "signature verification failed");
+			reject(r, variant, &rl, PN_UNVERIFIED_STATUS, "rejected", err.msg,
+			       "signature verification failed");
 			goto respond;
 		}
 	}
@@ -259,10 +259,8 @@ pn_pipeline_handle(struct pn_receiver *r, struct pn_io *io)
 	if (!pn_store_ingest(r->store, site->name, p->name, &ev, headers_json, req.body,
 			     req.body_len, &ir, &err)) {
 		/* Nothing is known to be committed: the provider must retry. */
-		status = 503;
-		rl.outcome = "unavailable";
-		rl.reason = err.msg;
-		p->answer(&req, &r->res, status, "temporarily unavailable, retry later");
+		reject(r, variant, &rl, 503, "unavailable", err.msg,
+		       "temporarily unavailable, retry later");
 		goto respond;
 	}
 #ifdef PN_FAULT_INJECTION
@@ -289,7 +287,7 @@ pn_pipeline_handle(struct pn_receiver *r, struct pn_io *io)
 		 && strcmp(ir.outcome, "ignored") != 0)
 		rl.reason = pn_arena_printf(r->arena, "order status %s",
 					    ir.order_status[0] ? ir.order_status : "(none)");
-	p->answer(&req, &r->res, status, NULL);
+	p->answer(variant, &r->res, status, NULL);
 
 respond:
 	rl.status = r->res.status;

@@ -1,5 +1,6 @@
 /*
- * pipeline.h: one request, end to end (DESIGN.md "One request, end to end").
+ * pipeline.h: one request, end to end (docs/ARCHITECTURE.md "One request";
+ * README "How a notification is handled").
  *
  *   read -> route (site) -> verify (provider adapter) -> store (one
  *   transaction) -> answer (success only after commit) -> one log line

@@ -30,47 +30,32 @@ struct pn_verify_ctx {
 	struct pn_arena *arena;
 	int64_t	now;			/* Unix seconds, injectable for tests */
 	bool	check_freshness;	/* false when replaying history */
+	int	variant;		/* the provider's variant(req); 0: verify decides */
 };
 
-/* A test notification to build (`paynotify sign`). */
-struct pn_sign_req {
-	const struct pn_site *site;
-	struct pn_arena *arena;
-	enum pn_kind kind;		/* paid, refund, closed or failed */
-	const char *order_id;
-	int64_t	amount_minor;		/* ISO 4217 minor units */
-	const char *currency;		/* upper-case alpha-3 */
-	int64_t	now;			/* Unix seconds */
-	const char *id;			/* unique token for the ids the provider invents */
-	const char *variant;		/* provider-specific ("v2" for WeChat Pay); NULL = default */
-};
-
-/* The request that carries it. */
-struct pn_signed {
-	const char *content_type;
-	struct pn_header headers[8];
-	size_t	nheaders;
-	const char *body;
-	size_t	body_len;
-};
+/* The HTTP status of PN_UNVERIFIED, for every provider. */
+#define PN_UNVERIFIED_STATUS 400
 
 struct pn_provider {
 	const char *name;		/* "alipay": config prefix, path segment, provider column */
 	const char *program;		/* "paynotify-alipay" */
-	int	unverified_status;	/* HTTP status for PN_UNVERIFIED */
 	/* Headers kept with the raw body (for replay and re-delivery). */
 	const char *const *keep_headers;
 	/* Is this provider configured for the site? */
 	bool	(*configured)(const struct pn_site *site);
+	/*
+	 * Which of the provider's forms the request is in (WeChat Pay: API v3
+	 * or v2), told once per request by the pipeline, before any answer,
+	 * and given to verify (ctx->variant) and answer.  NULL: one form
+	 * only, variant 0.
+	 */
+	int	(*variant)(const struct pn_request *req);
 	/* Verify the raw request and normalise it into ev. */
 	enum pn_verdict (*verify)(const struct pn_verify_ctx *ctx, struct pn_event *ev,
 				  struct pn_err *err);
-	/* Fill res with the provider's success (2xx) or failure form. */
-	void	(*answer)(const struct pn_request *req, struct pn_response *res, int status,
-			  const char *reason);
-	/* Build a signed test notification with the site's test keys; false
-	 * with a reason when the site has none or the event does not exist. */
-	bool	(*sign)(const struct pn_sign_req *req, struct pn_signed *out, struct pn_err *err);
+	/* Fill res with the provider's success (2xx) or failure form, in the
+	 * request's variant. */
+	void	(*answer)(int variant, struct pn_response *res, int status, const char *reason);
 };
 
 extern const struct pn_provider pn_provider_2c2p;

@@ -48,7 +48,8 @@ bool pn_2c2p_raw_member(const char *json, size_t len, const char *name, const ch
  */
 enum pn_verdict pn_2c2p_normalise(struct pn_arena *a, const struct pn_site *site,
 				  const unsigned char *payload, size_t len, int64_t now,
-				  const char *unkeyed, struct pn_event *ev, struct pn_err *err);
+				  const char *unkeyed, struct pn_event *ev,
+				  struct pn_err *err) PN_WUR;
 
 /* The respCode mapping (4-character codes only). */
 enum pn_kind pn_2c2p_kind(const char *resp_code);

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "adapter.h"
 #include "alipay.h"
 #include "buf.h"
 #include "crypto.h"
@@ -79,7 +80,7 @@ pn_alipay_sign_content(struct pn_arena *a, const struct pn_form *f, bool keep_si
 }
 
 /* base64 of "sign"; a raw '+' that arrived unescaped decodes to ' '. */
-static bool
+static PN_WUR bool
 decode_sign(struct pn_arena *a, const char *sign, unsigned char **sig, size_t *siglen)
 {
 	char   *fixed, *p;
@@ -95,7 +96,7 @@ decode_sign(struct pn_arena *a, const char *sign, unsigned char **sig, size_t *s
 	return pn_b64_decode(a, fixed, strlen(fixed), sig, siglen);
 }
 
-static bool
+static PN_WUR bool
 verify_content(struct pn_arena *a, const struct pn_form *f, bool v2, bool keep_empty,
 	       const struct pn_site *site, const unsigned char *sig, size_t siglen,
 	       const char **key_id)
@@ -114,7 +115,7 @@ verify_content(struct pn_arena *a, const struct pn_form *f, bool v2, bool keep_e
 }
 
 /* Rules V1 then V2; then both with empty values kept, if there are any. */
-static bool
+static PN_WUR bool
 verify_rules(struct pn_arena *a, const struct pn_form *f, const struct pn_site *site,
 	     const unsigned char *sig, size_t siglen, const char **key_id)
 {
@@ -143,8 +144,7 @@ static void
 flag_amount(struct pn_event *ev, struct pn_arena *a, const char *field, const char *value,
 	    const char *why)
 {
-	ev->flag = "amount_mismatch";
-	ev->flag_detail = pn_arena_printf(a, "%s \"%.40s\": %s", field, value ? value : "", why);
+	pn_flag_amount(ev, pn_arena_printf(a, "%s \"%.40s\": %s", field, value ? value : "", why));
 }
 
 /* Normalise a verified notification. */
@@ -222,20 +222,13 @@ normalise(struct pn_arena *a, const struct pn_form *f, const struct pn_site *sit
 		flag_amount(ev, a, "total_amount", NULL, "missing on a payment notification");
 
 	/* Addressed to this merchant?  Otherwise stored flagged, never applied. */
-	if (app_id == NULL || strcmp(app_id, site->alipay.app_id) != 0) {
-		ev->flag = "merchant_mismatch";
-		ev->flag_detail = pn_arena_printf(a, "app_id \"%.32s\" is not site %s's \"%s\"",
-						  app_id ? app_id : "", site->name,
-						  site->alipay.app_id);
-	} else if (seller_id == NULL || strcmp(seller_id, site->alipay.seller_id) != 0) {
-		ev->flag = "merchant_mismatch";
-		ev->flag_detail = pn_arena_printf(a, "seller_id \"%.32s\" is not site %s's \"%s\"",
-						  seller_id ? seller_id : "", site->name,
-						  site->alipay.seller_id);
-	}
+	if (app_id == NULL || strcmp(app_id, site->alipay.app_id) != 0)
+		pn_flag_merchant(a, ev, "app_id", 32, app_id, site, site->alipay.app_id);
+	else if (seller_id == NULL || strcmp(seller_id, site->alipay.seller_id) != 0)
+		pn_flag_merchant(a, ev, "seller_id", 32, seller_id, site, site->alipay.seller_id);
 }
 
-static enum pn_verdict
+static PN_WUR enum pn_verdict
 alipay_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_err *err)
 {
 	const struct pn_request *req = ctx->req;
@@ -278,114 +271,18 @@ alipay_configured(const struct pn_site *site)
 
 /* Alipay reads the body: exactly "success" stops its retries. */
 static void
-alipay_answer(const struct pn_request *req, struct pn_response *res, int status,
-	      const char *reason)
+alipay_answer(int variant, struct pn_response *res, int status, const char *reason)
 {
 	bool ok = status >= 200 && status < 300;
 
 	pn_response_set(res, status, "text/plain", ok ? "success" : "fail");
 }
 
-/* ---- test notifications (paynotify sign) -------------------------------- */
-
-static void
-add_field(struct pn_form *f, struct pn_arena *a, const char *key, const char *value)
-{
-	struct pn_form_field *fl = &f->fields[f->n++];
-
-	fl->key = key;
-	fl->value = pn_arena_strdup(a, value);
-	fl->value_len = strlen(value);
-}
-
-static bool
-alipay_sign(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err *err)
-{
-	const struct pn_site *site = r->site;
-	struct pn_arena *a = r->arena;
-	struct pn_form f;
-	struct pn_buf body = PN_BUF_INIT;
-	char	amount[32], when[32];
-	const char *status;
-	unsigned char *sig;
-	size_t	siglen, len, i;
-	char   *content;
-	time_t	bj = (time_t)r->now + 8 * 3600;	/* Alipay writes Beijing time */
-	struct tm tm;
-
-	if (site->alipay.test_key == NULL) {
-		pn_err_set(err, "site %s has no alipay.test_private_key_file: refusing to sign",
-			   site->name);
-		return false;
-	}
-	if (strcmp(r->currency, "CNY") != 0) {
-		pn_err_set(err, "Alipay notifications are in CNY, not %s", r->currency);
-		return false;
-	}
-	switch (r->kind) {
-	case PN_KIND_PAID:
-	case PN_KIND_REFUND:
-		status = "TRADE_SUCCESS";
-		break;
-	case PN_KIND_CLOSED:
-		status = "TRADE_CLOSED";
-		break;
-	default:
-		pn_err_set(err, "Alipay sends no \"%s\" notification", pn_kind_name(r->kind));
-		return false;
-	}
-	gmtime_r(&bj, &tm);
-	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
-	pn_money_format(r->amount_minor, 2, amount, sizeof(amount));
-	f.n = 0;
-	f.fields = pn_arena_alloc(a, 24 * sizeof(*f.fields));
-	add_field(&f, a, "app_id", site->alipay.app_id);
-	add_field(&f, a, "auth_app_id", site->alipay.app_id);
-	add_field(&f, a, "seller_id", site->alipay.seller_id);
-	add_field(&f, a, "charset", "utf-8");
-	add_field(&f, a, "version", "1.0");
-	add_field(&f, a, "notify_type", "trade_status_sync");
-	add_field(&f, a, "notify_id", pn_arena_printf(a, "test%s", r->id));
-	add_field(&f, a, "notify_time", when);
-	add_field(&f, a, "out_trade_no", r->order_id);
-	add_field(&f, a, "trade_no", pn_arena_printf(a, "test-%s", r->order_id));
-	add_field(&f, a, "trade_status", status);
-	add_field(&f, a, "subject", "paynotify test");
-	add_field(&f, a, "gmt_payment", when);
-	add_field(&f, a, "sign_type", site->alipay.sign_type == PN_ALIPAY_RSA ? "RSA" : "RSA2");
-	if (r->kind == PN_KIND_REFUND) {
-		/* refund_fee is the total refunded: this test refunds amount once */
-		add_field(&f, a, "out_biz_no", pn_arena_printf(a, "refund-%s", r->id));
-		add_field(&f, a, "refund_fee", amount);
-		add_field(&f, a, "gmt_refund", when);
-	} else
-		add_field(&f, a, "total_amount", amount);
-	content = pn_alipay_sign_content(a, &f, false, false, &len);
-	if (!pn_rsa_sign(a, site->alipay.test_key,
-			 site->alipay.sign_type == PN_ALIPAY_RSA ? PN_MD_SHA1 : PN_MD_SHA256, content,
-			 len, &sig, &siglen)) {
-		pn_err_set(err, "could not sign with alipay.test_private_key_file");
-		return false;
-	}
-	add_field(&f, a, "sign", pn_b64_encode(a, sig, siglen));
-	for (i = 0; i < f.n; i++)
-		pn_buf_printf(&body, "%s%s=%s", i ? "&" : "", f.fields[i].key,
-			      pn_form_encode(a, f.fields[i].value));
-	out->content_type = "application/x-www-form-urlencoded; charset=utf-8";
-	out->nheaders = 0;
-	out->body = pn_arena_memdup(a, body.data, body.len);
-	out->body_len = body.len;
-	pn_buf_free(&body);
-	return true;
-}
-
 const struct pn_provider pn_provider_alipay = {
 	.name = "alipay",
 	.program = "paynotify-alipay",
-	.unverified_status = 400,
 	.keep_headers = alipay_keep_headers,
 	.configured = alipay_configured,
 	.verify = alipay_verify,
 	.answer = alipay_answer,
-	.sign = alipay_sign,
 };

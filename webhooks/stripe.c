@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "adapter.h"
 #include "crypto.h"
 #include "json.h"
 #include "money.h"
@@ -114,31 +115,15 @@ pn_stripe_verify_sig(const struct pn_stripe_sig *sig, const unsigned char *body,
 {
 	struct pn_iov iov[3] = {
 		{sig->t_text, strlen(sig->t_text)}, {".", 1}, {body, body_len}};
-	bool	matched = false;
-	size_t	i, j;
 
-	for (i = 0; i < nsecrets; i++) {
-		unsigned char mac[64];
-		size_t	maclen = 0;
-		bool	this_key = false;
-
-		if (!pn_hmac(PN_MD_SHA256, secrets[i].data, secrets[i].len, iov, 3, mac, &maclen))
-			continue;
-		/* Compare with every v1, without stopping at the first match. */
-		for (j = 0; j < (size_t)sig->nv1; j++)
-			this_key |= pn_ct_equal(mac, sig->v1[j], 32);
-		if (this_key && !matched) {
-			matched = true;
-			if (key_id)
-				*key_id = secrets[i].id;
-		}
-	}
-	return matched;
+	/* every secret against every v1, without stopping at the first match */
+	return pn_hmac_match(PN_MD_SHA256, iov, 3, secrets, nsecrets, sig->v1[0],
+			     (size_t)sig->nv1, 32, key_id);
 }
 
 /* Stripe's own minor unit: zero-decimal and three-decimal currencies. */
-static int
-stripe_exponent(const char *cur)
+int
+pn_stripe_exponent(const char *cur)
 {
 	static const char *const zero[] = {"BIF", "CLP", "DJF", "GNF", "JPY", "KMF", "KRW",
 		"MGA", "PYG", "RWF", "UGX", "VND", "VUV", "XAF", "XOF", "XPF", NULL};
@@ -177,7 +162,7 @@ stripe_amount(struct pn_arena *a, json_t *obj, const char *field, const char *ra
 		return false;
 	}
 	iso = pn_money_exponent(cur);
-	if (!pn_money_rescale(v, stripe_exponent(cur), iso, minor)) {
+	if (!pn_money_rescale(v, pn_stripe_exponent(cur), iso, minor)) {
 		*why = pn_arena_printf(a, "%s %lld %s is not a whole ISO 4217 amount", field,
 				       (long long)v, cur);
 		return false;
@@ -192,13 +177,6 @@ pn_stripe_amount(struct pn_arena *a, json_t *obj, const char *field, const char 
 		 int64_t *minor, const char **currency, const char **why)
 {
 	return stripe_amount(a, obj, field, raw_cur, minor, currency, why);
-}
-
-static void
-flag_amount(struct pn_event *ev, const char *why)
-{
-	ev->flag = "amount_mismatch";
-	ev->flag_detail = why;
 }
 
 /* The order id: metadata.order_id, else client_reference_id (Checkout). */
@@ -230,7 +208,8 @@ payment_intent_of(struct pn_arena *a, json_t *obj)
 }
 
 /*
- * Is the event this site's?  (DESIGN "Who may change an order".)
+ * Is the event this site's?  (README "Who may change an order", "Several
+ * sites on one provider account".)
  *   - livemode, which Stripe signs with the rest of the body, must be the
  *     site's stripe.mode, else mode_mismatch;
  *   - with stripe.site_metadata = KEY=VALUE, an event that would move an
@@ -354,7 +333,7 @@ pn_stripe_normalise_site(struct pn_arena *a, const struct pn_site *site,
 		if (!stripe_amount(a, obj, pn_json_path(obj, "amount_received") ? "amount_received"
 				   : "amount", pn_json_str(a, obj, "currency"), &ev->amount_minor,
 				   &ev->currency, &why))
-			flag_amount(ev, why);
+			pn_flag_amount(ev, why);
 	} else if (strcmp(type, "payment_intent.payment_failed") == 0) {
 		ev->kind = PN_KIND_FAILED;
 		ev->psp_txn_id = pn_json_str(a, obj, "id");
@@ -373,7 +352,7 @@ pn_stripe_normalise_site(struct pn_arena *a, const struct pn_site *site,
 			if (ev->kind == PN_KIND_PAID
 			    && !stripe_amount(a, obj, "amount_total", pn_json_str(a, obj, "currency"),
 					      &ev->amount_minor, &ev->currency, &why))
-				flag_amount(ev, why);
+				pn_flag_amount(ev, why);
 		} else if (strcmp(sub, "async_payment_failed") == 0)
 			ev->kind = PN_KIND_FAILED;
 		else if (strcmp(sub, "expired") == 0)
@@ -386,7 +365,7 @@ pn_stripe_normalise_site(struct pn_arena *a, const struct pn_site *site,
 		ev->psp_txn_id = payment_intent_of(a, obj);
 		if (!stripe_amount(a, obj, "amount_refunded", pn_json_str(a, obj, "currency"),
 				   &ev->refund_minor, &ev->currency, &why))
-			flag_amount(ev, why);
+			pn_flag_amount(ev, why);
 		else if (!stripe_amount(a, obj, "amount", pn_json_str(a, obj, "currency"),
 					&ev->amount_minor, &ev->currency, &why))
 			ev->amount_minor = -1;	/* the refund total alone is enough */
@@ -399,7 +378,7 @@ done:
 	return verdict;
 }
 
-static enum pn_verdict
+static PN_WUR enum pn_verdict
 stripe_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_err *err)
 {
 	const struct pn_request *req = ctx->req;
@@ -450,142 +429,19 @@ stripe_configured(const struct pn_site *site)
 
 /* Stripe reads only the status: 2xx delivered, anything else retried. */
 static void
-stripe_answer(const struct pn_request *req, struct pn_response *res, int status,
-	      const char *reason)
+stripe_answer(int variant, struct pn_response *res, int status, const char *reason)
 {
-	if (status >= 200 && status < 300) {
+	if (status >= 200 && status < 300)
 		pn_response_set(res, status, "application/json", "{\"received\":true}");
-		return;
-	}
-	json_t *obj = json_pack("{s:s}", "error", reason ? reason : "failed");
-	char   *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
-
-	pn_response_set(res, status, "application/json", text ? text : "{\"error\":\"failed\"}");
-	free(text);
-	json_decref(obj);
-}
-
-/* ---- test events (paynotify sign) ---------------------------------------- */
-
-static bool
-stripe_sign(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err *err)
-{
-	const struct pn_site *site = r->site;
-	struct pn_arena *a = r->arena;
-	json_t *obj, *ev;
-	const char *type;
-	char   *text, cur[4];
-	int64_t	amount;
-	unsigned char mac[64];
-	size_t	maclen, i;
-	struct pn_iov iov[3];
-	const char *t, *mkey;
-	size_t	mklen;
-
-	if (!site->stripe.test_signing) {
-		pn_err_set(err, "site %s does not set stripe.test_signing = on: refusing to sign",
-			   site->name);
-		return false;
-	}
-	if (!pn_money_rescale(r->amount_minor, pn_money_exponent(r->currency),
-			      stripe_exponent(r->currency), &amount)) {
-		pn_err_set(err, "amount not representable in Stripe's unit for %s", r->currency);
-		return false;
-	}
-	for (i = 0; i < 3; i++)
-		cur[i] = (char)(r->currency[i] - 'A' + 'a');
-	cur[3] = '\0';
-	switch (r->kind) {
-	case PN_KIND_PAID:
-		type = "payment_intent.succeeded";
-		/* one PaymentIntent per order: its refund names the same one */
-		obj = json_pack("{s:s, s:s, s:I, s:I, s:s, s:s, s:{s:s}}", "id",
-				pn_arena_printf(a, "pi_%s", r->order_id),
-				"object", "payment_intent",
-				"amount", (json_int_t)amount, "amount_received", (json_int_t)amount,
-				"currency", cur, "status", "succeeded", "metadata", "order_id",
-				r->order_id);
-		break;
-	case PN_KIND_FAILED:
-		type = "payment_intent.payment_failed";
-		obj = json_pack("{s:s, s:s, s:I, s:s, s:s, s:{s:s}}", "id",
-				pn_arena_printf(a, "pi_%s", r->order_id),
-				"object", "payment_intent",
-				"amount", (json_int_t)amount, "currency", cur, "status",
-				"requires_payment_method", "metadata", "order_id", r->order_id);
-		break;
-	case PN_KIND_REFUND:
-		type = "charge.refunded";
-		obj = json_pack("{s:s, s:s, s:s, s:I, s:I, s:s, s:b, s:{s:s}}", "id",
-				pn_arena_printf(a, "ch_%s", r->id), "object", "charge",
-				"payment_intent", pn_arena_printf(a, "pi_%s", r->order_id),
-				"amount", (json_int_t)amount, "amount_refunded",
-				(json_int_t)amount, "currency", cur, "refunded", 1, "metadata",
-				"order_id", r->order_id);
-		break;
-	case PN_KIND_CLOSED:
-		type = "checkout.session.expired";
-		obj = json_pack("{s:s, s:s, s:s, s:s, s:s}", "id",
-				pn_arena_printf(a, "cs_%s", r->id), "object", "checkout.session",
-				"client_reference_id", r->order_id, "payment_status", "unpaid",
-				"status", "expired");
-		break;
-	default:
-		pn_err_set(err, "no Stripe test event for \"%s\"", pn_kind_name(r->kind));
-		return false;
-	}
-	if (obj != NULL && pn_cfg_stripe_marker(site, &mkey, &mklen)) {
-		/* the site's own marker, as the shop sets it on its objects */
-		json_t *md = json_object_get(obj, "metadata");
-
-		if (md == NULL) {
-			md = json_object();
-			json_object_set_new(obj, "metadata", md);
-		}
-		json_object_set_new(md, pn_arena_strndup(a, mkey, mklen),
-				    json_string(mkey + mklen + 1));
-	}
-	/* livemode as the site's stripe.mode takes it, so the site accepts it */
-	ev = json_pack("{s:s, s:s, s:s, s:I, s:b, s:s, s:{s:o}}", "id",
-		       pn_arena_printf(a, "evt_%s", r->id), "object", "event", "api_version",
-		       "2024-06-20", "created", (json_int_t)r->now, "livemode",
-		       site->stripe.mode == PN_STRIPE_LIVE, "type", type, "data", "object", obj);
-	text = json_dumps(ev, JSON_COMPACT | JSON_PRESERVE_ORDER);
-	json_decref(ev);
-	if (text == NULL) {
-		pn_err_set(err, "could not build the event");
-		return false;
-	}
-	out->body = pn_arena_strdup(a, text);
-	out->body_len = strlen(text);
-	free(text);
-	t = pn_arena_printf(a, "%lld", (long long)r->now);
-	iov[0].p = t;
-	iov[0].len = strlen(t);
-	iov[1].p = ".";
-	iov[1].len = 1;
-	iov[2].p = out->body;
-	iov[2].len = out->body_len;
-	if (!pn_hmac(PN_MD_SHA256, site->stripe.secrets[0].data, site->stripe.secrets[0].len, iov,
-		     3, mac, &maclen)) {
-		pn_err_set(err, "HMAC failed");
-		return false;
-	}
-	out->content_type = "application/json; charset=utf-8";
-	out->headers[0].name = "Stripe-Signature";
-	out->headers[0].value = pn_arena_printf(a, "t=%s,v1=%s", t,
-						pn_hex_encode(a, mac, maclen, false));
-	out->nheaders = 1;
-	return true;
+	else
+		pn_answer_error(res, status, reason);
 }
 
 const struct pn_provider pn_provider_stripe = {
 	.name = "stripe",
 	.program = "paynotify-stripe",
-	.unverified_status = 400,
 	.keep_headers = stripe_keep_headers,
 	.configured = stripe_configured,
 	.verify = stripe_verify,
 	.answer = stripe_answer,
-	.sign = stripe_sign,
 };

@@ -29,10 +29,11 @@ bool pn_stripe_parse_header(const char *header, struct pn_stripe_sig *out,
 /* True when any v1 matches an HMAC with any secret; *key_id names the secret. */
 bool pn_stripe_verify_sig(const struct pn_stripe_sig *sig, const unsigned char *body,
 			  size_t body_len, const struct pn_secret *secrets, size_t nsecrets,
-			  const char **key_id);
+			  const char **key_id) PN_WUR;
 /* Turn a verified event body into a pn_event. */
 enum pn_verdict pn_stripe_normalise(struct pn_arena *a, const unsigned char *body,
-				    size_t body_len, struct pn_event *ev, struct pn_err *err);
+				    size_t body_len, struct pn_event *ev,
+				    struct pn_err *err) PN_WUR;
 /*
  * The same, then the site binding: livemode against stripe.mode
  * (mode_mismatch) and stripe.site_metadata against the object's metadata
@@ -40,7 +41,11 @@ enum pn_verdict pn_stripe_normalise(struct pn_arena *a, const unsigned char *bod
  */
 enum pn_verdict pn_stripe_normalise_site(struct pn_arena *a, const struct pn_site *site,
 					 const unsigned char *body, size_t body_len,
-					 struct pn_event *ev, struct pn_err *err);
+					 struct pn_event *ev, struct pn_err *err) PN_WUR;
+
+/* Stripe's own minor unit of an upper-case currency: 0 (JPY ...), 3 (BHD
+ * ...) or 2 (`paynotify sign` builds amounts in it). */
+int pn_stripe_exponent(const char *cur);
 
 /* Stripe amount field of obj (Stripe's unit of raw_cur) -> ISO 4217 minor
  * units and upper-case currency; false with *why when not exact. */

@@ -22,8 +22,10 @@
 #define PN_WECHATPAY_SIGN_TYPE "WECHATPAY2-SHA256-RSA2048"
 
 /* API v2 (XML) or v3 (JSON + Wechatpay-* headers)?  Decided from the body
- * (first non-blank byte '<') and, for an empty body, from the headers. */
+ * (first non-blank byte '<') and, for an empty body, from the headers;
+ * the descriptor's variant (pn_provider.variant) is one of these. */
 bool pn_wechatpay_is_v2(const struct pn_request *req);
+enum { PN_WECHATPAY_V3 = 1, PN_WECHATPAY_V2 = 2 };
 
 /*
  * The API v2 signature of a flat XML notification, as the official WXPay
@@ -35,6 +37,9 @@ bool pn_wechatpay_is_v2(const struct pn_request *req);
  */
 char *pn_wechatpay_v2_sign(struct pn_arena *a, const struct pn_xml_flat *x,
 			   enum pn_wxv2_sign alg, const struct pn_secret *key);
+/* The same as bytes: mac (64 bytes) receives *maclen (16 or 32). */
+bool pn_wechatpay_v2_mac(struct pn_arena *a, const struct pn_xml_flat *x, enum pn_wxv2_sign alg,
+			 const struct pn_secret *key, unsigned char *mac, size_t *maclen) PN_WUR;
 
 /* The AES-256-ECB key for a v2 refund req_info: the 32 ASCII characters of
  * the lower-case hex MD5 of the APIv2 key. */

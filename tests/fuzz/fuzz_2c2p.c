@@ -121,7 +121,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			   && strstr(err.msg, "could not verify") == NULL);
 	if (verdict == PN_VERIFIED)
 		check_event(&ev);
-	pn_provider_2c2p.answer(req, &res, verdict == PN_VERIFIED ? 200 : 400,
+	pn_provider_2c2p.answer(0, &res, verdict == PN_VERIFIED ? 200 : 400,
 				verdict == PN_VERIFIED ? NULL : err.msg);
 	fuzz_check(res.body.len > 0);
 	pn_buf_free(&res.body);

@@ -81,9 +81,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fuzz_check(verdict != PN_UNVERIFIED);
 	if (verdict == PN_VERIFIED)
 		check_event(&ev);
-	pn_provider_stripe.answer(req, &res,
+	pn_provider_stripe.answer(0, &res,
 				  verdict == PN_VERIFIED ? 200 : verdict == PN_MALFORMED ? 400
-				  : pn_provider_stripe.unverified_status,
+				  : PN_UNVERIFIED_STATUS,
 				  verdict == PN_VERIFIED ? NULL : err.msg);
 	fuzz_check(res.body.len > 0);
 	pn_buf_free(&res.body);

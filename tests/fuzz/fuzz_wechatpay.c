@@ -31,6 +31,7 @@
 
 #include "buf.h"
 #include "crypto.h"
+#include "crypto_sign.h"
 #include "fuzz.h"
 #include "json.h"
 #include "provider.h"
@@ -256,6 +257,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	ctx.arena = a;
 	ctx.now = FUZZ_NOW;
 	ctx.check_freshness = true;
+	ctx.variant = pn_provider_wechatpay.variant(&req);	/* as the pipeline tells it */
 	pn_event_init(&ev);
 	verdict = pn_provider_wechatpay.verify(&ctx, &ev, &err);
 	/* what the harness signed or encrypted fails for no key or clock reason */
@@ -274,7 +276,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (ev.currency != NULL)
 			fuzz_check(strlen(ev.currency) == 3);
 	}
-	pn_provider_wechatpay.answer(&req, &res, verdict == PN_VERIFIED ? 200 : 400,
+	pn_provider_wechatpay.answer(ctx.variant, &res, verdict == PN_VERIFIED ? 200 : 400,
 				     verdict == PN_VERIFIED ? NULL : err.msg);
 	/* v3 success is 204 without a body; v2 answers in XML */
 	fuzz_check((res.status >= 200 && res.status < 300) == (verdict == PN_VERIFIED));

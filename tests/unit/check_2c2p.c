@@ -291,20 +291,20 @@ START_TEST(test_answers)
 	struct pn_request req;
 
 	memset(&req, 0, sizeof(req));
-	pn_provider_2c2p.answer(&req, &res, 200, NULL);
+	pn_provider_2c2p.answer(0, &res, 200, NULL);
 	ck_assert_int_eq(res.status, 200);
 	ck_assert_str_eq(res.content_type, "application/json");
 	ck_assert_str_eq(res.body.data, "{\"status\":\"received\"}");
-	pn_provider_2c2p.answer(&req, &res, 400, "signature verification failed");
+	pn_provider_2c2p.answer(0, &res, 400, "signature verification failed");
 	ck_assert_int_eq(res.status, 400);
 	ck_assert_str_eq(res.body.data, "{\"error\":\"signature verification failed\"}");
-	pn_provider_2c2p.answer(&req, &res, 503, NULL);
+	pn_provider_2c2p.answer(0, &res, 503, NULL);
 	ck_assert_int_eq(res.status, 503);
 	ck_assert_str_eq(res.body.data, "{\"error\":\"failed\"}");
 	pn_buf_free(&res.body);
 	ck_assert_str_eq(pn_provider_2c2p.name, "2c2p");
 	ck_assert_str_eq(pn_provider_2c2p.program, "paynotify-2c2p");
-	ck_assert_int_eq(pn_provider_2c2p.unverified_status, 400);
+	ck_assert_int_eq(PN_UNVERIFIED_STATUS, 400);
 	ck_assert_ptr_eq(pn_provider_find("2c2p"), &pn_provider_2c2p);
 }
 END_TEST

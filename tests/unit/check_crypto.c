@@ -9,6 +9,7 @@
 #include <check.h>
 
 #include "crypto.h"
+#include "crypto_sign.h"
 #include "fixture.h"
 #include "suites.h"
 

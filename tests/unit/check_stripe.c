@@ -67,7 +67,7 @@ START_TEST(test_duplicate_header_refused)
 	struct pn_event ev;
 	struct pn_err err;
 	const struct pn_site *site = pn_cfg_site(fixture_config(), "stripe-old");
-	struct pn_verify_ctx vc = {&req, site, a, 0, false};
+	struct pn_verify_ctx vc = {&req, site, a, 0, false, 0};
 
 	memset(&req, 0, sizeof(req));
 	req.body = (const unsigned char *)"{}";
@@ -91,9 +91,9 @@ START_TEST(test_answers)
 	struct pn_request req;
 
 	memset(&req, 0, sizeof(req));
-	pn_provider_stripe.answer(&req, &res, 200, NULL);
+	pn_provider_stripe.answer(0, &res, 200, NULL);
 	ck_assert_int_eq(res.status, 200);
-	pn_provider_stripe.answer(&req, &res, 400, "bad \"quoted\" reason");
+	pn_provider_stripe.answer(0, &res, 400, "bad \"quoted\" reason");
 	ck_assert_int_eq(res.status, 400);
 	ck_assert_str_eq(res.body.data, "{\"error\":\"bad \\\"quoted\\\" reason\"}");
 	pn_buf_free(&res.body);

@@ -173,7 +173,7 @@ START_TEST(test_v3_gosdk_through_adapter)
 	struct pn_err err;
 	size_t	len;
 	const char *body = fixture_text("wechatpay/gosdk-vector.body", &len);
-	struct pn_verify_ctx vc = {&req, site, A, 1624523846, true};
+	struct pn_verify_ctx vc = {&req, site, A, 1624523846, true, 0};
 
 	memset(&req, 0, sizeof(req));
 	req.body = (const unsigned char *)body;
@@ -338,28 +338,28 @@ START_TEST(test_answers)
 
 	memset(&req, 0, sizeof(req));
 	/* v3 (and anything unreadable without an XML hint): status decides */
-	pn_provider_wechatpay.answer(&req, &res, 200, NULL);
+	pn_provider_wechatpay.answer(pn_provider_wechatpay.variant(&req), &res, 200, NULL);
 	ck_assert_int_eq(res.status, 204);
 	ck_assert(res.content_type == NULL);
 	ck_assert_uint_eq(res.body.len, 0);
-	pn_provider_wechatpay.answer(&req, &res, 400, "signature \"verification\" failed");
+	pn_provider_wechatpay.answer(pn_provider_wechatpay.variant(&req), &res, 400, "signature \"verification\" failed");
 	ck_assert_int_eq(res.status, 400);
 	ck_assert_str_eq(res.content_type, "application/json");
 	ck_assert_str_eq(res.body.data,
 			 "{\"code\":\"FAIL\",\"message\":\"signature \\\"verification\\\" failed\"}");
-	pn_provider_wechatpay.answer(&req, &res, 503, NULL);
+	pn_provider_wechatpay.answer(pn_provider_wechatpay.variant(&req), &res, 503, NULL);
 	ck_assert_int_eq(res.status, 503);
 	ck_assert_str_eq(res.body.data, "{\"code\":\"FAIL\",\"message\":\"failed\"}");
 
 	/* v2: the body decides, status 200 on success */
 	req.body = (const unsigned char *)"\xEF\xBB\xBF \n<xml></xml>";
 	req.body_len = strlen((const char *)req.body);
-	pn_provider_wechatpay.answer(&req, &res, 200, NULL);
+	pn_provider_wechatpay.answer(pn_provider_wechatpay.variant(&req), &res, 200, NULL);
 	ck_assert_int_eq(res.status, 200);
 	ck_assert_str_eq(res.content_type, "text/xml");
 	ck_assert_str_eq(res.body.data, "<xml><return_code><![CDATA[SUCCESS]]></return_code>"
 			 "<return_msg><![CDATA[OK]]></return_msg></xml>");
-	pn_provider_wechatpay.answer(&req, &res, 503, "db down ]]> <x>\n");
+	pn_provider_wechatpay.answer(pn_provider_wechatpay.variant(&req), &res, 503, "db down ]]> <x>\n");
 	ck_assert_int_eq(res.status, 503);
 	ck_assert_str_eq(res.body.data, "<xml><return_code><![CDATA[FAIL]]></return_code>"
 			 "<return_msg><![CDATA[db down > <x>]]></return_msg></xml>");
@@ -367,11 +367,11 @@ START_TEST(test_answers)
 	req.body = NULL;
 	req.body_len = 0;
 	req.content_type = "text/xml; charset=UTF-8";
-	pn_provider_wechatpay.answer(&req, &res, 413, "body too large");
+	pn_provider_wechatpay.answer(pn_provider_wechatpay.variant(&req), &res, 413, "body too large");
 	ck_assert_str_eq(res.content_type, "text/xml");
 	req.headers[0] = (struct pn_header){"Wechatpay-Signature", "x", false};
 	req.nheaders = 1;
-	pn_provider_wechatpay.answer(&req, &res, 413, "body too large");
+	pn_provider_wechatpay.answer(pn_provider_wechatpay.variant(&req), &res, 413, "body too large");
 	ck_assert_str_eq(res.content_type, "application/json");
 	pn_buf_free(&res.body);
 }

@@ -1,0 +1,63 @@
+/*
+ * sign.h: test notifications for `paynotify sign` (cmd_sign.c).
+ *
+ * Building a signed notification is the admin command's business, never a
+ * receiver's: each admin/sign_<provider>.c holds one provider's signer,
+ * listed once in sign.c, and only the `paynotify` program links them (with
+ * common/crypto_sign.c).  A receiver that cannot sign cannot be tricked
+ * into signing (tests/integration/test_receiver_symbols.py).
+ */
+#ifndef PN_SIGN_H
+#define PN_SIGN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "arena.h"
+#include "cfg.h"
+#include "event.h"
+#include "http.h"
+#include "util.h"
+
+/* A test notification to build. */
+struct pn_sign_req {
+	const struct pn_site *site;
+	struct pn_arena *arena;
+	enum pn_kind kind;		/* paid, refund, closed or failed */
+	const char *order_id;
+	int64_t	amount_minor;		/* ISO 4217 minor units */
+	const char *currency;		/* upper-case alpha-3 */
+	int64_t	now;			/* Unix seconds */
+	const char *id;			/* unique token for the ids the provider invents */
+	const char *variant;		/* provider-specific ("v2" for WeChat Pay); NULL = default */
+};
+
+/* The request that carries it. */
+struct pn_signed {
+	const char *content_type;
+	struct pn_header headers[8];
+	size_t	nheaders;
+	const char *body;
+	size_t	body_len;
+};
+
+/* Build a signed test notification with the site's test keys; false with
+ * a reason when the site has none or the event does not exist. */
+typedef bool (*pn_sign_fn)(const struct pn_sign_req *req, struct pn_signed *out,
+			   struct pn_err *err);
+
+bool pn_sign_alipay(const struct pn_sign_req *req, struct pn_signed *out, struct pn_err *err);
+bool pn_sign_stripe(const struct pn_sign_req *req, struct pn_signed *out, struct pn_err *err);
+bool pn_sign_2c2p(const struct pn_sign_req *req, struct pn_signed *out, struct pn_err *err);
+bool pn_sign_wechatpay(const struct pn_sign_req *req, struct pn_signed *out, struct pn_err *err);
+
+/* obj (consumed) as compact JSON in its own member order, in the arena;
+ * NULL when obj is NULL or cannot be written. */
+char *pn_sign_json(struct pn_arena *a, json_t *obj);
+
+/* The signer of a provider (by its pn_provider name); NULL if none. */
+pn_sign_fn pn_signer_find(const char *provider);
+
+#endif

@@ -1,0 +1,394 @@
+/*
+ * 2c2p_redirect.c: 2C2P legacy Redirect API notifications (2c2p.api =
+ * redirect): a form POST whose hash_value is the hex HMAC-SHA1 (or
+ * SHA-256, 2c2p.redirect_hash) of the 31 response fields in a fixed order,
+ * as 2C2P's Magento 2 and WooCommerce plugins check it
+ * (P2c2pHash::isValidHashValue, wc_2c2p_is_valid_hash): strcasecmp there,
+ * a constant-time comparison of the decoded bytes here.  The descriptor is
+ * in 2c2p.c; docs/2C2P.md gives every decision.
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "2c2p.h"
+#include "2c2p_int.h"
+#include "adapter.h"
+#include "crypto.h"
+#include "form.h"
+#include "money.h"
+
+/*
+ * Field formats, checked on every field BEFORE the hash is computed.
+ *
+ * hash_value covers the values concatenated without separators, so the
+ * MAC alone does not fix where one field ends and the next begins: a
+ * genuinely signed decline (payment_channel 001, payment_status 002,
+ * channel_response_code 000) re-split as payment_channel 001002,
+ * payment_status 000 carries the same MAC.  The formats below make the
+ * split of every field that decides anything unique (docs/2C2P.md,
+ * "Field formats", gives the source of each rule and the proof):
+ *   - ' ' and ':' occur only in request_timestamp, transaction_datetime
+ *     (both exactly "YYYY-MM-DD HH:MM:SS") and in fields after
+ *     transaction_datetime, so the first two "date time" shapes of the
+ *     content are those two fields, and the two fixed three-digit fields
+ *     after the second one are payment_channel and payment_status;
+ *   - merchant_id starts right after request_timestamp and must equal the
+ *     site's, so order_id starts at a fixed place; invoice_no is empty or
+ *     order_id itself (2c2p.redirect_invoice_no), never free;
+ *   - currency (a known ISO 4217 numeric code) and amount (12 digits)
+ *     follow; moving the order_id/currency boundary changes the currency
+ *     and the amount, which the order must both match.
+ * The fields between amount and transaction_datetime (transaction_ref,
+ * approval_code, eci) can still trade characters with each other, so the
+ * dedup key does not use them: it names the signed content (hash_value),
+ * and every re-split of one signed form is the same event.
+ */
+enum rclass {
+	RC_VERSION,		/* digits '.' digits */
+	RC_DATETIME,		/* YYYY-MM-DD HH:MM:SS, a valid date and time */
+	RC_ID,			/* [A-Za-z0-9_-]: no ' ', no ':' */
+	RC_ALNUM,		/* [A-Za-z0-9] */
+	RC_DIGITS,		/* [0-9] */
+	RC_PAN,			/* masked card number: [0-9A-Za-z*] */
+	RC_DECIMAL,		/* digits with at most one '.' */
+	RC_ALPHA,		/* [A-Za-z] */
+	RC_TEXT,		/* printable: no control character (UTF-8 kept as bytes) */
+};
+
+struct rrule {
+	const char *key;
+	unsigned short min, max;	/* length in bytes when present; min > 0: required */
+	enum rclass cls;
+};
+
+/* In 2C2P's hash order (P2c2pHash::isValidHashValue, wc_2c2p_is_valid_hash). */
+static const struct rrule redirect_rules[] = {
+	{"version", 3, 5, RC_VERSION},
+	{"request_timestamp", 19, 19, RC_DATETIME},
+	{"merchant_id", 1, 25, RC_ID},
+	{"order_id", 1, 50, RC_ID},
+	{"invoice_no", 0, 50, RC_ID},
+	{"currency", 3, 3, RC_DIGITS},
+	{"amount", 12, 12, RC_DIGITS},
+	{"transaction_ref", 0, 28, RC_ID},
+	{"approval_code", 0, 6, RC_ID},
+	{"eci", 0, 2, RC_DIGITS},
+	{"transaction_datetime", 19, 19, RC_DATETIME},
+	{"payment_channel", 3, 3, RC_DIGITS},
+	{"payment_status", 3, 3, RC_DIGITS},
+	{"channel_response_code", 0, 8, RC_ALNUM},
+	{"channel_response_desc", 0, 255, RC_TEXT},
+	{"masked_pan", 0, 19, RC_PAN},
+	{"stored_card_unique_id", 0, 50, RC_ALNUM},
+	{"backend_invoice", 0, 50, RC_ALNUM},
+	{"paid_channel", 0, 50, RC_TEXT},
+	{"paid_agent", 0, 50, RC_TEXT},
+	{"recurring_unique_id", 0, 50, RC_ALNUM},
+	{"user_defined_1", 0, 255, RC_TEXT},
+	{"user_defined_2", 0, 255, RC_TEXT},
+	{"user_defined_3", 0, 255, RC_TEXT},
+	{"user_defined_4", 0, 255, RC_TEXT},
+	{"user_defined_5", 0, 255, RC_TEXT},
+	{"browser_info", 0, 255, RC_TEXT},
+	{"ippPeriod", 0, 2, RC_DIGITS},
+	{"ippInterestType", 0, 1, RC_ALPHA},
+	{"ippInterestRate", 0, 8, RC_DECIMAL},
+	{"ippMerchantAbsorbRate", 0, 8, RC_DECIMAL},
+};
+
+static const struct pn_form_field *
+form_field(const struct pn_form *f, const char *key)
+{
+	size_t i;
+
+	for (i = 0; i < f->n; i++)
+		if (strcmp(f->fields[i].key, key) == 0)
+			return &f->fields[i];
+	return NULL;
+}
+
+char *
+pn_2c2p_redirect_content(struct pn_arena *a, const struct pn_form *f, size_t *len)
+{
+	size_t	total = 1, o = 0, i;
+	char   *out;
+
+	for (i = 0; i < PN_ARRAY_LEN(redirect_rules); i++) {
+		const struct pn_form_field *fl = form_field(f, redirect_rules[i].key);
+
+		total += fl ? fl->value_len : 0;
+	}
+	out = pn_arena_alloc(a, total);
+	for (i = 0; i < PN_ARRAY_LEN(redirect_rules); i++) {
+		const struct pn_form_field *fl = form_field(f, redirect_rules[i].key);
+
+		if (fl) {
+			memcpy(out + o, fl->value, fl->value_len);
+			o += fl->value_len;
+		}
+	}
+	out[o] = '\0';
+	*len = o;
+	return out;
+}
+
+static bool
+is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+static bool
+is_alnum(char c)
+{
+	return is_digit(c) || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+}
+
+static int
+two(const char *s)
+{
+	return (s[0] - '0') * 10 + (s[1] - '0');
+}
+
+/* "YYYY-MM-DD HH:MM:SS", a real calendar date and time (no leap second). */
+static bool
+valid_datetime(const char *s, size_t n)
+{
+	static const char shape[] = "dddd-dd-dd dd:dd:dd";
+	static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+	int	y, m, d;
+	size_t	i;
+
+	if (n != sizeof(shape) - 1)
+		return false;
+	for (i = 0; i < n; i++)
+		if (shape[i] == 'd' ? !is_digit(s[i]) : s[i] != shape[i])
+			return false;
+	y = two(s) * 100 + two(s + 2);
+	m = two(s + 5);
+	d = two(s + 8);
+	if (y < 2000 || m < 1 || m > 12 || d < 1 || d > mdays[m - 1])
+		return false;
+	if (m == 2 && d == 29 && !(y % 4 == 0 && (y % 100 != 0 || y % 400 == 0)))
+		return false;
+	return two(s + 11) <= 23 && two(s + 14) <= 59 && two(s + 17) <= 59;
+}
+
+/* Digits and dots only; *dots counts the dots. */
+static bool
+digits_dots(const char *s, size_t n, size_t *dots)
+{
+	size_t	i;
+
+	*dots = 0;
+	for (i = 0; i < n; i++)
+		if (s[i] == '.')
+			(*dots)++;
+		else if (!is_digit(s[i]))
+			return false;
+	return true;
+}
+
+static bool
+valid_class(enum rclass cls, const char *s, size_t n)
+{
+	size_t	i, dots = 0;
+
+	switch (cls) {
+	case RC_DATETIME:
+		return valid_datetime(s, n);
+	case RC_VERSION:
+		return digits_dots(s, n, &dots) && dots == 1 && s[0] != '.' && s[n - 1] != '.';
+	case RC_DECIMAL:
+		return digits_dots(s, n, &dots) && dots <= 1
+		    && (n == 0 || (s[0] != '.' && s[n - 1] != '.'));
+	default:
+		break;
+	}
+	for (i = 0; i < n; i++) {
+		char	c = s[i];
+		bool	ok;
+
+		switch (cls) {
+		case RC_ID:
+			ok = is_alnum(c) || c == '_' || c == '-';
+			break;
+		case RC_ALNUM:
+			ok = is_alnum(c);
+			break;
+		case RC_DIGITS:
+			ok = is_digit(c);
+			break;
+		case RC_PAN:
+			ok = is_alnum(c) || c == '*';
+			break;
+		case RC_ALPHA:
+			ok = is_alnum(c) && !is_digit(c);
+			break;
+		default:	/* RC_TEXT */
+			ok = (unsigned char)c >= 0x20 && c != 0x7f;
+			break;
+		}
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+static const char *const rclass_words[] = {
+	[RC_VERSION] = "a version (digits.digits)",
+	[RC_DATETIME] = "a date and time YYYY-MM-DD HH:MM:SS",
+	[RC_ID] = "letters, digits, '_' or '-'",
+	[RC_ALNUM] = "letters and digits",
+	[RC_DIGITS] = "digits",
+	[RC_PAN] = "a masked card number",
+	[RC_DECIMAL] = "a decimal number",
+	[RC_ALPHA] = "letters",
+	[RC_TEXT] = "printable text",
+};
+
+bool
+pn_2c2p_redirect_check(struct pn_arena *a, const struct pn_form *f, bool invoice_is_order,
+		       struct pn_err *err)
+{
+	const char *oid, *inv, *cur;
+	size_t	i;
+
+	(void)a;
+	for (i = 0; i < PN_ARRAY_LEN(redirect_rules); i++) {
+		const struct rrule *r = &redirect_rules[i];
+		const struct pn_form_field *fl = form_field(f, r->key);
+		size_t	n = fl ? fl->value_len : 0;
+		const char *v = fl ? fl->value : "";
+
+		if (n == 0 && r->min > 0) {
+			pn_err_set(err, "2C2P field %s is %s", r->key, fl ? "empty" : "missing");
+			return false;
+		}
+		if (n == 0)
+			continue;
+		if (n < r->min || n > r->max) {
+			if (r->min == r->max)
+				pn_err_set(err, "2C2P field %s \"%.40s\" is %zu bytes long, not %u",
+					   r->key, v, n, r->min);
+			else
+				pn_err_set(err, "2C2P field %s \"%.40s\" is %zu bytes long, "
+					   "not %u to %u", r->key, v, n, r->min ? r->min : 1,
+					   r->max);
+			return false;
+		}
+		if (memchr(v, '\0', n) != NULL || !valid_class(r->cls, v, n)) {
+			pn_err_set(err, "2C2P field %s \"%.40s\" is not %s", r->key, v,
+				   rclass_words[r->cls]);
+			return false;
+		}
+	}
+	cur = pn_form_get(f, "currency");
+	if (pn_money_alpha_from_numeric(cur) == NULL) {
+		pn_err_set(err, "2C2P field currency \"%s\" is not a known ISO 4217 numeric code",
+			   cur);
+		return false;
+	}
+	oid = pn_form_get(f, "order_id");
+	inv = pn_form_get(f, "invoice_no");
+	if (inv != NULL && *inv != '\0' && (!invoice_is_order || strcmp(inv, oid) != 0)) {
+		pn_err_set(err, "2C2P field invoice_no \"%.40s\" is %s: only %s is accepted, "
+			   "because its boundary with order_id is not signed "
+			   "(2c2p.redirect_invoice_no)", inv,
+			   invoice_is_order ? "not order_id" : "not empty",
+			   invoice_is_order ? "an empty invoice_no or order_id itself"
+			   : "an empty invoice_no");
+		return false;
+	}
+	if (invoice_is_order && (inv == NULL || *inv == '\0')) {
+		pn_err_set(err, "2C2P field invoice_no is empty: site expects order_id itself "
+			   "(2c2p.redirect_invoice_no = order_id)");
+		return false;
+	}
+	return true;
+}
+
+/*
+ * payment_status (docs 3.2.6 "Payment status response code"): 000 success,
+ * 001 pending, 002 rejected, 003 cancelled by the user, 999 failed.  Any
+ * other code is recorded, never applied.
+ */
+static enum pn_kind
+redirect_kind(const char *st)
+{
+	if (strcmp(st, "000") == 0)
+		return PN_KIND_PAID;
+	if (strcmp(st, "001") == 0)
+		return PN_KIND_PENDING;
+	if (strcmp(st, "002") == 0 || strcmp(st, "003") == 0 || strcmp(st, "999") == 0)
+		return PN_KIND_FAILED;
+	return PN_KIND_IGNORED;
+}
+
+/* Called only on a form pn_2c2p_redirect_check() accepted and whose MAC matched. */
+static void
+normalise_redirect(struct pn_arena *a, const struct pn_form *f, const struct pn_site *site,
+		   const char *hash_hex, struct pn_event *ev)
+{
+	const char *oid = pn_form_get(f, "order_id"), *st = pn_form_get(f, "payment_status");
+	const char *ref = pn_form_get(f, "transaction_ref");
+	int64_t	v = -1;
+
+	ev->event_type = st;
+	ev->order_id = oid;
+	ev->psp_txn_id = ref && *ref ? ref : NULL;
+	ev->psp_time = pn_form_get(f, "transaction_datetime");
+	ev->kind = redirect_kind(st);
+	/* the signed content names the event: every split of it is one event */
+	ev->dedup_key = pn_arena_printf(a, "%s:%s:%s", oid, st, hash_hex);
+	/* amount: 12 digits of minor units; currency: numeric ISO 4217 (checked) */
+	ev->currency = pn_money_alpha_from_numeric(pn_form_get(f, "currency"));
+	if (pn_parse_i64(pn_form_get(f, "amount"), &v))
+		ev->amount_minor = v;
+	pn_2c2p_check_merchant(a, site, "merchant_id", pn_form_get(f, "merchant_id"), ev);
+}
+
+enum pn_verdict
+pn_2c2p_verify_redirect(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_err *err)
+{
+	const struct pn_site *site = ctx->site;
+	bool	sha256 = site->twoc2p.redirect_hash == PN_2C2P_SHA256;
+	size_t	mdlen = sha256 ? 32 : 20, got = 0, clen;
+	unsigned char want[32];
+	const char *hv, *key_id = NULL, *content;
+	struct pn_form form;
+	struct pn_iov iov;
+
+	if (!pn_form_parse(ctx->arena, (const char *)ctx->req->body, ctx->req->body_len, &form,
+			   err)) {
+		pn_err_prefix(err, "2C2P notification is not a valid form body");
+		return PN_MALFORMED;
+	}
+	hv = pn_form_get(&form, "hash_value");
+	if (hv == NULL || strlen(hv) != 2 * mdlen || !pn_hex_decode(hv, 2 * mdlen, want,
+								  sizeof(want), &got)
+	    || got != mdlen) {
+		pn_err_set(err, "2C2P hash_value is missing or not %zu hex digits", 2 * mdlen);
+		return PN_UNVERIFIED;
+	}
+	/* before the MAC: a form whose fields could be re-split is refused */
+	if (!pn_2c2p_redirect_check(ctx->arena, &form, site->twoc2p.redirect_invoice_no
+				    == PN_2C2P_INVOICE_ORDER_ID, err)) {
+		pn_err_prefix(err, "refusing 2C2P legacy form for site %s", site->name);
+		return PN_MALFORMED;
+	}
+	content = pn_2c2p_redirect_content(ctx->arena, &form, &clen);
+	iov = (struct pn_iov){content, clen};
+	if (!pn_hmac_match(sha256 ? PN_MD_SHA256 : PN_MD_SHA1, &iov, 1, site->twoc2p.secrets,
+			   site->twoc2p.nsecrets, want, 1, mdlen, &key_id)) {
+		pn_err_set(err, "could not verify 2C2P hash_value (HMAC-%s) for site %s: no secret "
+			   "matched (%zu tried)", sha256 ? "SHA256" : "SHA1", site->name,
+			   site->twoc2p.nsecrets);
+		return PN_UNVERIFIED;
+	}
+	ev->key_id = key_id;
+	normalise_redirect(ctx->arena, &form, site, pn_hex_encode(ctx->arena, want, mdlen, false),
+			   ev);
+	return PN_VERIFIED;
+}

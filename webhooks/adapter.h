@@ -1,0 +1,57 @@
+/*
+ * adapter.h: what every provider adapter (webhooks/<provider>.c) needs
+ * the same way, written once (webhooks/adapter.c): the event flags a
+ * verified notification can carry, JSON failure answers, and "try every
+ * key, no early exit" for MACs.
+ */
+#ifndef PN_ADAPTER_H
+#define PN_ADAPTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "arena.h"
+#include "cfg.h"
+#include "crypto.h"
+#include "event.h"
+#include "http.h"
+
+/* Stored, acknowledged, never applied: the amount cannot be read exactly. */
+void pn_flag_amount(struct pn_event *ev, const char *why);
+
+/*
+ * Stored, acknowledged, never applied: field (at most width bytes of got
+ * are shown) names another merchant than want, site's own.  The detail
+ * reads: field "got" is not site S's "want".
+ */
+void pn_flag_merchant(struct pn_arena *a, struct pn_event *ev, const char *field, int width,
+		      const char *got, const struct pn_site *site, const char *want);
+
+/* An application/json answer: obj (consumed) compact, or fallback when it
+ * could not be built. */
+void pn_answer_json(struct pn_response *res, int status, json_t *obj, const char *fallback);
+/* The failure answer {"error":"<reason>"} (Stripe, 2C2P). */
+void pn_answer_error(struct pn_response *res, int status, const char *reason);
+
+/*
+ * The MAC of one message under one key, into out (64 bytes); msg is the
+ * caller's description of the message.  pn_mac_match() computes it under
+ * every key and compares it in constant time with each of the nwant
+ * expected MACs of wantlen bytes (want[0 .. nwant * wantlen)), without
+ * stopping at the first match: the time taken does not tell which key
+ * matched.  *key_id (when key_id is not NULL) names the first key that
+ * matched.
+ */
+typedef bool (*pn_mac_fn)(const void *msg, const struct pn_secret *key, unsigned char *out,
+			  size_t *outlen);
+bool pn_mac_match(pn_mac_fn mac, const void *msg, const struct pn_secret *keys, size_t nkeys,
+		  const unsigned char *want, size_t nwant, size_t wantlen,
+		  const char **key_id) PN_WUR;
+/* The same with HMAC (md, keyed with each key's bytes) over iov[0 .. n). */
+bool pn_hmac_match(enum pn_md md, const struct pn_iov *iov, size_t n,
+		   const struct pn_secret *keys, size_t nkeys, const unsigned char *want,
+		   size_t nwant, size_t wantlen, const char **key_id) PN_WUR;
+
+#endif

@@ -1,0 +1,60 @@
+/*
+ * wechatpay_int.h: between the WeChat Pay adapter's files (wechatpay.c,
+ * wechatpay_v3.c, wechatpay_v2.c); not for anything else.
+ */
+#ifndef PN_WECHATPAY_INT_H
+#define PN_WECHATPAY_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "arena.h"
+#include "cfg.h"
+#include "event.h"
+#include "provider.h"
+
+#define PN_WECHATPAY_MAX_FEN INT64_C(1000000000000000)	/* 10^15, as pn_money_parse */
+#define PN_WECHATPAY_MAX_KEY 255
+
+/* Non-empty string or NULL. */
+static inline const char *
+nonempty(const char *s)
+{
+	return s && *s ? s : NULL;
+}
+
+static inline bool
+streq(const char *a, const char *b)
+{
+	return a != NULL && b != NULL && strcmp(a, b) == 0;
+}
+
+/* Currency as sent, CNY when absent (WeChat Pay's default); false if unknown. */
+bool pn_wechatpay_currency(struct pn_arena *a, const char *sent, const char **out) PN_WUR;
+
+/*
+ * Is the notification addressed to this site?  In service-provider mode
+ * (sub_mchid present) the site is the sub-merchant: sub_mchid must be
+ * wechatpay.mchid and the appid is sub_appid when present, else the
+ * provider's.  appid is compared when present; need_appid makes its
+ * absence a mismatch too (payments always carry one, refunds never do).
+ */
+struct pn_wechatpay_merchant {
+	const char *mchid, *sub_mchid, *appid, *sub_appid;
+	const char *mchid_name, *appid_name;	/* field names, for the detail */
+};
+void pn_wechatpay_check_merchant(struct pn_arena *a, const struct pn_site *site,
+				 const struct pn_wechatpay_merchant *m, bool need_appid,
+				 struct pn_event *ev);
+
+/* A dedup key of at most PN_WECHATPAY_MAX_KEY bytes (else "sha256:<hex>"). */
+const char *pn_wechatpay_bound_key(struct pn_arena *a, const char *key);
+
+/* The two generations' verify. */
+enum pn_verdict pn_wechatpay_v3_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev,
+				       struct pn_err *err) PN_WUR;
+enum pn_verdict pn_wechatpay_v2_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev,
+				       struct pn_err *err) PN_WUR;
+
+#endif

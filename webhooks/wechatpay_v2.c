@@ -1,0 +1,381 @@
+/*
+ * wechatpay_v2.c: WeChat Pay API v2 notifications (flat XML, common/xml.c);
+ * the descriptor and the answer are in wechatpay.c, docs/WECHATPAY.md
+ * gives every decision.  Payment results carry an MD5 or HMAC-SHA256
+ * "sign" made with the APIv2 key (WXPayUtil.generateSignature); refund
+ * results carry no sign but an AES-256-ECB "req_info" whose key is the
+ * lower-case hex MD5 of the APIv2 key.  A genuine payment result whose
+ * merchant identity is not the site's is stored flagged merchant_mismatch
+ * and never applied.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+
+#include "adapter.h"
+#include "buf.h"
+#include "crypto.h"
+#include "wechatpay.h"
+#include "wechatpay_int.h"
+
+/* A fen amount from a decimal string (API v2 fields). */
+static bool
+fen_text(const char *s, int64_t *out)
+{
+	int64_t v;
+
+	if (s == NULL || strlen(s) > 16 || !pn_parse_i64(s, &v) || v > PN_WECHATPAY_MAX_FEN)
+		return false;
+	*out = v;
+	return true;
+}
+
+/* Java's String.trim(): every byte <= 0x20 at either end. */
+static void
+trim_java(const char *s, size_t len, const char **start, size_t *out)
+{
+	while (len > 0 && (unsigned char)*s <= 0x20)
+		s++, len--;
+	while (len > 0 && (unsigned char)s[len - 1] <= 0x20)
+		len--;
+	*start = s;
+	*out = len;
+}
+
+/* A v2 value as it was signed (trimmed, see v2_sign_string), or NULL if empty. */
+static const char *
+v2_get(struct pn_arena *a, const struct pn_xml_flat *x, const char *name)
+{
+	const char *v = pn_xml_get(x, name), *s;
+	size_t	len;
+
+	if (v == NULL)
+		return NULL;
+	trim_java(v, strlen(v), &s, &len);
+	return len ? pn_arena_strndup(a, s, len) : NULL;
+}
+
+static int
+field_cmp(const void *a, const void *b)
+{
+	const struct pn_xml_field *fa = *(const struct pn_xml_field *const *)a;
+	const struct pn_xml_field *fb = *(const struct pn_xml_field *const *)b;
+
+	return strcmp(fa->name, fb->name);
+}
+
+/* "k=v&...&key=APIv2KEY" as WXPayUtil.generateSignature builds it. */
+static struct pn_buf
+v2_sign_string(struct pn_arena *a, const struct pn_xml_flat *x, const struct pn_secret *key)
+{
+	const struct pn_xml_field **sorted = pn_arena_alloc(a, (x->n + 1) * sizeof(*sorted));
+	struct pn_buf b = PN_BUF_INIT;
+	size_t	i, n = 0;
+
+	for (i = 0; i < x->n; i++)
+		if (strcmp(x->fields[i].name, "sign") != 0)
+			sorted[n++] = &x->fields[i];
+	qsort(sorted, n, sizeof(*sorted), field_cmp);
+	for (i = 0; i < n; i++) {
+		const char *v;
+		size_t	vlen;
+
+		trim_java(sorted[i]->value, sorted[i]->value_len, &v, &vlen);
+		if (vlen == 0)
+			continue;
+		pn_buf_puts(&b, sorted[i]->name);
+		pn_buf_putc(&b, '=');
+		pn_buf_put(&b, v, vlen);
+		pn_buf_putc(&b, '&');
+	}
+	pn_buf_puts(&b, "key=");
+	pn_buf_put(&b, key->data, key->len);
+	return b;
+}
+
+bool
+pn_wechatpay_v2_mac(struct pn_arena *a, const struct pn_xml_flat *x, enum pn_wxv2_sign alg,
+		    const struct pn_secret *key, unsigned char *mac, size_t *maclen)
+{
+	struct pn_buf b = v2_sign_string(a, x, key);
+	struct pn_iov iov = {b.data, b.len};
+	bool	ok;
+
+	/* HMAC-SHA256 is keyed with the APIv2 key AND still ends in "&key=..." */
+	if (alg == PN_WXV2_HMAC_SHA256)
+		ok = pn_hmac(PN_MD_SHA256, key->data, key->len, &iov, 1, mac, maclen);
+	else
+		ok = pn_digest(PN_MD_MD5, &iov, 1, mac, maclen);
+	OPENSSL_cleanse(b.data, b.len);
+	pn_buf_free(&b);
+	return ok;
+}
+
+char *
+pn_wechatpay_v2_sign(struct pn_arena *a, const struct pn_xml_flat *x, enum pn_wxv2_sign alg,
+		     const struct pn_secret *key)
+{
+	unsigned char mac[64];
+	size_t	maclen = 0;
+
+	if (!pn_wechatpay_v2_mac(a, x, alg, key, mac, &maclen))
+		return NULL;
+	return pn_hex_encode(a, mac, maclen, true);
+}
+
+bool
+pn_wechatpay_v2_refund_key(const struct pn_secret *key, unsigned char out[32])
+{
+	struct pn_iov iov = {key->data, key->len};
+	static const char hex[] = "0123456789abcdef";
+	unsigned char md[64];
+	size_t	mdlen = 0, i;
+
+	if (!pn_digest(PN_MD_MD5, &iov, 1, md, &mdlen) || mdlen != 16)
+		return false;
+	for (i = 0; i < 16; i++) {
+		out[2 * i] = (unsigned char)hex[md[i] >> 4];
+		out[2 * i + 1] = (unsigned char)hex[md[i] & 15];
+	}
+	OPENSSL_cleanse(md, sizeof(md));
+	return true;
+}
+
+/* The algorithm named by sign_type (absent or blank = MD5, as the SDK). */
+static PN_WUR bool
+v2_algorithm(const struct pn_xml_flat *x, enum pn_wxv2_sign *alg)
+{
+	const char *st = pn_xml_get(x, "sign_type"), *v = "";
+	size_t	len = 0;
+
+	if (st != NULL)
+		trim_java(st, strlen(st), &v, &len);
+	if (len == 0 || (len == 3 && memcmp(v, "MD5", 3) == 0))
+		*alg = PN_WXV2_MD5;
+	else if (len == 11 && memcmp(v, "HMAC-SHA256", 11) == 0)
+		*alg = PN_WXV2_HMAC_SHA256;
+	else
+		return false;
+	return true;
+}
+
+/* The message of pn_mac_match(): the notification and the algorithm. */
+struct v2_msg {
+	struct pn_arena *a;
+	const struct pn_xml_flat *x;
+	enum pn_wxv2_sign alg;
+};
+
+static bool
+v2_mac(const void *msg, const struct pn_secret *key, unsigned char *out, size_t *outlen)
+{
+	const struct v2_msg *m = msg;
+
+	return pn_wechatpay_v2_mac(m->a, m->x, m->alg, key, out, outlen);
+}
+
+/* sign against every APIv2 key, as decoded bytes in constant time, no early exit. */
+static PN_WUR bool
+v2_check_sign(const struct pn_verify_ctx *ctx, const struct pn_xml_flat *x,
+	      const char **key_id, struct pn_err *err)
+{
+	const struct pn_site *s = ctx->site;
+	const char *sign = pn_xml_get(x, "sign");
+	struct v2_msg msg = {ctx->arena, x, PN_WXV2_MD5};
+	const char *alg_name;
+	unsigned char want[64];
+	size_t	wantlen = 0;
+
+	if (sign == NULL || *sign == '\0') {
+		pn_err_set(err, "WeChat Pay v2 notification has no sign");
+		return false;
+	}
+	if (!v2_algorithm(x, &msg.alg)) {
+		pn_err_set(err, "unsupported sign_type \"%.32s\"", pn_xml_get(x, "sign_type"));
+		return false;
+	}
+	alg_name = msg.alg == PN_WXV2_MD5 ? "MD5" : "HMAC-SHA256";
+	if ((s->wechatpay.v2_sign_types & (unsigned)msg.alg) == 0) {
+		pn_err_set(err, "sign_type %s is not accepted for site %s (wechatpay.v2_sign_type)",
+			   alg_name, s->name);
+		return false;
+	}
+	/* hex of either case; anything else matches no key */
+	if (!pn_hex_decode(sign, strlen(sign), want, sizeof(want), &wantlen))
+		wantlen = 0;
+	if (wantlen == 0 || !pn_mac_match(v2_mac, &msg, s->wechatpay.apiv2_keys,
+					  s->wechatpay.napiv2_keys, want, 1, wantlen, key_id)) {
+		pn_err_set(err, "could not verify WeChat Pay v2 %s sign for site %s: no APIv2 key "
+			   "matched (%zu tried)", alg_name, s->name, s->wechatpay.napiv2_keys);
+		return false;
+	}
+	return true;
+}
+
+static void
+v2_payment(struct pn_arena *a, const struct pn_xml_flat *x, struct pn_event *ev)
+{
+	const char *result = v2_get(a, x, "result_code");
+	const char *txn = v2_get(a, x, "transaction_id");
+	const char *otn = v2_get(a, x, "out_trade_no");
+	const char *base = txn ? txn : otn ? pn_arena_printf(a, "otn:%s", otn) : "-";
+
+	ev->order_id = otn;
+	ev->psp_txn_id = txn;
+	ev->psp_time = v2_get(a, x, "time_end");
+	ev->event_type = pn_arena_printf(a, "v2.pay.%s", result ? result : "-");
+	ev->dedup_key = pn_arena_printf(a, "%s:%s", base, result ? result : "-");
+	ev->kind = streq(result, "SUCCESS") ? PN_KIND_PAID
+	    : streq(result, "FAIL") ? PN_KIND_FAILED : PN_KIND_IGNORED;
+	if (!pn_wechatpay_currency(a, v2_get(a, x, "fee_type"), &ev->currency)) {
+		ev->currency = NULL;
+		pn_flag_amount(ev, "fee_type is not an ISO 4217 code");
+	}
+	if (!fen_text(v2_get(a, x, "total_fee"), &ev->amount_minor)) {
+		ev->amount_minor = -1;
+		if (ev->kind == PN_KIND_PAID && ev->flag == NULL)
+			pn_flag_amount(ev, "no usable total_fee on a payment");
+	}
+}
+
+/* Decrypt req_info with each APIv2 key; the inner <root> XML must parse. */
+static PN_WUR bool
+v2_open_refund(const struct pn_verify_ctx *ctx, const char *req_info, struct pn_xml_flat *in,
+	       const char **key_id, struct pn_err *err)
+{
+	const struct pn_site *s = ctx->site;
+	unsigned char *raw, *plain, aes[32];
+	size_t	rawlen, plen, i;
+	const char *opened = NULL;
+	struct pn_err inner;
+
+	if (!pn_b64_decode(ctx->arena, req_info, strlen(req_info), &raw, &rawlen)) {
+		pn_err_set(err, "req_info is not valid base64");
+		return false;
+	}
+	for (i = 0; i < s->wechatpay.napiv2_keys; i++) {
+		bool dec = pn_wechatpay_v2_refund_key(&s->wechatpay.apiv2_keys[i], aes)
+		    && pn_aes256ecb_decrypt(ctx->arena, aes, raw, rawlen, &plain, &plen);
+
+		OPENSSL_cleanse(aes, sizeof(aes));
+		if (!dec)
+			continue;
+		/* No MAC: well-formed <root> XML is the rest of the proof. */
+		if (pn_xml_parse_flat(ctx->arena, plain, plen, "root", in, &inner)) {
+			*key_id = s->wechatpay.apiv2_keys[i].id;
+			return true;
+		}
+		opened = s->wechatpay.apiv2_keys[i].id;
+	}
+	if (opened != NULL)
+		pn_err_set(err, "WeChat Pay v2 req_info for site %s decrypts with APIv2 key %s but "
+			   "is not acceptable XML: %s", s->name, opened, inner.msg);
+	else
+		pn_err_set(err, "could not decrypt WeChat Pay v2 refund req_info for site %s with "
+			   "any APIv2 key (%zu tried)", s->name, s->wechatpay.napiv2_keys);
+	return false;
+}
+
+static void
+v2_refund(struct pn_arena *a, const struct pn_xml_flat *in, struct pn_event *ev)
+{
+	const char *status = v2_get(a, in, "refund_status");
+	const char *rid = v2_get(a, in, "refund_id");
+	const char *orn = v2_get(a, in, "out_refund_no");
+	const char *base = rid ? rid : orn ? pn_arena_printf(a, "out:%s", orn) : "-";
+
+	ev->order_id = v2_get(a, in, "out_trade_no");
+	ev->psp_txn_id = v2_get(a, in, "transaction_id");
+	ev->psp_time = v2_get(a, in, "success_time");
+	ev->event_type = pn_arena_printf(a, "v2.refund.%s", status ? status : "-");
+	ev->dedup_key = pn_arena_printf(a, "refund:%s:%s", base, status ? status : "-");
+	ev->currency = "CNY";
+	if (!fen_text(v2_get(a, in, "total_fee"), &ev->amount_minor))
+		ev->amount_minor = -1;
+	/* CHANGE (abnormal) and REFUNDCLOSE are recorded for a human. */
+	if (!streq(status, "SUCCESS"))
+		return;
+	ev->kind = PN_KIND_REFUND;
+	ev->refund_cumulative = false;	/* refund_fee is this refund alone */
+	if (!fen_text(v2_get(a, in, "refund_fee"), &ev->refund_minor)) {
+		ev->refund_minor = -1;
+		pn_flag_amount(ev, "no usable refund_fee on a refund");
+	}
+}
+
+/*
+ * Shared with `paynotify query` (admin/query_wechatpay.c): an API v2
+ * orderquery answer with trade_state SUCCESS is the payment result of the
+ * notification, normalised by the same code: the same dedup key
+ * ("<transaction_id>:SUCCESS"), amounts and merchant check.
+ */
+void
+pn_wechatpay_v2_payment(struct pn_arena *a, const struct pn_site *site,
+			const struct pn_xml_flat *x, struct pn_event *ev)
+{
+	struct pn_wechatpay_merchant m;
+
+	v2_payment(a, x, ev);
+	m.mchid = v2_get(a, x, "mch_id");
+	m.sub_mchid = v2_get(a, x, "sub_mch_id");
+	m.appid = v2_get(a, x, "appid");
+	m.sub_appid = v2_get(a, x, "sub_appid");
+	m.mchid_name = "mch_id";
+	m.appid_name = "appid";
+	pn_wechatpay_check_merchant(a, site, &m, true, ev);
+	ev->dedup_key = pn_wechatpay_bound_key(a, ev->dedup_key);
+}
+
+enum pn_verdict
+pn_wechatpay_v2_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_err *err)
+{
+	const struct pn_request *req = ctx->req;
+	struct pn_xml_flat x, in;
+	const char *rc, *req_info, *key_id = NULL;
+
+	if (ctx->site->wechatpay.napiv2_keys == 0) {
+		pn_err_set(err, "site %s has no wechatpay.apiv2_key_file: API v2 notifications "
+			   "cannot be verified", ctx->site->name);
+		return PN_UNVERIFIED;
+	}
+	if (!pn_xml_parse_flat(ctx->arena, req->body, req->body_len, "xml", &x, err)) {
+		pn_err_prefix(err, "WeChat Pay v2 notification is not acceptable XML");
+		return PN_MALFORMED;
+	}
+	/* return_code is a transport flag; without SUCCESS nothing is signed. */
+	rc = v2_get(ctx->arena, &x, "return_code");
+	if (!streq(rc, "SUCCESS")) {
+		pn_err_set(err, "WeChat Pay v2 return_code is \"%.16s\", not SUCCESS: nothing to "
+			   "verify or record", rc ? rc : "");
+		return PN_MALFORMED;
+	}
+	req_info = v2_get(ctx->arena, &x, "req_info");
+	if (req_info != NULL) {
+		if (!v2_open_refund(ctx, req_info, &in, &key_id, err))
+			return PN_UNVERIFIED;
+		v2_refund(ctx->arena, &in, ev);
+		/*
+		 * Nothing signed ties a v2 refund result to this site: the
+		 * outer mch_id/sub_mch_id/appid are not covered by anything
+		 * (a sender may edit them freely), and req_info is AES-256-ECB
+		 * without integrity (blocks of other genuine refunds under the
+		 * same APIv2 key can be spliced in).  So the outer ids decide
+		 * nothing, not even a merchant_mismatch flag; the refund may
+		 * change an order only when it matches a payment this site
+		 * verified (same transaction_id, not above what was paid), which
+		 * the store checks (weak_identity, else txn_mismatch).
+		 */
+		ev->weak_identity = true;
+		ev->key_id = key_id;
+		ev->dedup_key = pn_wechatpay_bound_key(ctx->arena, ev->dedup_key);
+		return PN_VERIFIED;
+	}
+	if (!v2_check_sign(ctx, &x, &key_id, err))
+		return PN_UNVERIFIED;
+	ev->key_id = key_id;
+	pn_wechatpay_v2_payment(ctx->arena, ctx->site, &x, ev);
+	return PN_VERIFIED;
+}

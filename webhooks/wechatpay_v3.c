@@ -1,0 +1,436 @@
+/*
+ * wechatpay_v3.c: WeChat Pay API v3 notifications (JSON, Wechatpay-*
+ * headers), as wechatpay-go (core/auth/validators, core/notify) and
+ * wechatpay-java (NotificationParser) verify them; the descriptor and the
+ * answer are in wechatpay.c, docs/WECHATPAY.md gives every decision.
+ *   - Wechatpay-Timestamp, -Nonce, -Signature and -Serial must be present
+ *     and non-empty (trimmed); a Wechatpay-Signature-Type other than
+ *     WECHATPAY2-SHA256-RSA2048 is refused; probe signatures
+ *     (WECHATPAY/SIGNTEST/...) are refused and said to be probes;
+ *   - the timestamp must be within wechatpay.tolerance_s of now;
+ *   - SHA256withRSA over "timestamp\nnonce\nbody\n" on the raw body, with
+ *     the WeChat Pay public key when the serial is wechatpay.public_key_id,
+ *     else with the platform certificate of that serial (case-insensitive);
+ *   - then resource is opened with AEAD_AES_256_GCM under an APIv3 key
+ *     (nonce and associated_data used as their bytes, tag = last 16 bytes).
+ * A genuine notification whose merchant identity is not the site's is
+ * stored flagged merchant_mismatch and never applied.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "adapter.h"
+#include "crypto.h"
+#include "json.h"
+#include "wechatpay.h"
+#include "wechatpay_int.h"
+
+/* A fen amount from a JSON integer (API v3 fields). */
+static bool
+fen_json(json_t *obj, const char *path, int64_t *out)
+{
+	int64_t v;
+
+	if (!pn_json_int(obj, path, &v) || v < 0 || v > PN_WECHATPAY_MAX_FEN)
+		return false;
+	*out = v;
+	return true;
+}
+
+struct v3_headers {
+	const char *ts, *nonce, *sig, *serial;
+	int64_t	t;
+};
+
+/* A required Wechatpay-* header, trimmed; NULL (and err) when unusable. */
+static const char *
+v3_header(const struct pn_request *req, struct pn_arena *a, const char *name, bool required,
+	  struct pn_err *err)
+{
+	const struct pn_header *h = pn_request_header(req, name);
+	char   *v;
+
+	if (h != NULL && h->duplicate) {
+		pn_err_set(err, "more than one %s header", name);
+		return NULL;
+	}
+	v = h ? pn_trim(pn_arena_strdup(a, h->value)) : NULL;
+	if (v == NULL || *v == '\0') {
+		if (required)
+			pn_err_set(err, "missing or empty %s header", name);
+		return NULL;
+	}
+	return v;
+}
+
+static PN_WUR bool
+v3_read_headers(const struct pn_request *req, struct pn_arena *a, struct v3_headers *h,
+		struct pn_err *err)
+{
+	const struct pn_header *st = pn_request_header(req, "Wechatpay-Signature-Type");
+	const char *type;
+
+	memset(h, 0, sizeof(*h));
+	if ((h->ts = v3_header(req, a, "Wechatpay-Timestamp", true, err)) == NULL
+	    || (h->nonce = v3_header(req, a, "Wechatpay-Nonce", true, err)) == NULL
+	    || (h->sig = v3_header(req, a, "Wechatpay-Signature", true, err)) == NULL
+	    || (h->serial = v3_header(req, a, "Wechatpay-Serial", true, err)) == NULL)
+		return false;
+	/* Absent means the one type there is (wechatpay-go's default). */
+	type = v3_header(req, a, "Wechatpay-Signature-Type", false, err);
+	if ((st != NULL && st->duplicate)
+	    || (type != NULL && strcmp(type, PN_WECHATPAY_SIGN_TYPE) != 0)) {
+		pn_err_set(err, "unsupported Wechatpay-Signature-Type \"%.48s\" (only %s)",
+			   type ? type : "", PN_WECHATPAY_SIGN_TYPE);
+		return false;
+	}
+	/* Probes must fail; saying so keeps on-call from chasing a forgery. */
+	if (strncmp(h->sig, PN_WECHATPAY_PROBE_PREFIX, strlen(PN_WECHATPAY_PROBE_PREFIX)) == 0) {
+		pn_err_set(err, "WeChat Pay signature probe (Wechatpay-Signature starts with %s): "
+			   "rejected as WeChat Pay expects", PN_WECHATPAY_PROBE_PREFIX);
+		return false;
+	}
+	if (strlen(h->ts) > 18 || !pn_parse_i64(h->ts, &h->t)) {
+		pn_err_set(err, "invalid Wechatpay-Timestamp \"%.24s\"", h->ts);
+		return false;
+	}
+	return true;
+}
+
+/* |now - t| <= tolerance_s: "largest accepted distance" (cfg contract). */
+static PN_WUR bool
+v3_fresh(const struct pn_verify_ctx *ctx, const struct v3_headers *h, struct pn_err *err)
+{
+	int64_t d = ctx->now - h->t, tol = ctx->site->wechatpay.tolerance_s;
+
+	if (d < 0)
+		d = -d;
+	if (d > tol) {
+		pn_err_set(err, "Wechatpay-Timestamp %lld is %lld s away from now (tolerance %lld s)",
+			   (long long)h->t, (long long)d, (long long)tol);
+		return false;
+	}
+	return true;
+}
+
+/* SHA256withRSA over "ts\nnonce\nbody\n"; *key_id names the key that verified. */
+static PN_WUR bool
+v3_signature(const struct pn_verify_ctx *ctx, const struct v3_headers *h, const char **key_id,
+	     struct pn_err *err)
+{
+	const struct pn_site *s = ctx->site;
+	const struct pn_request *req = ctx->req;
+	struct pn_iov iov[6] = {{h->ts, strlen(h->ts)}, {"\n", 1}, {h->nonce, strlen(h->nonce)},
+				{"\n", 1}, {req->body, req->body_len}, {"\n", 1}};
+	bool	pubkey_mode = streq(h->serial, s->wechatpay.public_key_id);
+	unsigned char *sig;
+	size_t	siglen, i, tried = 0;
+
+	if (!pn_b64_decode(ctx->arena, h->sig, strlen(h->sig), &sig, &siglen)) {
+		pn_err_set(err, "Wechatpay-Signature is not valid base64");
+		return false;
+	}
+	for (i = 0; pubkey_mode && i < s->wechatpay.npublic_keys; i++, tried++)
+		if (pn_rsa_verify(s->wechatpay.public_keys[i].pkey, PN_MD_SHA256, iov, 6, sig,
+				  siglen)) {
+			*key_id = s->wechatpay.public_key_id;
+			return true;
+		}
+	for (i = 0; !pubkey_mode && i < s->wechatpay.ncerts; i++) {
+		const struct pn_pubkey *c = &s->wechatpay.certs[i];
+
+		if (!pn_streq_nocase(c->serial, h->serial))
+			continue;
+		tried++;
+		if (pn_rsa_verify(c->pkey, PN_MD_SHA256, iov, 6, sig, siglen)) {
+			*key_id = c->serial;
+			return true;
+		}
+	}
+	if (tried == 0)
+		pn_err_set(err, "unknown Wechatpay-Serial \"%.64s\" for site %s: no platform "
+			   "certificate has this serial and it is not wechatpay.public_key_id",
+			   h->serial, s->name);
+	else
+		pn_err_set(err, "could not verify WeChat Pay signature for site %s with the key "
+			   "of serial %.64s", s->name, h->serial);
+	return false;
+}
+
+/* A string member of a JSON object with its length; false if absent/not a string. */
+static bool
+json_bytes(json_t *obj, const char *key, const char **p, size_t *len)
+{
+	json_t *v = json_object_get(obj, key);
+
+	if (!json_is_string(v))
+		return false;
+	*p = json_string_value(v);
+	*len = json_string_length(v);
+	return true;
+}
+
+/* Open resource (AEAD_AES_256_GCM) with each APIv3 key in turn. */
+static PN_WUR enum pn_verdict
+v3_decrypt(const struct pn_verify_ctx *ctx, json_t *env, unsigned char **plain, size_t *plen,
+	   const char **key_id, struct pn_err *err)
+{
+	const struct pn_site *s = ctx->site;
+	json_t *res = json_object_get(env, "resource");
+	const char *alg = NULL, *ct = NULL, *nonce = NULL, *aad = "";
+	size_t	alglen, ctlen, noncelen, aadlen = 0, rawlen, i;
+	unsigned char *raw;
+
+	if (!json_is_object(res)) {
+		pn_err_set(err, "WeChat Pay notification has no resource object");
+		return PN_MALFORMED;
+	}
+	if (!json_bytes(res, "algorithm", &alg, &alglen) || strcmp(alg, "AEAD_AES_256_GCM") != 0) {
+		pn_err_set(err, "unsupported resource.algorithm \"%.32s\" (only AEAD_AES_256_GCM)",
+			   alg ? alg : "");
+		return PN_MALFORMED;
+	}
+	if (json_object_get(res, "associated_data") != NULL
+	    && !json_bytes(res, "associated_data", &aad, &aadlen)) {
+		pn_err_set(err, "resource.associated_data is not a string");
+		return PN_MALFORMED;
+	}
+	if (!json_bytes(res, "nonce", &nonce, &noncelen) || noncelen != 12) {
+		pn_err_set(err, "resource.nonce must be a string of 12 characters");
+		return PN_MALFORMED;
+	}
+	if (!json_bytes(res, "ciphertext", &ct, &ctlen)
+	    || !pn_b64_decode(ctx->arena, ct, ctlen, &raw, &rawlen) || rawlen <= 16) {
+		pn_err_set(err, "resource.ciphertext is not base64 of ciphertext and a 16-byte tag");
+		return PN_MALFORMED;
+	}
+	for (i = 0; i < s->wechatpay.napiv3_keys; i++) {
+		const struct pn_secret *k = &s->wechatpay.apiv3_keys[i];
+
+		if (k->len == 32
+		    && pn_aes256gcm_decrypt(ctx->arena, k->data, nonce, noncelen, aad, aadlen, raw,
+					    rawlen, plain, plen)) {
+			*key_id = k->id;
+			return PN_VERIFIED;
+		}
+	}
+	pn_err_set(err, "could not decrypt WeChat Pay resource for site %s: the AES-256-GCM tag "
+		   "does not match under any APIv3 key (%zu tried)", s->name,
+		   s->wechatpay.napiv3_keys);
+	return PN_UNVERIFIED;
+}
+
+/* ---- API v3: normalising the decrypted resource ------------------------- */
+
+static const char *
+jstr(struct pn_arena *a, json_t *obj, const char *path)
+{
+	return nonempty(pn_json_str(a, obj, path));
+}
+
+/* The merchant ids of a resource: mchid/appid, or sp_mchid/sp_appid of a
+ * service provider, with sub_mchid/sub_appid. */
+static void
+v3_merchant(struct pn_arena *a, json_t *p, struct pn_wechatpay_merchant *m)
+{
+	m->mchid = jstr(a, p, "mchid");
+	m->mchid_name = "mchid";
+	m->sub_mchid = jstr(a, p, "sub_mchid");
+	m->appid = jstr(a, p, "appid");
+	m->appid_name = "appid";
+	m->sub_appid = jstr(a, p, "sub_appid");
+	if (m->mchid == NULL) {	/* service-provider mode */
+		m->mchid = jstr(a, p, "sp_mchid");
+		m->mchid_name = "sp_mchid";
+	}
+	if (m->appid == NULL) {
+		m->appid = jstr(a, p, "sp_appid");
+		m->appid_name = "sp_appid";
+	}
+}
+
+static enum pn_kind
+trade_state_kind(const char *state)
+{
+	if (streq(state, "NOTPAY") || streq(state, "USERPAYING"))
+		return PN_KIND_PENDING;
+	if (streq(state, "CLOSED") || streq(state, "REVOKED"))
+		return PN_KIND_CLOSED;
+	if (streq(state, "PAYERROR"))
+		return PN_KIND_FAILED;
+	return PN_KIND_IGNORED;	/* REFUND (refunds have their own events), unknown */
+}
+
+static void
+v3_amounts(struct pn_arena *a, json_t *p, struct pn_event *ev)
+{
+	if (!pn_wechatpay_currency(a, pn_json_str(a, p, "amount.currency"), &ev->currency)) {
+		ev->currency = NULL;
+		pn_flag_amount(ev, "amount.currency is not an ISO 4217 code");
+	}
+	if (!fen_json(p, "amount.total", &ev->amount_minor)) {
+		ev->amount_minor = -1;
+		if (ev->kind == PN_KIND_PAID && ev->flag == NULL)
+			pn_flag_amount(ev, "no usable integer amount.total on a payment");
+	}
+}
+
+static void
+v3_transaction(struct pn_arena *a, json_t *p, const char *id, struct pn_event *ev)
+{
+	const char *state = jstr(a, p, "trade_state");
+	const char *txn = jstr(a, p, "transaction_id"), *otn = jstr(a, p, "out_trade_no");
+	const char *base = txn ? txn
+	    : otn ? pn_arena_printf(a, "otn:%s", otn) : pn_arena_printf(a, "event:%s", id);
+
+	ev->order_id = otn;
+	ev->psp_txn_id = txn;
+	ev->psp_time = jstr(a, p, "success_time");
+	if (streq(ev->event_type, "TRANSACTION.SUCCESS") && streq(state, "SUCCESS"))
+		ev->kind = PN_KIND_PAID;
+	else
+		ev->kind = trade_state_kind(state);
+	/* A non-SUCCESS state keys separately, so a later SUCCESS is not swallowed. */
+	ev->dedup_key = state == NULL || streq(state, "SUCCESS")
+	    ? pn_arena_printf(a, "%s:%s", base, ev->event_type)
+	    : pn_arena_printf(a, "%s:%s:%s", base, ev->event_type, state);
+	v3_amounts(a, p, ev);
+}
+
+static void
+v3_refund(struct pn_arena *a, json_t *p, const char *id, struct pn_event *ev)
+{
+	const char *rid = jstr(a, p, "refund_id"), *orn = jstr(a, p, "out_refund_no");
+	const char *base = rid ? rid
+	    : orn ? pn_arena_printf(a, "out:%s", orn) : pn_arena_printf(a, "event:%s", id);
+
+	ev->order_id = jstr(a, p, "out_trade_no");
+	ev->psp_txn_id = jstr(a, p, "transaction_id");
+	ev->psp_time = jstr(a, p, "success_time");
+	ev->dedup_key = pn_arena_printf(a, "refund:%s:%s", base, ev->event_type);
+	/* ABNORMAL and CLOSED are recorded: a human looks at them. */
+	if (!streq(ev->event_type, "REFUND.SUCCESS") || !streq(jstr(a, p, "refund_status"),
+							       "SUCCESS"))
+		return;
+	ev->kind = PN_KIND_REFUND;
+	ev->refund_cumulative = false;	/* amount.refund is this refund alone */
+	if (!pn_wechatpay_currency(a, pn_json_str(a, p, "amount.currency"), &ev->currency)) {
+		ev->currency = NULL;
+		pn_flag_amount(ev, "amount.currency is not an ISO 4217 code");
+	}
+	if (!fen_json(p, "amount.refund", &ev->refund_minor)) {
+		ev->refund_minor = -1;
+		pn_flag_amount(ev, "no usable integer amount.refund on a refund");
+	}
+	if (!fen_json(p, "amount.total", &ev->amount_minor))
+		ev->amount_minor = -1;	/* the refund amount alone is enough */
+}
+
+static void
+v3_normalise(struct pn_arena *a, json_t *env, json_t *p, const struct v3_headers *h,
+	     const struct pn_site *site, struct pn_event *ev)
+{
+	const char *id = jstr(a, env, "id");
+	const char *type = jstr(a, env, "event_type");
+	bool	txn = type && strncmp(type, "TRANSACTION.", 12) == 0;
+	bool	refund = type && strncmp(type, "REFUND.", 7) == 0;
+	struct pn_wechatpay_merchant m;
+
+	ev->psp_event_id = id;
+	ev->event_type = type;
+	ev->psp_time = jstr(a, env, "create_time");
+	if (id == NULL)	/* keys below need something stable; the nonce is per delivery */
+		id = pn_arena_printf(a, "nonce:%s:%s", h->ts, h->nonce);
+	v3_merchant(a, p, &m);
+	if (txn)
+		v3_transaction(a, p, id, ev);
+	else if (refund)
+		v3_refund(a, p, id, ev);
+	else {
+		ev->kind = PN_KIND_IGNORED;
+		ev->dedup_key = pn_arena_printf(a, "event:%s", id);
+	}
+	if (ev->psp_time == NULL)
+		ev->psp_time = jstr(a, env, "create_time");
+	/* Other products' events name no merchant reliably: checked when they do. */
+	if (txn || refund || m.mchid != NULL || m.sub_mchid != NULL)
+		pn_wechatpay_check_merchant(a, site, &m, txn, ev);
+}
+
+enum pn_verdict
+pn_wechatpay_v3_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_err *err)
+{
+	const struct pn_request *req = ctx->req;
+	struct v3_headers h;
+	json_t *env = NULL, *plain_json = NULL;
+	const char *sig_key = NULL, *aes_key = NULL;
+	unsigned char *plain = NULL;
+	size_t	plen = 0;
+	enum pn_verdict v;
+
+	if (ctx->site->wechatpay.napiv3_keys == 0) {
+		pn_err_set(err, "site %s has no wechatpay.apiv3_key_file: API v3 notifications "
+			   "cannot be verified", ctx->site->name);
+		return PN_UNVERIFIED;
+	}
+	if (!v3_read_headers(req, ctx->arena, &h, err)
+	    || (ctx->check_freshness && !v3_fresh(ctx, &h, err))
+	    || !v3_signature(ctx, &h, &sig_key, err))
+		return PN_UNVERIFIED;
+	/* Only now is the body genuine: parse, then decrypt. */
+	env = pn_json_parse(req->body, req->body_len, err);
+	if (env == NULL || !json_is_object(env)) {
+		pn_err_prefix(err, "WeChat Pay notification is not a JSON object");
+		v = PN_MALFORMED;
+		goto done;
+	}
+	v = v3_decrypt(ctx, env, &plain, &plen, &aes_key, err);
+	if (v != PN_VERIFIED)
+		goto done;
+	plain_json = pn_json_parse(plain, plen, err);
+	if (plain_json == NULL || !json_is_object(plain_json)) {
+		pn_err_prefix(err, "decrypted WeChat Pay resource is not a JSON object");
+		v = PN_MALFORMED;
+		goto done;
+	}
+	ev->key_id = pn_arena_printf(ctx->arena, "%s/%s", sig_key, aes_key);
+	v3_normalise(ctx->arena, env, plain_json, &h, ctx->site, ev);
+	ev->dedup_key = pn_wechatpay_bound_key(ctx->arena, ev->dedup_key);
+done:
+	json_decref(plain_json);
+	json_decref(env);
+	return v;
+}
+
+/*
+ * Shared with `paynotify query` (admin/query_wechatpay.c): the answer to an
+ * API v3 request carries the same Wechatpay-* headers and is verified by
+ * exactly the code above; a transaction it returns is normalised as the
+ * decrypted resource of a TRANSACTION.* notification, merchant check
+ * included.
+ */
+bool
+pn_wechatpay_v3_verify_sig(const struct pn_verify_ctx *ctx, const char **key_id,
+			   struct pn_err *err)
+{
+	struct v3_headers h;
+
+	return v3_read_headers(ctx->req, ctx->arena, &h, err)
+	    && (!ctx->check_freshness || v3_fresh(ctx, &h, err))
+	    && v3_signature(ctx, &h, key_id, err);
+}
+
+void
+pn_wechatpay_v3_transaction(struct pn_arena *a, const struct pn_site *site, json_t *p,
+			    const char *event_type, struct pn_event *ev)
+{
+	struct pn_wechatpay_merchant m;
+
+	v3_merchant(a, p, &m);
+	ev->event_type = event_type;
+	v3_transaction(a, p, "query", ev);
+	pn_wechatpay_check_merchant(a, site, &m, true, ev);
+	ev->dedup_key = pn_wechatpay_bound_key(a, ev->dedup_key);
+}
