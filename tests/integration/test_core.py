@@ -44,8 +44,8 @@ PG = None
 CFG = None
 MAX_BODY = 1048576
 FCGI_WORKERS = 4
-# The status for a notification whose signature/MAC is invalid or stale
-# (DESIGN outcomes table; the lead's contract: 403).
+# The status for a notification whose signature/MAC is invalid or stale:
+# PN_UNVERIFIED_STATUS in common/provider.h, the README's outcomes table.
 UNVERIFIED_STATUS = 400
 
 
