@@ -57,8 +57,6 @@ bool pn_qhttp_do(struct pn_qhttp *h, struct pn_arena *a, const char *method, con
 		 const char *const *headers, const char *body, size_t body_len,
 		 struct pn_qhttp_answer *out, struct pn_err *err) PN_WUR;
 
-/* Percent-encode for a URL query value or path segment (RFC 3986 unreserved kept). */
-char *pn_qhttp_escape(struct pn_arena *a, const char *s);
 
 /* ---- providers ------------------------------------------------------------ */
 

@@ -189,25 +189,3 @@ pn_qhttp_do(struct pn_qhttp *h, struct pn_arena *a, const char *method, const ch
 	return true;
 }
 
-char *
-pn_qhttp_escape(struct pn_arena *a, const char *s)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	size_t	n = strlen(s), i, o = 0;
-	char   *out = pn_arena_alloc(a, 3 * n + 1);
-
-	for (i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')
-		    || c == '-' || c == '_' || c == '.' || c == '~')
-			out[o++] = (char)c;
-		else {
-			out[o++] = '%';
-			out[o++] = hex[c >> 4];
-			out[o++] = hex[c & 15];
-		}
-	}
-	out[o] = '\0';
-	return out;
-}

@@ -27,6 +27,7 @@
 #include <openssl/crypto.h>
 
 #include "json.h"
+#include "form.h"
 #include "query.h"
 #include "stripe.h"
 
@@ -160,11 +161,11 @@ stripe_ask(const struct pn_query_ctx *ctx, const struct pn_query_order *o,
 
 	if (by_id)
 		url = pn_arena_printf(a, "%s/v1/payment_intents/%s", site->stripe.query_url,
-				      pn_qhttp_escape(a, o->psp_txn_id));
+				      pn_uri_encode(a, o->psp_txn_id));
 	else
 		url = pn_arena_printf(a, "%s/v1/payment_intents/search?query=%s",
 				      site->stripe.query_url,
-				      pn_qhttp_escape(a, search_query(a, o->order_id)));
+				      pn_uri_encode(a, search_query(a, o->order_id)));
 	headers[0] = pn_arena_printf(a, "Authorization: Bearer %s", c->key);
 	headers[1] = "Accept: application/json";
 	headers[2] = NULL;

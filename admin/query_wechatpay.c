@@ -41,6 +41,7 @@
 #include "json.h"
 #include "xml.h"
 #include "provider.h"
+#include "form.h"
 #include "query.h"
 #include "wechatpay.h"
 
@@ -359,8 +360,8 @@ wechatpay_ask(const struct pn_query_ctx *ctx, const struct pn_query_order *o,
 		return;
 	}
 	url = pn_arena_printf(a, "%s/v3/pay/transactions/out-trade-no/%s?mchid=%s",
-			      site->wechatpay.query_url, pn_qhttp_escape(a, o->order_id),
-			      pn_qhttp_escape(a, site->wechatpay.mchid));
+			      site->wechatpay.query_url, pn_uri_encode(a, o->order_id),
+			      pn_uri_encode(a, site->wechatpay.mchid));
 	if (!signed_get(ctx, url, &h, &err)) {
 		pn_query_set(ctx, ans, PN_Q_ERROR, "%s", err.msg);
 		return;

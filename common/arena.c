@@ -143,18 +143,14 @@ pn_arena_strdup(struct pn_arena *a, const char *s)
 char *
 pn_arena_printf(struct pn_arena *a, const char *fmt, ...)
 {
-	va_list ap, ap2;
-	int	n;
+	va_list ap;
+	size_t	n;
 	char   *p;
 
 	va_start(ap, fmt);
-	va_copy(ap2, ap);
-	n = vsnprintf(NULL, 0, fmt, ap);
+	n = pn_vsize(fmt, ap);
+	p = pn_arena_alloc(a, n + 1);
+	vsnprintf(p, n + 1, fmt, ap);
 	va_end(ap);
-	if (n < 0)
-		pn_fatal("vsnprintf failed");
-	p = pn_arena_alloc(a, (size_t)n + 1);
-	vsnprintf(p, (size_t)n + 1, fmt, ap2);
-	va_end(ap2);
 	return p;
 }

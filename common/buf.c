@@ -51,19 +51,15 @@ pn_buf_putc(struct pn_buf *b, char c)
 void
 pn_buf_printf(struct pn_buf *b, const char *fmt, ...)
 {
-	va_list ap, ap2;
-	int	n;
+	va_list ap;
+	size_t	n;
 
 	va_start(ap, fmt);
-	va_copy(ap2, ap);
-	n = vsnprintf(NULL, 0, fmt, ap);
+	n = pn_vsize(fmt, ap);
+	pn_buf_reserve(b, n);
+	vsnprintf(b->data + b->len, n + 1, fmt, ap);
 	va_end(ap);
-	if (n < 0)
-		pn_fatal("vsnprintf failed");
-	pn_buf_reserve(b, (size_t)n);
-	vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap2);
-	va_end(ap2);
-	b->len += (size_t)n;
+	b->len += n;
 }
 
 void

@@ -116,8 +116,12 @@ pn_form_get(const struct pn_form *f, const char *key)
 	return NULL;
 }
 
-char *
-pn_form_encode(struct pn_arena *a, const char *s)
+/*
+ * Percent-encode every byte but the ASCII letters, digits and the bytes in
+ * keep; with form, a space becomes '+' (application/x-www-form-urlencoded).
+ */
+static char *
+percent_encode(struct pn_arena *a, const char *s, const char *keep, bool form)
 {
 	static const char hex[] = "0123456789ABCDEF";
 	size_t	len = strlen(s), i, o = 0;
@@ -127,9 +131,9 @@ pn_form_encode(struct pn_arena *a, const char *s)
 		unsigned char c = (unsigned char)s[i];
 
 		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')
-		    || c == '-' || c == '_' || c == '.' || c == '*')
+		    || (c != '\0' && strchr(keep, c) != NULL))
 			out[o++] = (char)c;
-		else if (c == ' ')
+		else if (form && c == ' ')
 			out[o++] = '+';
 		else {
 			out[o++] = '%';
@@ -139,4 +143,16 @@ pn_form_encode(struct pn_arena *a, const char *s)
 	}
 	out[o] = '\0';
 	return out;
+}
+
+char *
+pn_form_encode(struct pn_arena *a, const char *s)
+{
+	return percent_encode(a, s, "-_.*", true);
+}
+
+char *
+pn_uri_encode(struct pn_arena *a, const char *s)
+{
+	return percent_encode(a, s, "-_.~", false);
 }

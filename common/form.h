@@ -34,5 +34,8 @@ bool pn_form_parse(struct pn_arena *a, const char *body, size_t len, struct pn_f
 const char *pn_form_get(const struct pn_form *f, const char *key);
 /* Percent-encode for building form bodies (test signing, re-delivery). */
 char *pn_form_encode(struct pn_arena *a, const char *s);
+/* Percent-encode all but RFC 3986's unreserved characters (a URL's path or
+ * query component). */
+char *pn_uri_encode(struct pn_arena *a, const char *s);
 
 #endif

@@ -111,22 +111,32 @@ pn_xstrndup(const char *s, size_t n)
 	return p;
 }
 
+size_t
+pn_vsize(const char *fmt, va_list ap)
+{
+	va_list cp;
+	int	n;
+
+	va_copy(cp, ap);
+	n = vsnprintf(NULL, 0, fmt, cp);
+	va_end(cp);
+	if (n < 0)
+		pn_fatal("vsnprintf failed");
+	return (size_t)n;
+}
+
 char *
 pn_xasprintf(const char *fmt, ...)
 {
-	va_list ap, ap2;
-	int	n;
+	va_list ap;
+	size_t	n;
 	char   *p;
 
 	va_start(ap, fmt);
-	va_copy(ap2, ap);
-	n = vsnprintf(NULL, 0, fmt, ap);
+	n = pn_vsize(fmt, ap);
+	p = pn_xmalloc(n + 1);
+	vsnprintf(p, n + 1, fmt, ap);
 	va_end(ap);
-	if (n < 0)
-		pn_fatal("vsnprintf failed");
-	p = pn_xmalloc((size_t)n + 1);
-	vsnprintf(p, (size_t)n + 1, fmt, ap2);
-	va_end(ap2);
 	return p;
 }
 

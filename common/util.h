@@ -10,6 +10,7 @@
 #ifndef PN_UTIL_H
 #define PN_UTIL_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -35,6 +36,9 @@ void *pn_xrealloc(void *p, size_t n);
 char *pn_xstrdup(const char *s);
 char *pn_xstrndup(const char *s, size_t n);
 char *pn_xasprintf(const char *fmt, ...) PN_PRINTF(1, 2);
+/* The length vsnprintf() will print for fmt and ap (ap is not consumed:
+ * the caller then prints with the same ap); aborts on a format error. */
+size_t pn_vsize(const char *fmt, va_list ap) PN_PRINTF(1, 0);
 PN_NORETURN void pn_fatal(const char *fmt, ...) PN_PRINTF(1, 2);
 
 /* ASCII helpers that ignore the locale. */
