@@ -280,6 +280,8 @@ replay_row(struct replay *r, const struct pn_table *rows, size_t i, struct pn_er
 		struct pn_verify_ctx vc = {&req, site, r->a, (int64_t)time(NULL), false};
 
 		if (p->verify(&vc, &ev, &verr) == PN_VERIFIED) {
+			/* the form that was stored: the keys and ids compare as stored */
+			pn_event_canonicalise(&ev, r->a);
 			verified = "yes";
 			key = ev.key_id ? ev.key_id : "";
 			event = pn_kind_name(ev.kind);

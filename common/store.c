@@ -10,6 +10,7 @@
 
 #include <libpq-fe.h>
 
+#include "arena.h"
 #include "log.h"
 #include "store.h"
 
@@ -20,7 +21,6 @@
 	"$11::bigint, $12::boolean, $13, $14, $15, $16, $17::jsonb, $18::bytea, " \
 	"$19::boolean, $20)"
 #define INGEST_NPARAMS 20
-#define INGEST_NTEXT 16		/* parameters 0..15 are text that may need escaping */
 
 /* The wake-up: its own statement, after the answer (README "Event feed"). */
 #define WAKEUP_SQL "SELECT pg_notify('paynotify', $1)"
@@ -311,12 +311,24 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 	const char *values[INGEST_NPARAMS];
 	int	lengths[INGEST_NPARAMS] = {0};
 	int	formats[INGEST_NPARAMS] = {0};
-	char   *escaped[INGEST_NPARAMS] = {NULL};
-	const char *orig[INGEST_NPARAMS];
-	int	attempt, i;
+	struct pn_event canon;
+	struct pn_arena *ca = NULL;
+	int	attempt;
 	bool	ok, unusable;
 	const char *sqlstate;
 
+	/*
+	 * Only canonical events are stored (pn_event_canonicalise: text that is
+	 * not valid UTF-8 escaped, as PostgreSQL would refuse it on every retry).
+	 * The receivers canonicalise after verify; an event from elsewhere (a
+	 * query answer, a statement line) is canonicalised here, by the same step.
+	 */
+	if (!pn_event_is_canonical(ev)) {
+		canon = *ev;
+		ca = pn_arena_new();
+		pn_event_canonicalise(&canon, ca);
+		ev = &canon;
+	}
 	values[0] = site;
 	values[1] = provider;
 	values[2] = ev->dedup_key;
@@ -340,18 +352,6 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 	values[18] = ev->weak_identity ? "true" : "false";
 	values[19] = ev->source;		/* NULL: "notification" */
 
-	/*
-	 * PostgreSQL refuses text that is not valid UTF-8, and would refuse it
-	 * on every retry: a genuine notification whose ids carry other bytes
-	 * (Alipay charset=gbk) would never be stored.  Such text is escaped
-	 * (\xNN, deterministically, so dedup keys stay stable); the raw body
-	 * keeps every byte.
-	 */
-	for (i = 0; i < INGEST_NTEXT; i++) {
-		orig[i] = values[i];
-		escaped[i] = values[i] ? pn_utf8_escape(values[i]) : NULL;
-		values[i] = escaped[i];
-	}
 	memset(out, 0, sizeof(*out));
 	free(s->wakeup);
 	s->wakeup = NULL;
@@ -448,9 +448,7 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 			pn_log(PN_LOG_ERROR, "%s; retrying once on a new connection", err->msg);
 		disconnect(s);
 	}
-	for (i = 0; i < INGEST_NTEXT; i++)
-		if (escaped[i] != orig[i])
-			free(escaped[i]);
+	pn_arena_free(ca);
 	return ok;
 }
 
