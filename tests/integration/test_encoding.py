@@ -100,6 +100,15 @@ class NonUtf8Ids(unittest.TestCase):
                              [("yes", "\\xb6\\xa9\\xb5\\xa5", "paid", now, "")
                               for now in ("applied", "already_applied")], mode)
         self.assertEqual(PG.order(SITE.name, "\\xb6\\xa9\\xb5\\xa5")["status"], "paid")
+        # the table too (tests/sanitize.sh runs this under ASan: admin/table.c width())
+        for wide in ([], ["--wide"]):
+            p = subprocess.run([ADMIN, "replay", "--format", "table"] + wide,
+                               env=pntest.clean_env({"PAYNOTIFY_CONFIG": CFG.path}),
+                               stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn(b"\\xb6\\xa9\\xb5" if not wide else b"\\xb6\\xa9\\xb5\\xa5",
+                          p.stdout)
+            self.assertIn(b"2 notifications: 2 verified, 0 not verified", p.stdout)
 
     def test_gbk_order_id_is_stored_and_deduplicated(self):
         body = gbk_notification("订单".encode("gbk"))
