@@ -119,7 +119,7 @@ migrate_exec(int argc, char **argv, const char *config_path)
 		goto done;
 	}
 	if ((conn = pn_db_connect(cfg, &err)) == NULL
-	    || !pn_db_query(conn, MIGRATE_LOCK, 0, NULL, NULL, &err)
+	    || !pn_db_query(conn, PN_SQL(MIGRATE_LOCK), 0, NULL, NULL, &err)
 	    || !pn_db_schema_version(conn, &version, &err)) {
 		fprintf(stderr, "paynotify: %s\n", err.msg);
 		goto done;
@@ -175,7 +175,7 @@ migrate_exec(int argc, char **argv, const char *config_path)
 	rc = PN_EXIT_OK;
 done:
 	if (conn) {
-		if (!pn_db_query(conn, MIGRATE_UNLOCK, 0, NULL, NULL, &err))
+		if (!pn_db_query(conn, PN_SQL(MIGRATE_UNLOCK), 0, NULL, NULL, &err))
 			fprintf(stderr, "paynotify: %s\n", err.msg);
 		PQfinish(conn);
 	}

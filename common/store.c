@@ -8,10 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <libpq-fe.h>
-
 #include "arena.h"
 #include "log.h"
+#include "sql.h"		/* <libpq-fe.h>, SQL text only as literals */
 #include "store.h"
 
 #define INGEST_STMT "pn_ingest"
@@ -132,7 +131,7 @@ connect_db(struct pn_store *s, struct pn_err *err)
 	/* Our fallbacks come first: whatever the connection string sets wins. */
 	const char *keys[] = {"application_name", "connect_timeout", "dbname", NULL};
 	const char *vals[] = {s->application_name, s->connect_timeout, s->conninfo, NULL};
-	char	sql[64];
+	const char *timeout;
 	PGresult *res;
 
 	disconnect(s);
@@ -151,10 +150,15 @@ connect_db(struct pn_store *s, struct pn_err *err)
 	 */
 	if (!s->use_prepared)
 		return true;
-	/* A session setting, so that it also works through a session pooler. */
-	snprintf(sql, sizeof(sql), "SET statement_timeout = %s", s->timeout_ms);
-	res = PQexec(s->conn, sql);
-	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+	/*
+	 * A session setting (is_local false: SET), so that it also works
+	 * through a session pooler; the value as a parameter, as for
+	 * exec_unnamed.
+	 */
+	timeout = s->timeout_ms;
+	res = PQexecParams(s->conn, "SELECT set_config('statement_timeout', $1, false)", 1, NULL,
+			   &timeout, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		set_pq_error(err, "could not set statement_timeout", PQerrorMessage(s->conn));
 		PQclear(res);
 		disconnect(s);
