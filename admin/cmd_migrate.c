@@ -69,7 +69,8 @@ list_files(const char *dir, char ***out)
 		}
 	}
 	closedir(d);
-	qsort(*out, n, sizeof(char *), cmp_str);
+	if (n > 1)	/* none found: *out is NULL, which qsort() must not get */
+		qsort(*out, n, sizeof(char *), cmp_str);
 	return n;
 }
 
