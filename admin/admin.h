@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include <libpq-fe.h>
+#include "sql.h"		/* <libpq-fe.h>, SQL text only as literals */
 
 #include "cfg.h"
 #include "exit.h"
@@ -71,14 +71,16 @@ enum pn_format pn_format_default(void);
 /* ---- database (db.c) ------------------------------------------------------ */
 
 PGconn *pn_db_connect(const struct pn_config *cfg, struct pn_err *err) PN_WUR;
-/* Run sql with text parameters (NULL = SQL NULL); rows into out (may be NULL). */
-bool pn_db_query(PGconn *conn, const char *sql, int nparams, const char *const *params,
+/* Run sql (PN_SQL("...") or PN_SQL_CONST(name), common/sql.h) with text parameters
+ * (NULL = SQL NULL); rows into out (may be NULL). */
+bool pn_db_query(PGconn *conn, struct pn_sql sql, int nparams, const char *const *params,
 		 struct pn_table *out, struct pn_err *err) PN_WUR;
-/* Run a script of several statements (migrations). */
+/* Run a script of several statements: the text of the sql/ files (migrations),
+ * the one SQL text that is not a literal (common/sql.h). */
 bool pn_db_script(PGconn *conn, const char *sql, struct pn_err *err) PN_WUR;
 /* Run a COPY ... TO STDOUT statement (constant SQL), writing its output to f;
  * *bytes grows by what was written. */
-bool pn_db_copy_out(PGconn *conn, const char *sql, FILE *f, int64_t *bytes,
+bool pn_db_copy_out(PGconn *conn, struct pn_sql sql, FILE *f, int64_t *bytes,
 		    struct pn_err *err) PN_WUR;
 /* The schema version recorded in the database, 0 if none. */
 bool pn_db_schema_version(PGconn *conn, int *version, struct pn_err *err) PN_WUR;
@@ -91,11 +93,11 @@ int pn_check_replication(PGconn *conn, const struct pn_config *cfg, int *problem
 struct pn_config *pn_admin_config(const char *path);
 /* Connect and run one query into out with a loaded configuration; false
  * after printing why not on stderr. */
-bool pn_admin_query_cfg(const struct pn_config *cfg, const char *sql, int nparams,
+bool pn_admin_query_cfg(const struct pn_config *cfg, struct pn_sql sql, int nparams,
 			const char *const *params, struct pn_table *out) PN_WUR;
 /* Load the configuration, connect and run one query into out; false after
  * printing why not on stderr. */
-bool pn_admin_query(const char *config_path, const char *sql, int nparams,
+bool pn_admin_query(const char *config_path, struct pn_sql sql, int nparams,
 		    const char *const *params, struct pn_table *out) PN_WUR;
 
 /* ---- option values (opts.c) ---------------------------------------------

@@ -60,12 +60,12 @@ pn_check_replication(PGconn *conn, const struct pn_config *cfg, int *problems)
 	int	warnings = check_conninfo(cfg);
 
 	if (!pn_db_query(conn,
-			 "SELECT pg_is_in_recovery()::text AS recovery, "
+			 PN_SQL("SELECT pg_is_in_recovery()::text AS recovery, "
 			 "(SELECT count(*) FROM pg_stat_replication)::text AS standbys, "
 			 "current_setting('synchronous_standby_names') AS sync_names, "
 			 "current_setting('synchronous_commit') AS sync_commit, "
 			 "(SELECT count(*) FILTER (WHERE sync_state IN ('sync', 'quorum')) "
-			 "FROM pg_stat_replication)::text AS sync_now",
+			 "FROM pg_stat_replication)::text AS sync_now"),
 			 0, NULL, &t, &err)) {
 		printf("replication: ERROR: %s\n", err.msg);
 		(*problems)++;

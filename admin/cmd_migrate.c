@@ -69,7 +69,8 @@ list_files(const char *dir, char ***out)
 		}
 	}
 	closedir(d);
-	qsort(*out, n, sizeof(char *), cmp_str);
+	if (n > 1)	/* none found: *out is NULL, which qsort() must not get */
+		qsort(*out, n, sizeof(char *), cmp_str);
 	return n;
 }
 
@@ -119,7 +120,7 @@ migrate_exec(int argc, char **argv, const char *config_path)
 		goto done;
 	}
 	if ((conn = pn_db_connect(cfg, &err)) == NULL
-	    || !pn_db_query(conn, MIGRATE_LOCK, 0, NULL, NULL, &err)
+	    || !pn_db_query(conn, PN_SQL(MIGRATE_LOCK), 0, NULL, NULL, &err)
 	    || !pn_db_schema_version(conn, &version, &err)) {
 		fprintf(stderr, "paynotify: %s\n", err.msg);
 		goto done;
@@ -175,7 +176,7 @@ migrate_exec(int argc, char **argv, const char *config_path)
 	rc = PN_EXIT_OK;
 done:
 	if (conn) {
-		if (!pn_db_query(conn, MIGRATE_UNLOCK, 0, NULL, NULL, &err))
+		if (!pn_db_query(conn, PN_SQL(MIGRATE_UNLOCK), 0, NULL, NULL, &err))
 			fprintf(stderr, "paynotify: %s\n", err.msg);
 		PQfinish(conn);
 	}

@@ -134,7 +134,7 @@ valid_date(const char *s)
 }
 
 static bool
-query1(PGconn *conn, const char *sql, int n, const char *const *params, struct pn_table *t,
+query1(PGconn *conn, struct pn_sql sql, int n, const char *const *params, struct pn_table *t,
        struct pn_err *err)
 {
 	if (!pn_db_query(conn, sql, n, params, t, err))
@@ -152,7 +152,7 @@ rollback(PGconn *conn)
 {
 	struct pn_err e;
 
-	if (!pn_db_query(conn, "ROLLBACK", 0, NULL, NULL, &e))
+	if (!pn_db_query(conn, PN_SQL("ROLLBACK"), 0, NULL, NULL, &e))
 		fprintf(stderr, "paynotify: purge: %s\n", e.msg);
 }
 
@@ -257,7 +257,7 @@ purge_exec(int argc, char **argv, const char *config_path)
 	{
 		const char *p[2] = {before, keep_txt};
 
-		if (!query1(conn, cutoff_sql, 2, p, &t, &err))
+		if (!query1(conn, PN_SQL_CONST(cutoff_sql), 2, p, &t, &err))
 			goto failed;
 		if (strcmp(pn_table_get(&t, 0, "too_young"), "t") == 0) {
 			fprintf(stderr, "paynotify: purge: refusing --before %s: it is inside the "
@@ -273,7 +273,7 @@ purge_exec(int argc, char **argv, const char *config_path)
 		const char *p[1] = {cutoff};
 		const char *v;
 
-		if (!query1(conn, plan_sql, 1, p, &t, &err))
+		if (!query1(conn, PN_SQL_CONST(plan_sql), 1, p, &t, &err))
 			goto failed;
 		if (!pn_parse_i64(pn_table_get(&t, 0, "purge"), &purge_n)
 		    || !pn_parse_i64(pn_table_get(&t, 0, "unresolved"), &unresolved)) {
@@ -307,16 +307,16 @@ purge_exec(int argc, char **argv, const char *config_path)
 			close(fd);
 		goto failed;
 	}
-	if (!pn_db_query(conn, batch_table_sql, 0, NULL, NULL, &err))
+	if (!pn_db_query(conn, PN_SQL_CONST(batch_table_sql), 0, NULL, NULL, &err))
 		goto failed;
 	for (;;) {
 		const char *p[3] = {cutoff, last_txt, batch_txt};
 		int64_t	n = 0, deleted = 0;
 
-		if (!pn_db_query(conn, "BEGIN", 0, NULL, NULL, &err))
+		if (!pn_db_query(conn, PN_SQL("BEGIN"), 0, NULL, NULL, &err))
 			goto failed;
-		if (!pn_db_query(conn, pick_sql, 3, p, NULL, &err)
-		    || !query1(conn, picked_sql, 0, NULL, &t, &err)) {
+		if (!pn_db_query(conn, PN_SQL_CONST(pick_sql), 3, p, NULL, &err)
+		    || !query1(conn, PN_SQL_CONST(picked_sql), 0, NULL, &t, &err)) {
 			rollback(conn);
 			goto failed;
 		}
@@ -329,8 +329,8 @@ purge_exec(int argc, char **argv, const char *config_path)
 			break;
 		}
 		nb = 0;
-		if (first ? !pn_db_copy_out(conn, copy_first_sql, out, &nb, &err)
-			  : !pn_db_copy_out(conn, copy_sql, out, &nb, &err)) {
+		if (first ? !pn_db_copy_out(conn, PN_SQL_CONST(copy_first_sql), out, &nb, &err)
+			  : !pn_db_copy_out(conn, PN_SQL_CONST(copy_sql), out, &nb, &err)) {
 			rollback(conn);
 			goto failed;
 		}
@@ -343,7 +343,7 @@ purge_exec(int argc, char **argv, const char *config_path)
 		}
 		first = false;
 		bytes += nb;
-		if (!query1(conn, delete_sql, 0, NULL, &t, &err)) {
+		if (!query1(conn, PN_SQL_CONST(delete_sql), 0, NULL, &t, &err)) {
 			rollback(conn);
 			goto failed;
 		}
@@ -355,7 +355,7 @@ purge_exec(int argc, char **argv, const char *config_path)
 			rollback(conn);
 			goto failed;
 		}
-		if (!pn_db_query(conn, "COMMIT", 0, NULL, NULL, &err))
+		if (!pn_db_query(conn, PN_SQL("COMMIT"), 0, NULL, NULL, &err))
 			goto failed;
 		done += n;
 		if (pause_ms > 0) {

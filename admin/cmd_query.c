@@ -317,7 +317,7 @@ record_run(struct run *r, time_t started, const char *site, const char *provider
 		snprintf(num[4 + i], sizeof(num[4 + i]), "%d", v[i]);
 		p[4 + i] = num[4 + i];
 	}
-	if (!pn_db_query(r->conn, record_sql, 14, p, NULL, &err))
+	if (!pn_db_query(r->conn, PN_SQL_CONST(record_sql), 14, p, NULL, &err))
 		fprintf(stderr, "paynotify: warning: could not record the query run: %s\n", err.msg);
 }
 
@@ -434,7 +434,7 @@ query_exec(int argc, char **argv, const char *config_path)
 	params[3] = provider;
 	snprintf(ysecs, sizeof(ysecs), "%lld", (long long)younger_s);
 	params[4] = younger ? ysecs : NULL;
-	if (!pn_db_query(r.conn, orders_sql, 5, params, &orders, &err)) {
+	if (!pn_db_query(r.conn, PN_SQL_CONST(orders_sql), 5, params, &orders, &err)) {
 		fprintf(stderr, "paynotify: %s\n", err.msg);
 		goto done;
 	}

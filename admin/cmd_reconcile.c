@@ -408,7 +408,7 @@ load(struct run *r, struct pn_err *err)
 	p[3] = r->ad->provider;
 	p[4] = from;
 	p[5] = to;
-	if (!pn_db_query(r->conn, orders_sql, 6, p, &t, err))
+	if (!pn_db_query(r->conn, PN_SQL_CONST(orders_sql), 6, p, &t, err))
 		return false;
 	r->norders = t.nrows;
 	r->orders = pn_arena_alloc(r->a, (t.nrows + 1) * sizeof(*r->orders));
@@ -442,7 +442,7 @@ load(struct run *r, struct pn_err *err)
 	p[2] = dumps(r, keys);
 	p[3] = from;
 	p[4] = to;
-	if (!pn_db_query(r->conn, notifs_sql, 5, p, &t, err))
+	if (!pn_db_query(r->conn, PN_SQL_CONST(notifs_sql), 5, p, &t, err))
 		return false;
 	r->nnotifs = t.nrows;
 	r->notifs = pn_arena_alloc(r->a, (t.nrows + 1) * sizeof(*r->notifs));

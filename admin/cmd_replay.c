@@ -183,14 +183,14 @@ reapply(struct replay *r, const char *id, const struct pn_event *ev, const char 
 	bool	dry = r->mode != MODE_APPLY;
 	const char *wakeup = NULL;
 
-	if (dry && !pn_db_query(r->conn, "BEGIN", 0, NULL, NULL, err))
+	if (dry && !pn_db_query(r->conn, PN_SQL("BEGIN"), 0, NULL, NULL, err))
 		return false;
 	if (!pn_db_query(r->conn,
-			 "SELECT outcome_now, order_status, wakeup FROM paynotify.reapply("
+			 PN_SQL("SELECT outcome_now, order_status, wakeup FROM paynotify.reapply("
 			 "$1::bigint, $2, $3, $4, $5::bigint, $6, $7::bigint, $8::boolean, $9, "
-			 "$10::boolean)", 10,
+			 "$10::boolean)"), 10,
 			 params, &t, err)) {
-		if (dry && !pn_db_query(r->conn, "ROLLBACK", 0, NULL, NULL, err))
+		if (dry && !pn_db_query(r->conn, PN_SQL("ROLLBACK"), 0, NULL, NULL, err))
 			return false;
 		return false;
 	}
@@ -199,14 +199,14 @@ reapply(struct replay *r, const char *id, const struct pn_event *ev, const char 
 	if (t.nrows && t.cells[2])
 		wakeup = pn_arena_strdup(r->a, t.cells[2]);
 	pn_table_free(&t);
-	if (dry && !pn_db_query(r->conn, "ROLLBACK", 0, NULL, NULL, err))
+	if (dry && !pn_db_query(r->conn, PN_SQL("ROLLBACK"), 0, NULL, NULL, err))
 		return false;
 	/* The LISTEN wake-up, after the commit, as the receivers send it. */
 	if (!dry && wakeup != NULL) {
 		struct pn_err werr;
 
-		if (!pn_db_query(r->conn, "SELECT pg_notify('paynotify', $1)", 1, &wakeup, NULL,
-				 &werr))
+		if (!pn_db_query(r->conn, PN_SQL("SELECT pg_notify('paynotify', $1)"), 1, &wakeup,
+				 NULL, &werr))
 			fprintf(stderr, "paynotify: notification %s: wake-up not sent: %s\n", id,
 				werr.msg);
 	}
@@ -280,6 +280,8 @@ replay_row(struct replay *r, const struct pn_table *rows, size_t i, struct pn_er
 		struct pn_verify_ctx vc = {&req, site, r->a, (int64_t)time(NULL), false, 0};
 
 		if (p->verify(&vc, &ev, &verr) == PN_VERIFIED) {
+			/* the form that was stored: the keys and ids compare as stored */
+			pn_event_canonicalise(&ev, r->a);
 			verified = "yes";
 			key = ev.key_id ? ev.key_id : "";
 			event = pn_kind_name(ev.kind);
@@ -459,7 +461,7 @@ replay_exec(int argc, char **argv, const char *config_path)
 					 filter[4], filter[5], filter[6]};
 		struct pn_table t;
 
-		if (!pn_db_query(r.conn, "SELECT count(*)" FILTERS, 8, params, &t, &err))
+		if (!pn_db_query(r.conn, PN_SQL("SELECT count(*)" FILTERS), 8, params, &t, &err))
 			goto failed;
 		total = t.nrows == 1 && t.cells[0] ? strtoull(t.cells[0], NULL, 10) : 0;
 		pn_table_free(&t);
@@ -471,9 +473,10 @@ replay_exec(int argc, char **argv, const char *config_path)
 		size_t	i, got;
 
 		if (!pn_db_query(r.conn,
-				 "SELECT id, site, provider, dedup_key, order_id, outcome, key_id, "
-				 "raw_headers::text AS raw_headers, encode(raw_body, 'hex') AS raw_body"
-				 FILTERS " ORDER BY id LIMIT " BATCH,
+				 PN_SQL("SELECT id, site, provider, dedup_key, order_id, outcome, "
+					"key_id, raw_headers::text AS raw_headers, "
+					"encode(raw_body, 'hex') AS raw_body"
+					FILTERS " ORDER BY id LIMIT " BATCH),
 				 8, params, &rows, &err))
 			goto failed;
 		for (i = 0; i < rows.nrows; i++) {

@@ -195,7 +195,7 @@ report_exec(int argc, char **argv, const char *config_path)
 		pn_cfg_free(cfg);
 		return PN_EXIT_USAGE;
 	}
-	if (!pn_admin_query_cfg(cfg, report_sql, 2, params, &t)) {
+	if (!pn_admin_query_cfg(cfg, PN_SQL_CONST(report_sql), 2, params, &t)) {
 		pn_cfg_free(cfg);
 		return PN_EXIT_UNAVAILABLE;
 	}

@@ -191,7 +191,7 @@ print_sources(const char *config_path, const char *site, FILE *f)
 	struct pn_table t;
 	size_t	r;
 
-	if (!pn_admin_query(config_path, source_sql, 1, params, &t))
+	if (!pn_admin_query(config_path, PN_SQL_CONST(source_sql), 1, params, &t))
 		return;
 	fprintf(f, "# HELP paynotify_events_by_source_total Distinct events stored, by where they "
 		"came from (notification, query).\n"
@@ -222,7 +222,8 @@ print_query_run(const char *config_path, FILE *f)
 	struct pn_table t;
 	size_t	i;
 
-	if (!pn_admin_query(config_path, "SELECT to_regclass('paynotify.query_runs') IS NOT NULL",
+	if (!pn_admin_query(config_path,
+			    PN_SQL("SELECT to_regclass('paynotify.query_runs') IS NOT NULL"),
 			    0, NULL, &t))
 		return;
 	if (t.nrows != 1 || !t.cells[0] || strcmp(t.cells[0], "t") != 0) {
@@ -230,7 +231,7 @@ print_query_run(const char *config_path, FILE *f)
 		return;
 	}
 	pn_table_free(&t);
-	if (!pn_admin_query(config_path, query_run_sql, 0, NULL, &t))
+	if (!pn_admin_query(config_path, PN_SQL_CONST(query_run_sql), 0, NULL, &t))
 		return;
 	if (t.nrows == 1) {
 		fprintf(f, "# HELP paynotify_query_last_run_timestamp_seconds End of the last "
@@ -300,7 +301,7 @@ stats_exec(int argc, char **argv, const char *config_path)
 		pn_cfg_free(cfg);
 		return PN_EXIT_USAGE;
 	}
-	if (!pn_admin_query_cfg(cfg, stats_sql, 1, params, &t)) {
+	if (!pn_admin_query_cfg(cfg, PN_SQL_CONST(stats_sql), 1, params, &t)) {
 		pn_cfg_free(cfg);
 		if (output != NULL)
 			(void)write_textfile(output, NULL, NULL, NULL);

@@ -1,6 +1,7 @@
 /*
  * db.c: libpq for the admin command.  The only admin file that sees a
- * PGresult; every value goes through parameters.
+ * PGresult; every value goes through parameters, every SQL text is a
+ * literal (struct pn_sql, common/sql.h) but the sql/ files' in pn_db_script().
  */
 #include "config.h"
 
@@ -39,10 +40,11 @@ pn_db_connect(const struct pn_config *cfg, struct pn_err *err)
 }
 
 bool
-pn_db_query(PGconn *conn, const char *sql, int nparams, const char *const *params,
+pn_db_query(PGconn *conn, struct pn_sql sql, int nparams, const char *const *params,
 	    struct pn_table *out, struct pn_err *err)
 {
-	PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+	/* (PQexecParams): the text was checked where the struct pn_sql was made */
+	PGresult *res = (PQexecParams)(conn, sql.text, nparams, NULL, params, NULL, NULL, 0);
 	ExecStatusType st = PQresultStatus(res);
 	int	r, c, ncols;
 
@@ -75,7 +77,8 @@ pn_db_query(PGconn *conn, const char *sql, int nparams, const char *const *param
 bool
 pn_db_script(PGconn *conn, const char *sql, struct pn_err *err)
 {
-	PGresult *res = PQexec(conn, sql);
+	/* (PQexec): the one text that is not a literal, the sql/ files (sql.h) */
+	PGresult *res = (PQexec)(conn, sql);
 	ExecStatusType st = PQresultStatus(res);
 
 	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
@@ -99,7 +102,8 @@ pn_db_schema_version(PGconn *conn, int *version, struct pn_err *err)
 	bool	exists;
 
 	/* Two steps: the table may not exist yet, and SQL resolves names first. */
-	if (!pn_db_query(conn, "SELECT to_regclass('paynotify.schema_version') IS NOT NULL", 0,
+	if (!pn_db_query(conn,
+			 PN_SQL("SELECT to_regclass('paynotify.schema_version') IS NOT NULL"), 0,
 			 NULL, &t, err))
 		return false;
 	exists = t.nrows == 1 && t.cells[0] && strcmp(t.cells[0], "t") == 0;
@@ -107,7 +111,8 @@ pn_db_schema_version(PGconn *conn, int *version, struct pn_err *err)
 	*version = 0;
 	if (!exists)
 		return true;
-	if (!pn_db_query(conn, "SELECT coalesce(max(version), 0) FROM paynotify.schema_version", 0,
+	if (!pn_db_query(conn,
+			 PN_SQL("SELECT coalesce(max(version), 0) FROM paynotify.schema_version"), 0,
 			 NULL, &t, err))
 		return false;
 	v = t.nrows == 1 ? t.cells[0] : NULL;
@@ -117,9 +122,9 @@ pn_db_schema_version(PGconn *conn, int *version, struct pn_err *err)
 }
 
 bool
-pn_db_copy_out(PGconn *conn, const char *sql, FILE *f, int64_t *bytes, struct pn_err *err)
+pn_db_copy_out(PGconn *conn, struct pn_sql sql, FILE *f, int64_t *bytes, struct pn_err *err)
 {
-	PGresult *res = PQexec(conn, sql);
+	PGresult *res = (PQexec)(conn, sql.text);	/* checked where sql was made */
 	char   *buf = NULL;
 	int	n;
 	bool	ok = true;

@@ -69,7 +69,7 @@ pn_admin_config(const char *path)
 }
 
 bool
-pn_admin_query_cfg(const struct pn_config *cfg, const char *sql, int nparams,
+pn_admin_query_cfg(const struct pn_config *cfg, struct pn_sql sql, int nparams,
 		   const char *const *params, struct pn_table *out)
 {
 	struct pn_err err;
@@ -86,7 +86,8 @@ pn_admin_query_cfg(const struct pn_config *cfg, const char *sql, int nparams,
 }
 
 bool
-pn_admin_query(const char *config_path, const char *sql, int nparams, const char *const *params,
+pn_admin_query(const char *config_path, struct pn_sql sql, int nparams,
+	       const char *const *params,
 	       struct pn_table *out)
 {
 	struct pn_config *cfg = pn_admin_config(config_path);

@@ -127,41 +127,61 @@ width(const char *s)
 	return width_n(s, strlen(s));
 }
 
+/* Display width of the word at s: up to the next blank, newline or the end. */
+static size_t
+word_width(const char *s)
+{
+	return width_n(s, strcspn(s, " \n"));
+}
+
 /*
  * The next line of a cell wrapped at max display columns: its length in
- * bytes (*skip: bytes to step over after it, the blank or newline it broke
- * at).  Breaks at the last blank that fits, else after the last '_', '-',
- * '/', ':' or ',' (identifiers: pending_without_ / notification), when that
- * is in the second half of the line; else between code points.
+ * bytes (*skip: bytes to step over after it, the blanks or the newline it
+ * broke at; a continuation line never starts with a blank, a wrapped line
+ * never ends with one).  Breaks at the last blank that fits when the word
+ * after it fits a line of its own; a word longer than the column is broken
+ * inside: after its last '_', '-', '/', ':' or ',' (identifiers:
+ * pending_without_ / notification) when that is in the second half of the
+ * line, else between code points.
  */
 static size_t
 wrap_line(const char *s, size_t max, size_t *skip)
 {
-	size_t	i = 0, w = 0, blank = 0, punct = 0;
+	size_t	i = 0, w = 0, blank = 0, after = 0, punct = 0, n, next;
 
 	*skip = 0;
 	while (s[i] != '\0' && s[i] != '\n') {
 		size_t	cw = cp_width(s + i);
 
-		if (w + cw > max && i > 0) {
-			if (blank > 0 && width_n(s, blank) * 2 >= max) {
-				*skip = 1;	/* the blank */
-				return blank;
-			}
-			if (punct > 0 && width_n(s, punct) * 2 >= max)
-				return punct;
-			return i;
-		}
-		if (s[i] == ' ')
-			blank = i;
-		else if (strchr("_-/:,", s[i]) != NULL)
+		if (w + cw > max && i > 0)
+			break;
+		if (s[i] == ' ') {
+			if (i == 0 || s[i - 1] != ' ')
+				blank = i;	/* where a run of blanks starts */
+			after = i + 1;	/* the word after it */
+		} else if (strchr("_-/:,", s[i]) != NULL)
 			punct = i + 1;
 		w += cw;
 		i += cp_len(s + i);
 	}
-	if (s[i] == '\n')
-		*skip = 1;
-	return i;
+	if (s[i] == '\0' || s[i] == '\n') {	/* the rest fits */
+		*skip = s[i] == '\n';
+		return i;
+	}
+	if (s[i] == ' ')			/* full at a blank: break there */
+		n = i;
+	else if (after > 0 && word_width(s + after) <= max)
+		n = blank;			/* the word goes whole to the next line */
+	else if (punct > after && width_n(s, punct) * 2 >= max)
+		n = punct;
+	else
+		n = i;
+	for (next = n; s[next] == ' '; next++)
+		;
+	while (n > 0 && s[n - 1] == ' ')
+		n--;
+	*skip = next - n;
+	return n;
 }
 
 /* The narrowest a column's name may wrap to: its longest '_'-separated word. */

@@ -52,6 +52,23 @@ struct pn_event {
 					 * means this), "query", "statement" */
 };
 
+struct pn_arena;
+
 void pn_event_init(struct pn_event *ev);
+
+/*
+ * The canonical form of a verified event, the one that is stored and the one
+ * `paynotify replay` re-derives and compares: every text field valid UTF-8.
+ * PostgreSQL refuses text that is not, and would refuse it on every retry: a
+ * genuine notification whose ids carry other bytes (Alipay charset=gbk) would
+ * never be stored.  A field that is not valid UTF-8 is replaced by an arena
+ * copy in which every byte outside a well-formed sequence is the four
+ * characters \xNN (pn_utf8_escape): deterministic, so dedup keys stay stable.
+ * Idempotent; valid fields are left as they are (no copy).  The raw body
+ * keeps every byte.
+ */
+void pn_event_canonicalise(struct pn_event *ev, struct pn_arena *a);
+/* Is every text field of ev already valid UTF-8 (canonicalising changes nothing)? */
+bool pn_event_is_canonical(const struct pn_event *ev);
 
 #endif

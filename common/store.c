@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <libpq-fe.h>
-
+#include "arena.h"
 #include "log.h"
+#include "sql.h"		/* <libpq-fe.h>, SQL text only as literals */
 #include "store.h"
 
 #define INGEST_STMT "pn_ingest"
@@ -20,7 +20,6 @@
 	"$11::bigint, $12::boolean, $13, $14, $15, $16, $17::jsonb, $18::bytea, " \
 	"$19::boolean, $20)"
 #define INGEST_NPARAMS 20
-#define INGEST_NTEXT 16		/* parameters 0..15 are text that may need escaping */
 
 /* The wake-up: its own statement, after the answer (README "Event feed"). */
 #define WAKEUP_SQL "SELECT pg_notify('paynotify', $1)"
@@ -132,7 +131,7 @@ connect_db(struct pn_store *s, struct pn_err *err)
 	/* Our fallbacks come first: whatever the connection string sets wins. */
 	const char *keys[] = {"application_name", "connect_timeout", "dbname", NULL};
 	const char *vals[] = {s->application_name, s->connect_timeout, s->conninfo, NULL};
-	char	sql[64];
+	const char *timeout;
 	PGresult *res;
 
 	disconnect(s);
@@ -151,10 +150,15 @@ connect_db(struct pn_store *s, struct pn_err *err)
 	 */
 	if (!s->use_prepared)
 		return true;
-	/* A session setting, so that it also works through a session pooler. */
-	snprintf(sql, sizeof(sql), "SET statement_timeout = %s", s->timeout_ms);
-	res = PQexec(s->conn, sql);
-	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+	/*
+	 * A session setting (is_local false: SET), so that it also works
+	 * through a session pooler; the value as a parameter, as for
+	 * exec_unnamed.
+	 */
+	timeout = s->timeout_ms;
+	res = PQexecParams(s->conn, "SELECT set_config('statement_timeout', $1, false)", 1, NULL,
+			   &timeout, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		set_pq_error(err, "could not set statement_timeout", PQerrorMessage(s->conn));
 		PQclear(res);
 		disconnect(s);
@@ -311,12 +315,24 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 	const char *values[INGEST_NPARAMS];
 	int	lengths[INGEST_NPARAMS] = {0};
 	int	formats[INGEST_NPARAMS] = {0};
-	char   *escaped[INGEST_NPARAMS] = {NULL};
-	const char *orig[INGEST_NPARAMS];
-	int	attempt, i;
+	struct pn_event canon;
+	struct pn_arena *ca = NULL;
+	int	attempt;
 	bool	ok, unusable;
 	const char *sqlstate;
 
+	/*
+	 * Only canonical events are stored (pn_event_canonicalise: text that is
+	 * not valid UTF-8 escaped, as PostgreSQL would refuse it on every retry).
+	 * The receivers canonicalise after verify; an event from elsewhere (a
+	 * query answer, a statement line) is canonicalised here, by the same step.
+	 */
+	if (!pn_event_is_canonical(ev)) {
+		canon = *ev;
+		ca = pn_arena_new();
+		pn_event_canonicalise(&canon, ca);
+		ev = &canon;
+	}
 	values[0] = site;
 	values[1] = provider;
 	values[2] = ev->dedup_key;
@@ -340,18 +356,6 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 	values[18] = ev->weak_identity ? "true" : "false";
 	values[19] = ev->source;		/* NULL: "notification" */
 
-	/*
-	 * PostgreSQL refuses text that is not valid UTF-8, and would refuse it
-	 * on every retry: a genuine notification whose ids carry other bytes
-	 * (Alipay charset=gbk) would never be stored.  Such text is escaped
-	 * (\xNN, deterministically, so dedup keys stay stable); the raw body
-	 * keeps every byte.
-	 */
-	for (i = 0; i < INGEST_NTEXT; i++) {
-		orig[i] = values[i];
-		escaped[i] = values[i] ? pn_utf8_escape(values[i]) : NULL;
-		values[i] = escaped[i];
-	}
 	memset(out, 0, sizeof(*out));
 	free(s->wakeup);
 	s->wakeup = NULL;
@@ -448,9 +452,7 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 			pn_log(PN_LOG_ERROR, "%s; retrying once on a new connection", err->msg);
 		disconnect(s);
 	}
-	for (i = 0; i < INGEST_NTEXT; i++)
-		if (escaped[i] != orig[i])
-			free(escaped[i]);
+	pn_arena_free(ca);
 	return ok;
 }
 

@@ -110,6 +110,130 @@ START_TEST(test_fits_100_columns_and_wide)
 }
 END_TEST
 
+/* The lines of column `col` (0-based, `width` wide, after col * (width + 2) bytes) of a
+ * table whose columns are all `width` wide and ASCII, trailing blanks cut, joined by '|'. */
+static char *
+column_lines(const char *out, size_t col, size_t width)
+{
+	size_t	len = strlen(out), o = 0;
+	char   *res = calloc(1, len + 1);
+	const char *line = strchr(out, '\n') + 1;	/* skip the header */
+
+	ck_assert(res != NULL);
+	line = strchr(line, '\n') + 1;			/* and the dashes */
+	while (*line) {
+		const char *end = strchr(line, '\n');
+		size_t	from = col * (width + 2), n = (size_t)(end - line), k;
+
+		if (o > 0)
+			res[o++] = '|';
+		if (n > from) {
+			k = n - from < width ? n - from : width;
+			while (k > 0 && line[from + k - 1] == ' ')
+				k--;
+			memcpy(res + o, line + from, k);
+			o += k;
+		}
+		line = end + 1;
+	}
+	res[o] = '\0';
+	return res;
+}
+
+/*
+ * The lines of cell as a table of 100 columns shows it in a column `width`
+ * wide (beside a column of 98 - width 'y's, and a row "x y" that makes it a
+ * column of prose), joined by '|'; *out gets the whole table.
+ */
+static char *
+wrapped(const char *cell, size_t width, char **out)
+{
+	static const char *cols[] = {"c", "d"};
+	struct pn_table t;
+	char	big[100];
+	char   *lines;
+	const char *row[2];
+	size_t	n;
+
+	pn_table_set_wide(false);
+	memset(big, 'y', 98 - width);
+	big[98 - width] = '\0';
+	row[0] = cell;
+	row[1] = big;
+	pn_table_init(&t, 2, cols);
+	pn_table_add(&t, row);
+	row[0] = "x y";		/* a blank in the column: prose, it gives way first */
+	row[1] = "";
+	pn_table_add(&t, row);
+	*out = render(&t);
+	pn_table_free(&t);
+	lines = column_lines(*out, 0, width);
+	n = strlen(lines);
+	ck_assert_msg(n > 4 && strcmp(lines + n - 4, "|x y") == 0, "%s", *out);
+	lines[n - 4] = '\0';
+	return lines;
+}
+
+/*
+ * Issue 14: a cell wraps at blanks when the next word fits a line of its own
+ * (not in the middle of it), a word longer than the column breaks after an
+ * '_' or between characters, and no wrapped line starts or ends with a blank.
+ */
+START_TEST(test_wrap_at_words_no_leading_blanks)
+{
+	static const char *cells[] = {
+		/* the blank is in the first half of the line: still the break */
+		"the key that verified this notification (stripe-whsec:32ab6128) is no longer "
+		"configured and more words to make it wrap",
+		"ab verylongwordthatdoesnotfitanywhereatallintheline_and_keeps_going_on_and_on end",
+		"one    two",
+	};
+	size_t	i;
+
+	for (i = 0; i < PN_ARRAY_LEN(cells); i++) {
+		char   *out, *lines = wrapped(cells[i], 49, &out), *p;
+
+		for (p = strtok(lines, "|"); p != NULL; p = strtok(NULL, "|")) {
+			size_t	n = strlen(p);
+
+			ck_assert_msg(n <= 49, "%s", out);
+			ck_assert_msg(p[0] != ' ' && p[n - 1] != ' ', "blank: \"%s\"\n%s", p, out);
+		}
+		free(lines);
+		free(out);
+	}
+}
+END_TEST
+
+/* Exact lines: a short column (12) wrapping prose and an identifier. */
+START_TEST(test_wrap_exact_lines)
+{
+	static const struct {
+		const char *cell, *want;
+	} cases[] = {
+		/* words whole: "verified" fits a line of its own, so it is not cut */
+		{"the key that verified this notification", "the key that|verified|this|notification"},
+		/* a word longer than the column: after its '_', else between characters */
+		{"pending_without_notification", "pending_|without_|notification"},
+		{"abcdefghijklmnopqrstuvwxyz", "abcdefghijkl|mnopqrstuvwx|yz"},
+		/* runs of blanks: none at the start or end of a wrapped line */
+		{"could    not    verify    it", "could    not|verify    it"},
+		{"a (stripe-whsec: 32ab6128)", "a (stripe-|whsec:|32ab6128)"},
+		{"tried, 1 signatures); the key", "tried, 1|signatures);|the key"},
+	};
+	size_t	i;
+
+	for (i = 0; i < PN_ARRAY_LEN(cases); i++) {
+		char   *out, *lines = wrapped(cases[i].cell, 12, &out);
+
+		ck_assert_msg(strcmp(lines, cases[i].want) == 0, "\"%s\": got \"%s\"\n%s",
+			      cases[i].cell, lines, out);
+		free(lines);
+		free(out);
+	}
+}
+END_TEST
+
 static const struct {
 	const char *text;
 	int64_t	seconds;	/* -1: refused */
@@ -160,6 +284,8 @@ suite_admin(void)
 
 	tcase_add_test(tc, test_truncated_utf8_stays_inside_the_cell);
 	tcase_add_test(tc, test_fits_100_columns_and_wide);
+	tcase_add_test(tc, test_wrap_at_words_no_leading_blanks);
+	tcase_add_test(tc, test_wrap_exact_lines);
 	tcase_add_loop_test(tc, test_durations, 0, (int)PN_ARRAY_LEN(durations));
 	tcase_add_loop_test(tc, test_times, 0, (int)PN_ARRAY_LEN(times));
 	suite_add_tcase(s, tc);
