@@ -353,7 +353,8 @@ def compile_c(text):
     pq = subprocess.run(["pkg-config", "--cflags", "libpq"], capture_output=True, text=True)
     inc = pq.stdout.split() if pq.returncode == 0 else ["-I/usr/include/postgresql"]
     argv = [os.environ.get("CC") or "cc", "-std=c11", "-fsyntax-only", "-I" + pntest.REPO,
-            "-I" + os.path.join(pntest.REPO, "common"), "-I" + os.path.join(pntest.REPO, "admin")]
+            "-I" + os.path.join(pntest.REPO, "common"), "-I" + os.path.join(pntest.REPO, "admin"),
+            "-I" + os.path.join(pntest.REPO, "webhooks")]
     p = subprocess.run(argv + inc + [path], capture_output=True, text=True)
     return p.returncode == 0, p.stderr
 
