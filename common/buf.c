@@ -83,8 +83,10 @@ pn_buf_steal(struct pn_buf *b, size_t *len)
 {
 	char *p;
 
-	if (b->data == NULL)
-		pn_buf_reserve(b, 0), b->data[0] = '\0';
+	if (b->data == NULL) {
+		b->data = pn_xmalloc(1);	/* an empty string, never NULL */
+		b->data[0] = '\0';
+	}
 	p = b->data;
 	if (len)
 		*len = b->len;

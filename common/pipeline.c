@@ -81,7 +81,7 @@ log_value(char *dst, size_t sz, const char *src)
 
 	if (src == NULL)
 		return NULL;
-	for (i = 0; src[i] && i < sz - 1; i++)
+	for (i = 0; i < sz - 1 && src[i]; i++)
 		dst[i] = (src[i] >= 0x20 && src[i] < 0x7f) ? src[i] : '?';
 	dst[i] = '\0';
 	if (src[i] != '\0' && sz > 4)

@@ -472,6 +472,7 @@ accept_conn(int listen_fd, char *peer, size_t peersz)
 	socklen_t len = sizeof(ss);
 	int	fd, one = 1;
 
+	memset(&ss, 0, sizeof(ss));	/* a unix peer may fill in less than ss_family */
 	fd = accept4(listen_fd, (struct sockaddr *)&ss, &len, SOCK_CLOEXEC);
 	if (fd < 0)
 		return -1;
