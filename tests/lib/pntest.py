@@ -44,6 +44,9 @@ import threading
 import time
 import urllib.parse
 
+import psycopg2
+import psycopg2.extensions
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KEYS = os.path.join(REPO, "tests", "fixtures", "keys")
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "integration")
@@ -191,6 +194,18 @@ def pg_bindir():
                        "(install postgresql, or set PN_PG_BINDIR)")
 
 
+_TEXT_CASTER = None
+
+
+def _text_caster():
+    """A psycopg2 type caster returning every built-in type as its text."""
+    global _TEXT_CASTER
+    if _TEXT_CASTER is None:
+        _TEXT_CASTER = psycopg2.extensions.new_type(
+            tuple(psycopg2.extensions.string_types), "PNTEXT", lambda value, cur: value)
+    return _TEXT_CASTER
+
+
 class PgCluster:
     """A throwaway PostgreSQL cluster reachable only through a unix socket.
 
@@ -204,6 +219,7 @@ class PgCluster:
         self.load_schema = load_schema
         self.settings = list(settings)      # more postgresql.conf lines (they win)
         self.bindir = pg_bindir()
+        self.dbname = PG_DB
         self.base = None
         self.data = None
         self.logfile = None
@@ -232,11 +248,11 @@ class PgCluster:
         return self.base
 
     def conninfo(self):
-        return "host=%s port=%d dbname=%s user=%s" % (self.base, self.port, PG_DB, PG_USER)
+        return "host=%s port=%d dbname=%s user=%s" % (self.base, self.port, self.dbname, PG_USER)
 
     def libpq_env(self):
         return {"PGHOST": self.base, "PGPORT": str(self.port), "PGUSER": PG_USER,
-                "PGDATABASE": PG_DB}
+                "PGDATABASE": self.dbname}
 
     # -- lifecycle --------------------------------------------------------
     def init(self):
@@ -320,33 +336,46 @@ class PgCluster:
         self.base = None
 
     # -- SQL --------------------------------------------------------------
-    def _psql_argv(self, db):
+    def _psql_argv(self, db=None):
+        db = db or self.dbname
         return ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", self.base,
                 "-p", str(self.port), "-U", PG_USER, "-d", db]
 
-    def psql(self, sql, db=PG_DB, timeout=60):
-        """Run SQL; return the rows of the last statement as tuples of str
-        (None for NULL)."""
-        argv = self._psql_argv(db) + ["-A", "-t", "-F", "\x1f", "-R", "\x1e",
-                                      "-P", "null=\\N", "-c", sql]
-        p = subprocess.run(argv, env=clean_env(), stdin=subprocess.DEVNULL,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
-        if p.returncode != 0:
+    def connect(self, db=None, autocommit=True, **kw):
+        """A psycopg2 connection to database db (default: this cluster's
+        database) whose every value comes back as the server's text (as psql
+        prints it: 't'/'f', numerics, timestamps, bytea as \\x...), None for
+        NULL.  The caller closes it."""
+        conn = psycopg2.connect(host=self.base, port=self.port, user=PG_USER,
+                                dbname=db or self.dbname, connect_timeout=30, **kw)
+        psycopg2.extensions.register_type(_text_caster(), conn)
+        conn.autocommit = autocommit
+        return conn
+
+    def psql(self, sql, db=None, timeout=60):
+        """Run SQL (one statement or several, as one simple query, outside
+        an explicit transaction like psql -c); return the rows of the last
+        statement as tuples of str (None for NULL).  Errors raise
+        RuntimeError.  (psycopg2; the name is from when this ran psql.)"""
+        try:
+            conn = self.connect(db, options="-c statement_timeout=%d" % (timeout * 1000))
+        except psycopg2.Error as e:
+            raise RuntimeError("psql failed: %s\nSQL: %s" % (str(e).strip(), sql)) from None
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql)
+                return [tuple(r) for r in cur.fetchall()] if cur.description else []
+        except psycopg2.Error as e:
             raise RuntimeError("psql failed: %s\nSQL: %s" % (
-                p.stderr.decode("utf-8", "replace").strip(), sql))
-        out = p.stdout.decode("utf-8")
-        if out == "":          # no rows at all; one empty value prints "\n"
-            return []
-        if out.endswith("\n"):
-            out = out[:-1]
-        return [tuple(None if v == "\\N" else v for v in rec.split("\x1f"))
-                for rec in out.split("\x1e")]
+                (e.pgerror or str(e)).strip(), sql)) from None
+        finally:
+            conn.close()
 
     def scalar(self, sql):
         rows = self.psql(sql)
         return rows[0][0] if rows else None
 
-    def psql_file(self, path, db=PG_DB):
+    def psql_file(self, path, db=None):
         p = subprocess.run(self._psql_argv(db) + ["-f", path], env=clean_env(),
                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, timeout=120)
