@@ -83,7 +83,7 @@ def write_config():
 
 def setUpModule():
     global PG, CFG
-    PG = pntest.PgCluster().start()
+    PG = pntest.module_database()
     CFG = write_config()
 
 
