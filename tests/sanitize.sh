@@ -8,10 +8,16 @@
 # integration suite with the ASan+UBSan receivers (PN_BIN_DIR): every
 # receiver process writes its sanitizer reports under asan-logs/, and any
 # report there is a failure.
-# Prints "sanitize: N passed, N failed", N counting unit checks, corpus
-# files and integration tests (a build or configure failure counts as one
-# failure).  About 4-5 minutes on 2 cores; PN_SANITIZE_NO_INTEGRATION=1
-# leaves the integration part out.
+# The integration tests run through pytest (tests/conftest.py) over
+# PN_SANITIZE_WORKERS processes (pytest-xdist, default 2, whole files per
+# process).  Prints "sanitize unit: ...", "sanitize fuzz: ...", "sanitize
+# integration: ..." and, last, "sanitize: N passed, N failed", N counting
+# unit checks, corpus files and integration tests (a build or configure
+# failure, and each sanitizer report, counts as one failure).  With
+# PN_TEST_RESULTS=FILE (scripts/test) the integration results and those
+# failures are appended to FILE as JSON lines: scripts/test counts a test
+# that also ran in the normal build once.  About 4-5 minutes on 2 cores;
+# PN_SANITIZE_NO_INTEGRATION=1 leaves the integration part out.
 #
 # Usage: tests/sanitize.sh            (from anywhere; builds in <top>/build-asan)
 #        PN_ASAN_BUILD=/tmp/b CC=clang tests/sanitize.sh
