@@ -8,10 +8,16 @@
 # integration suite with the ASan+UBSan receivers (PN_BIN_DIR): every
 # receiver process writes its sanitizer reports under asan-logs/, and any
 # report there is a failure.
-# Prints "sanitize: N passed, N failed", N counting unit checks, corpus
-# files and integration tests (a build or configure failure counts as one
-# failure).  About 4-5 minutes on 2 cores; PN_SANITIZE_NO_INTEGRATION=1
-# leaves the integration part out.
+# The integration tests run through pytest (tests/conftest.py) over
+# PN_SANITIZE_WORKERS processes (pytest-xdist, default 2, whole files per
+# process).  Prints "sanitize unit: ...", "sanitize fuzz: ...", "sanitize
+# integration: ..." and, last, "sanitize: N passed, N failed", N counting
+# unit checks, corpus files and integration tests (a build or configure
+# failure, and each sanitizer report, counts as one failure).  With
+# PN_TEST_RESULTS=FILE (scripts/test) the integration results and those
+# failures are appended to FILE as JSON lines: scripts/test counts a test
+# that also ran in the normal build once.  About 4-5 minutes on 2 cores;
+# PN_SANITIZE_NO_INTEGRATION=1 leaves the integration part out.
 #
 # Usage: tests/sanitize.sh            (from anywhere; builds in <top>/build-asan)
 #        PN_ASAN_BUILD=/tmp/b CC=clang tests/sanitize.sh
@@ -28,6 +34,15 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export ASAN_OPTIONS UBSAN_OPTIONS
 
+unit_line=""
+# result ID: a failure that is not a test (a build failure, a sanitizer
+# report), for scripts/test's count (PN_TEST_RESULTS)
+result() {
+	[ -n "${PN_TEST_RESULTS:-}" ] &&
+		echo "{\"id\": \"$1\", \"outcome\": \"failed\"}" >>"$PN_TEST_RESULTS"
+	return 0
+}
+
 finish() {
 	echo "sanitize: $passed passed, $failed failed"
 	[ "$failed" -eq 0 ]
@@ -40,16 +55,16 @@ step() {
 
 if [ ! -x "$top/configure" ]; then
 	step "autoreconf"
-	(cd "$top" && autoreconf -fi) || { failed=$((failed + 1)); finish; }
+	(cd "$top" && autoreconf -fi) || { failed=$((failed + 1)); result "sanitize::(build failed)"; finish; }
 fi
 # An in-tree configured source cannot also be built out of tree: then build
 # a copy of the distributed sources (make distdir), as make distcheck does.
 if [ -f "$top/config.status" ]; then
 	step "the source tree is configured: building a copy (make distdir)"
-	rm -rf "$build" && mkdir -p "$build" || { failed=$((failed + 1)); finish; }
+	rm -rf "$build" && mkdir -p "$build" || { failed=$((failed + 1)); result "sanitize::(build failed)"; finish; }
 	if ! make -C "$top" distdir distdir="$build/src" >"$build/distdir.out" 2>&1; then
 		tail -n 20 "$build/distdir.out"
-		failed=$((failed + 1))
+		failed=$((failed + 1)); result "sanitize::(build failed)"
 		finish
 	fi
 	build=$build/src
@@ -57,19 +72,19 @@ if [ -f "$top/config.status" ]; then
 else
 	configure=$top/configure
 fi
-mkdir -p "$build" && cd "$build" || { failed=$((failed + 1)); finish; }
+mkdir -p "$build" && cd "$build" || { failed=$((failed + 1)); result "sanitize::(build failed)"; finish; }
 
 step "configure --enable-asan CC=$CC in $build"
 if ! "$configure" --enable-asan CC="$CC" >configure.out 2>&1; then
 	tail -n 30 configure.out
-	failed=$((failed + 1))
+	failed=$((failed + 1)); result "sanitize::(build failed)"
 	finish
 fi
 
 step "build"
 if ! make -j"$jobs" all >make.out 2>&1 || ! make -j"$jobs" check TESTS= >>make.out 2>&1; then
 	grep -E 'error|Error' make.out | head -n 30
-	failed=$((failed + 1))
+	failed=$((failed + 1)); result "sanitize::(build failed)"
 	finish
 fi
 
@@ -86,12 +101,17 @@ if [ -x tests/unit/runner ]; then
 		passed=$((passed + checks - bad))
 		failed=$((failed + bad))
 		echo "$summary"
+		unit_line="sanitize unit: $((checks - bad)) passed, $bad failed"
 	fi
 	if [ "$rc" -ne 0 ]; then
 		grep -E 'ERROR|Sanitizer|runtime error|:[EF]:' tests/unit/runner.log | head -n 40
 		# a crash of the runner itself (not counted by Check)
-		[ -z "$summary" ] && failed=$((failed + 1))
+		if [ -z "$summary" ]; then
+			failed=$((failed + 1))
+			result "sanitize::(unit runner crashed)"
+		fi
 	fi
+	[ -n "$unit_line" ] && echo "$unit_line"
 else
 	step "Check is not installed: unit tests skipped"
 fi
@@ -101,41 +121,56 @@ srcdir=$top PN_FUZZ_BIN=tests/fuzz "$top/tests/fuzz/replay-corpora.sh" >replay.o
 tail -n 40 replay.out | grep -v ' files ok$'
 line=$(grep -E '^fuzz-replay: [0-9]+ passed, [0-9]+ failed' replay.out | tail -n 1)
 if [ -n "$line" ]; then
-	passed=$((passed + $(echo "$line" | sed 's/fuzz-replay: \([0-9]*\) passed.*/\1/')))
-	failed=$((failed + $(echo "$line" | sed 's/.*passed, \([0-9]*\) failed/\1/')))
+	fp=$(echo "$line" | sed 's/fuzz-replay: \([0-9]*\) passed.*/\1/')
+	ff=$(echo "$line" | sed 's/.*passed, \([0-9]*\) failed.*/\1/')
+	passed=$((passed + fp))
+	failed=$((failed + ff))
+	echo "sanitize fuzz: $fp passed, $ff failed"
 else
 	failed=$((failed + 1))
+	result "sanitize::(fuzz replay gave no summary)"
 fi
 
 if [ "${PN_SANITIZE_NO_INTEGRATION:-0}" != 1 ]; then
 	step "integration tests with the ASan+UBSan receivers"
 	rm -rf "$build/asan-logs" && mkdir -p "$build/asan-logs" && chmod 1777 "$build/asan-logs"
-	json="$build/integration.json"
-	rm -f "$json"
+	res="$build/integration.jsonl"
+	: >"$res"
+	# RSS under ASan (shadow memory, quarantine) says nothing about leaks:
+	# test_memory.py runs in the normal build, LeakSanitizer covers this one
+	set --
 	for f in "$top"/tests/integration/test_*.py; do
-		# RSS under ASan (shadow memory, quarantine) says nothing about leaks:
-		# test_memory.py runs in the normal build, LeakSanitizer covers this one
 		[ "$(basename "$f")" = test_memory.py ] && continue
-		PN_BIN_DIR="$build" \
+		set -- "$@" "$f"
+	done
+	workers=${PN_SANITIZE_WORKERS:-2}
+	par=""
+	[ "$workers" -gt 1 ] && par="-n $workers --dist loadfile"
+	# shellcheck disable=SC2086
+	(cd "$top/tests" && PN_BIN_DIR="$build" \
 		ASAN_OPTIONS="$ASAN_OPTIONS:log_path=$build/asan-logs/asan" \
 		UBSAN_OPTIONS="$UBSAN_OPTIONS:log_path=$build/asan-logs/ubsan" \
-			timeout -k 10 1200 /usr/bin/python3 "$top/tests/lib/runtests.py" --phase sanitize \
-			--json "$json.part" "$f" </dev/null >>integration.out 2>&1
-		if [ -f "$json.part" ]; then
-			set -- $(/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["passed"], d["failed"])' "$json.part")
-			passed=$((passed + $1))
-			failed=$((failed + $2))
-			rm -f "$json.part"
-		else
-			failed=$((failed + 1))
-		fi
-	done
-	grep -E '^sanitize test_.*: [0-9]+ passed' integration.out
+		timeout -k 30 2400 /usr/bin/python3 -m pytest -v -c pytest.ini --rootdir . $par \
+		--pn-results="$res" "$@" </dev/null >"$build/integration.out" 2>&1)
+	rc=$?
+	if [ "$rc" != 0 ] && [ "$rc" != 1 ]; then
+		echo "{\"id\": \"sanitize::(pytest exit $rc)\", \"outcome\": \"failed\"}" >>"$res"
+		tail -n 30 "$build/integration.out"
+	fi
+	set -- $(/usr/bin/python3 "$top/tests/lib/pnresults.py" "$res")
+	passed=$((passed + $1))
+	failed=$((failed + $2))
+	echo "sanitize integration: $1 passed, $2 failed, $3 skipped"
+	[ "$2" -gt 0 ] && /usr/bin/python3 "$top/tests/lib/pnresults.py" --failed-ids "$res" | sed 's/^/  failed: /'
+	[ -n "${PN_TEST_RESULTS:-}" ] && cat "$res" >>"$PN_TEST_RESULTS"
 	reports=$(ls "$build/asan-logs" | wc -l)
 	if [ "$reports" -ne 0 ]; then
 		step "$reports sanitizer report(s) from receivers:"
 		head -n 40 "$build"/asan-logs/*
 		failed=$((failed + reports))
+		for r in "$build"/asan-logs/*; do
+			result "sanitize::(sanitizer report $(basename "$r"))"
+		done
 	else
 		step "no sanitizer report from any receiver"
 	fi

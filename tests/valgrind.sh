@@ -11,9 +11,12 @@
 # The slice: the hostile-input matrix over FastCGI (100 cases, all four
 # providers), every FastCGI scenario of test_core (Stripe, Alipay), test_2c2p,
 # test_wechatpay and test_concurrency (concurrent duplicates, every provider),
-# a few CGI scenarios per provider, and the slow-database
-# fault test.  Prints "valgrind: N passed, N failed" and, last,
-# "N passed, N failed" (the tests plus one failure per dirty log).
+# a few CGI scenarios per provider, and the slow-database fault test, run
+# through pytest (tests/conftest.py).  Prints "valgrind: N passed, N failed"
+# and, last, "N passed, N failed" (the tests plus one failure per dirty log).
+# With PN_TEST_RESULTS=FILE (scripts/test) every test result, and each dirty
+# log as a failure, is appended to FILE as a JSON line: scripts/test counts a
+# test that also ran outside valgrind once.
 # Needs a built tree (scripts/test builds; or make).  Usage: tests/valgrind.sh
 
 set -u
@@ -31,31 +34,38 @@ trap 'rm -rf "$WORK"' EXIT
 mkdir -m 777 "$WORK/logs"
 export PN_VALGRIND=1 PN_VALGRIND_LOGDIR="$WORK/logs"
 
-p=0 f=0 n=0
-slice() {	# slice FILE PATTERN...
-	local file=$1 json="$WORK/r$n.json" args=() pp ff ss
-	shift
-	n=$((n + 1))
-	for pat in "$@"; do args+=(-k "$pat"); done
-	timeout -k 10 900 "$PY" "$ROOT/tests/lib/runtests.py" --json "$json" "${args[@]}" "$ROOT/$file" </dev/null
-	if [ -f "$json" ]; then
-		read -r pp ff ss < <("$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["passed"], d["failed"], d["skipped"])' "$json")
-		p=$((p + pp)) f=$((f + ff))
-	else
-		echo "valgrind: $file: runner died, counted as 1 failure"
-		f=$((f + 1))
-	fi
-}
-
+# the slice: FILE and a pytest -k expression for it, one pair a line; the
+# selected tests are collected first, then run as one pytest session with
+# PN_VALGRIND_WORKERS processes (default 2: valgrind is CPU-bound)
+SLICE='
+integration/test_hostile.py	test_matrix_fastcgi
+integration/test_core.py	FastCgi or (StripeCgi and (test_payment_applied_once or test_forged)) or (AlipayCgi and (test_payment_applied_once or test_forged or test_malformed)) or StartupRefusals
+integration/test_2c2p.py	FastCgi or (TwoC2PCgi and (test_paid_twice or test_alg_none))
+integration/test_wechatpay.py	FastCgi
+integration/test_concurrency.py	FastCgi
+faults/test_faults.py	test_4_slow_database
+'
 start=$(date +%s)
-slice tests/integration/test_hostile.py test_matrix_fastcgi
-slice tests/integration/test_core.py FastCgi StripeCgi.test_payment_applied_once \
-	AlipayCgi.test_payment_applied_once StripeCgi.test_forged AlipayCgi.test_forged \
-	AlipayCgi.test_malformed StartupRefusals
-slice tests/integration/test_2c2p.py FastCgi TwoC2PCgi.test_paid_twice TwoC2PCgi.test_alg_none
-slice tests/integration/test_wechatpay.py FastCgi
-slice tests/integration/test_concurrency.py FastCgi
-slice tests/faults/test_faults.py test_4_slow_database
+ids=()
+while IFS='	' read -r file expr; do
+	[ -n "$file" ] || continue
+	while read -r id; do
+		case $id in *::*) ids+=("$id") ;; esac
+	done < <(cd "$ROOT/tests" && "$PY" -m pytest -q --collect-only -c pytest.ini --rootdir . \
+		-k "$expr" "$file" </dev/null 2>&1)
+done <<<"$SLICE"
+echo "valgrind: ${#ids[@]} tests"
+res=${PN_TEST_RESULTS:-$WORK/results.jsonl}
+: >"$WORK/results.jsonl"
+workers=${PN_VALGRIND_WORKERS:-2}
+par=()
+[ "$workers" -gt 1 ] && par=(-n "$workers" --dist loadfile)
+(cd "$ROOT/tests" && timeout -k 30 2400 "$PY" -m pytest -v -c pytest.ini --rootdir . "${par[@]}" \
+	--pn-results="$WORK/results.jsonl" "${ids[@]}" </dev/null)
+rc=$?
+[ "$rc" = 0 ] || [ "$rc" = 1 ] || echo "{\"id\": \"valgrind::(pytest exit $rc)\", \"outcome\": \"failed\"}" >>"$WORK/results.jsonl"
+read -r p f _ < <("$PY" "$ROOT/tests/lib/pnresults.py" "$WORK/results.jsonl")
+[ "$res" != "$WORK/results.jsonl" ] && cat "$WORK/results.jsonl" >>"$res"
 
 # every process's log: errors, definite leaks, a missing summary
 logs=0 dirty=0
@@ -72,6 +82,7 @@ for log in "$WORK"/logs/vg.*.log; do
 	fi
 	if [ -n "$bad" ]; then
 		dirty=$((dirty + 1))
+		echo "{\"id\": \"valgrind::($bad in $(basename "$log"))\", \"outcome\": \"failed\"}" >>"$res"
 		echo "---- valgrind: $bad in $(basename "$log") ----"
 		head -c 6000 "$log"
 	fi
@@ -79,6 +90,7 @@ done
 if [ $logs = 0 ]; then
 	echo "valgrind: no valgrind logs were written"
 	dirty=1
+	echo '{"id": "valgrind::(no valgrind logs)", "outcome": "failed"}' >>"$res"
 fi
 f=$((f + dirty))
 echo "valgrind: $logs processes checked, $dirty with errors or definite leaks, $(($(date +%s) - start)) s"

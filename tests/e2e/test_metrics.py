@@ -65,7 +65,7 @@ status_path = /paynotify-status
 
 def setUpModule():
     global PG
-    PG = pntest.PgCluster().start()
+    PG = pntest.module_database()
 
 
 def tearDownModule():

@@ -40,7 +40,7 @@ NEW_SECRET = "whsec_after_rotation"
 
 def setUpModule():
     global PG
-    PG = pntest.PgCluster().start()
+    PG = pntest.module_database()
 
 
 _seq = [0]
@@ -312,7 +312,7 @@ class ProcessModel(unittest.TestCase):
         oid, h, body = stripe_paid("term-lock")
         # hold a lock that ingest() needs, for 2 s, in another session
         locker = subprocess.Popen(
-            PG._psql_argv(pntest.PG_DB) + ["-c", "BEGIN; LOCK TABLE paynotify.notifications "
+            PG._psql_argv(PG.dbname) + ["-c", "BEGIN; LOCK TABLE paynotify.notifications "
                                            "IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(2); COMMIT;"],
             env=pntest.clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE)

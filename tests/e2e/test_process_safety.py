@@ -43,7 +43,7 @@ EXIT_IN_USE = 73
 
 def setUpModule():
     global PG
-    PG = pntest.PgCluster().start()
+    PG = pntest.module_database()
 
 
 def demo_config(read_timeout_ms=READ_TIMEOUT_MS):

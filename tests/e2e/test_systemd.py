@@ -36,7 +36,7 @@ UNITS = None            # dir of the generated instance units
 
 def setUpModule():
     global PG, CFG, UNITS
-    PG = pntest.PgCluster().start()
+    PG = pntest.module_database()
     CFG = pne2e.demo_config(PG)
     UNITS = pne2e.run_dir("pne2e-units.")
     for p in pne2e.PROVIDERS:

@@ -40,7 +40,7 @@ SITE = "demo"
 
 def setUpModule():
     global PG, CFG, FORGER, NGINX, APACHE
-    PG = pntest.PgCluster().start()
+    PG = pntest.module_database()
     # As root Apache runs its CGI programs as nobody, who must own the
     # secret files (the receivers refuse group/other-readable ones).
     owner = pne2e.nobody_ids() if pntest.IS_ROOT else None

@@ -63,7 +63,7 @@ def write_config(cluster):
 
 def setUpModule():
     global PG, CFG
-    PG = pntest.PgCluster().start()
+    PG = pntest.module_database()
     CFG = write_config(PG)
 
 

@@ -123,7 +123,7 @@ def write_config(name, conninfo, **kw):
 
 def setUpModule():
     global PG, CFG, CFG_DIR, HTTP
-    PG = pntest.PgCluster().start()
+    PG = pntest.module_database()
     CFG_DIR = pntest.temp_dir("pntest-admin-cfg.")
     os.chmod(CFG_DIR, 0o755)
     shutil.copy(os.path.join(UNIT_KEYS, "test-a.key.pem"), os.path.join(CFG_DIR, "test-private.pem"))
@@ -309,10 +309,11 @@ class TestHelpAndMigrate(AdminTest):
         self.assertEqual(admin("no-such-command").returncode, 64)
 
     def make_db(self, name, files=()):
+        name = "%s_%s" % (PG.dbname, name)     # the cluster may be shared
         PG.psql("CREATE DATABASE %s" % name, db="postgres")
         for f in files:
             PG.psql_file(os.path.join(REPO, "sql", f), db=name)
-        return write_config(name + ".conf", PG.conninfo().replace("dbname=paynotify",
+        return write_config(name + ".conf", PG.conninfo().replace("dbname=" + PG.dbname,
                                                                  "dbname=" + name))
 
     def test_migrate_fresh_twice_and_existing(self):
@@ -641,13 +642,7 @@ class TestReplay(AdminTest):
         self.assertIn("dry run: nothing changed", summary)
         self.assertEqual(snapshot(), before)            # the dry run changed nothing
         # listen for the transition while applying twice
-        listener = subprocess.Popen(PG._psql_argv(pntest.PG_DB), env=pntest.clean_env(),
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True)
-        listener.stdin.write("LISTEN paynotify;\nSELECT 'listening';\n")
-        listener.stdin.flush()
-        while "listening" not in listener.stdout.readline():
-            pass
+        listener = pntest.Listener(PG)
         rc, rows, summary = replay("--id", str(n), "--apply")
         self.assertEqual((rc, rows[0]["now"], rows[0]["order_status"]), (0, "applied", "paid"))
         self.assertIn("1 applied now", summary)
@@ -656,9 +651,9 @@ class TestReplay(AdminTest):
         self.assertEqual((rc, rows[0]["recorded"], rows[0]["now"]), (0, "applied", "applied"))
         self.assertIn("0 applied now", summary)
         self.assertEqual(snapshot(), after_first)       # the second apply changed nothing
-        out, _ = listener.communicate("SELECT 'done';\n", timeout=30)
-        notes = [ln for ln in out.split("\n") if "Asynchronous notification" in ln]
-        self.assertEqual(len(notes), 1, out)
+        notes = listener.drain()
+        listener.close()
+        self.assertEqual(len(notes), 1, notes)
         self.assertIn('"replayed" : true', notes[0])
         o = PG.order("shop", "LATE1")
         self.assertEqual((o["status"], o["psp"]), ("paid", "alipay"))

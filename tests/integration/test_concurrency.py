@@ -36,7 +36,7 @@ def setUpModule():
     global PG, CFG
     if pnkit.AESGCM is None:
         raise unittest.SkipTest("python3-cryptography is not installed")
-    PG = pntest.PgCluster().start()
+    PG = pntest.module_database()
     CFG = pnkit.write_all_config(PG).path
 
 
@@ -70,7 +70,7 @@ class ConcurrentDuplicates(pntest.ReceiverScenarios):
     def lock_order(self, oid):
         """Another session holding the order row FOR UPDATE; returns release()."""
         locker = subprocess.Popen(
-            PG._psql_argv(pntest.PG_DB) + ["-A", "-t"], env=pntest.clean_env(),
+            PG._psql_argv() + ["-A", "-t"], env=pntest.clean_env(),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.addCleanup(lambda: locker.poll() is None and locker.kill())
         locker.stdin.write(("BEGIN;\nSELECT 'locked' FROM paynotify.orders WHERE site = %s "

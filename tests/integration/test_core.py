@@ -51,7 +51,7 @@ UNVERIFIED_STATUS = 400
 
 def setUpModule():
     global PG, CFG
-    PG = pntest.PgCluster().start()
+    PG = pntest.module_database()
     CFG = pntest.write_config(PG, max_body_bytes=MAX_BODY)
 
 

@@ -32,8 +32,7 @@ SITE = pntest.SITE_A
 
 def setUpModule():
     global PG, CFG
-    PG = pntest.PgCluster()
-    PG.start()
+    PG = pntest.module_database()
     CFG = pntest.write_config(PG)
 
 

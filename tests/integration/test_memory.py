@@ -29,7 +29,7 @@ def setUpModule():
     global PG, CFG
     if pnkit.AESGCM is None:
         raise unittest.SkipTest("python3-cryptography is not installed")
-    PG = pntest.PgCluster().start()
+    PG = pntest.module_database()
     CFG = pnkit.write_all_config(PG)
 
 

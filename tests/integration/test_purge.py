@@ -33,7 +33,7 @@ COMMIT;
 
 def setUpModule():
     global PG, CFG
-    PG = pntest.PgCluster().start()
+    PG = pntest.module_database()
     CFG = pnkit.write_all_config(PG)
 
 
@@ -50,7 +50,7 @@ def purge(*args, config=None):
 
 
 def restore(cluster, path):
-    p = subprocess.run(cluster._psql_argv(pntest.PG_DB), input=(RESTORE % path).encode(),
+    p = subprocess.run(cluster._psql_argv(cluster.dbname), input=(RESTORE % path).encode(),
                        env=pntest.clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        timeout=120)
     if p.returncode != 0:

@@ -102,7 +102,7 @@ def setUpModule():
     global PG, SI, CFG
     if psp_standins is None:
         raise unittest.SkipTest("python3-cryptography is needed for the stand-ins")
-    PG = pntest.PgCluster().start()
+    PG = pntest.module_database()
     SI = psp_standins.Standins(
         provider_key=PROVIDER_PRIV, wrong_key=WRONG_PRIV, merchant_pub=MERCHANT_PUB,
         app_id=pnkit.ALIPAY_APP_ID, mchid=pnkit.WX_MCHID, merchant_serial=MERCHANT_SERIAL,

@@ -42,7 +42,7 @@ TMP = None
 
 def setUpModule():
     global PG, CFG, TMP
-    PG = pntest.PgCluster().start()
+    PG = pntest.module_database()
     CFG = pnkit.write_all_config(PG).path
     TMP = tempfile.mkdtemp(prefix="pntest-reconcile.")
     pntest.add_cleanup(lambda: subprocess.run(["rm", "-rf", TMP]))

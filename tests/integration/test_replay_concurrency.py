@@ -25,7 +25,7 @@ ORDERS = 8
 
 def setUpModule():
     global PG, CFG
-    PG = pntest.PgCluster().start()
+    PG = pntest.module_database()
     CFG = pntest.write_config(PG)
 
 

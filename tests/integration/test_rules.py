@@ -29,7 +29,7 @@ CFG = None
 
 def setUpModule():
     global PG, CFG
-    PG = pntest.PgCluster().start()
+    PG = pntest.module_database()
     CFG = pntest.write_config(PG)
 
 

@@ -39,7 +39,7 @@ def setUpModule():
     global PG, CFG
     if pnkit.AESGCM is None:
         raise unittest.SkipTest("python3-cryptography is not installed")
-    PG = pntest.PgCluster().start()
+    PG = pntest.module_database()
     CFG = pnkit.write_all_config(PG)
     # test signing keys too, so that their bytes are part of the search
     pntest.write_secret(os.path.join(CFG.dir, "private.pem"), open(pnkit.KEY_PRIV).read())

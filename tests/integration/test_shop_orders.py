@@ -22,7 +22,7 @@ DOC = os.path.join(pntest.REPO, "docs", "SHOP-ORDERS.md")
 
 def setUpModule():
     global PG, CFG
-    PG = pntest.PgCluster().start()
+    PG = pntest.module_database()
     CFG = pntest.write_config(PG)
 
 

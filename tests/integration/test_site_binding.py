@@ -76,7 +76,7 @@ def write_config():
 
 def setUpModule():
     global PG, CFG
-    PG = pntest.PgCluster().start()
+    PG = pntest.module_database()
     CFG = write_config()
 
 

@@ -79,7 +79,7 @@ def setUpModule():
     global PG, CFG
     if AESGCM is None:
         raise unittest.SkipTest("python3-cryptography is not installed")
-    PG = pntest.PgCluster().start()
+    PG = pntest.module_database()
     CFG = write_config(PG)
 
 

@@ -13,8 +13,8 @@ of pntest; Python 3 stdlib, plus python3-cryptography through pnsign).
                     worker pids, log text, clean stop (SIGTERM, then SIGKILL)
   FcgiConn          a persistent FastCGI connection (FCGI_KEEP_CONN): many
                     requests, one socket; fast enough for 100,000 requests
-  PgListener        a minimal PostgreSQL wire-protocol client that LISTENs on
-                    a channel and counts NotificationResponse messages
+  PgListener        pntest.Listener: LISTEN on a channel (psycopg2), the
+                    payloads received
   Providers         per provider: path, success check, failure check
 """
 
@@ -419,139 +419,9 @@ class Receiver:
                                    body, timeout=timeout)
 
 
-# ---------------------------------------------------------------------------
-# A persistent FastCGI connection
+# FastCGI: the one client, in pntest
+FcgiConn = pntest.FcgiConn
+oneshot = pntest.oneshot
 
-
-class FcgiConn:
-    """Sequential requests on one kept-alive FastCGI connection."""
-
-    def __init__(self, sock_path, timeout=10):
-        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.s.settimeout(timeout)
-        self.s.connect(sock_path)
-        self.buf = b""
-
-    def close(self):
-        self.s.close()
-
-    @staticmethod
-    def encode(params, body, req_id=1):
-        rec = pntest._fcgi_record
-        out = [rec(pntest.FCGI_BEGIN_REQUEST, req_id,
-                   struct.pack("!HB5x", pntest.FCGI_RESPONDER, 1))]   # FCGI_KEEP_CONN
-        out += pntest._fcgi_stream(pntest.FCGI_PARAMS, req_id,
-                                   b"".join(pntest._fcgi_nv(k, v) for k, v in params.items()))
-        out += pntest._fcgi_stream(pntest.FCGI_STDIN, req_id, body)
-        return b"".join(out)
-
-    def send_raw(self, data):
-        """Send one encoded request and read its answer -> (status, body)."""
-        self.s.sendall(data)
-        stdout = []
-        while True:
-            while len(self.buf) < 8:
-                chunk = self.s.recv(65536)
-                if not chunk:
-                    raise ConnectionError("FastCGI connection closed")
-                self.buf += chunk
-            _v, rtype, _rid, clen, plen = struct.unpack("!BBHHBx", self.buf[:8])
-            while len(self.buf) < 8 + clen + plen:
-                chunk = self.s.recv(65536)
-                if not chunk:
-                    raise ConnectionError("FastCGI connection closed")
-                self.buf += chunk
-            content = self.buf[8:8 + clen]
-            self.buf = self.buf[8 + clen + plen:]
-            if rtype == pntest.FCGI_STDOUT:
-                stdout.append(content)
-            elif rtype == pntest.FCGI_END_REQUEST:
-                return pntest.parse_cgi_response(b"".join(stdout))
-
-    def request(self, method, p, headers=None, body=b""):
-        return self.send_raw(self.encode(pntest.cgi_params(method, p, headers, body), body))
-
-
-def oneshot(sock_path, method, p, headers=None, body=b"", timeout=10):
-    """One request on a new connection (no keep-alive, so any worker may
-    take the next one).  Raises ConnectionError/OSError when the worker dies
-    before FCGI_END_REQUEST."""
-    if isinstance(body, str):
-        body = body.encode("utf-8")
-    params = pntest.cgi_params(method, p, headers, body)
-    data = FcgiConn.encode(params, body).replace(
-        struct.pack("!HB5x", pntest.FCGI_RESPONDER, 1),
-        struct.pack("!HB5x", pntest.FCGI_RESPONDER, 0), 1)
-    c = FcgiConn(sock_path, timeout)
-    try:
-        return c.send_raw(data)
-    finally:
-        c.close()
-
-
-# ---------------------------------------------------------------------------
-# LISTEN over the PostgreSQL wire protocol (trust authentication)
-
-
-class PgListener:
-    def __init__(self, cluster, channel="paynotify", timeout=10):
-        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.s.settimeout(timeout)
-        self.s.connect(os.path.join(cluster.host, ".s.PGSQL.%d" % cluster.port))
-        params = b"user\0%s\0database\0%s\0\0" % (pntest.PG_USER.encode(), pntest.PG_DB.encode())
-        self.s.sendall(struct.pack("!II", 8 + len(params), 196608) + params)
-        self.buf = b""
-        self.payloads = []
-        self._until_ready()
-        q = ("LISTEN %s" % channel).encode() + b"\0"
-        self.s.sendall(b"Q" + struct.pack("!I", 4 + len(q)) + q)
-        self._until_ready()
-
-    def _msg(self):
-        while len(self.buf) < 5:
-            chunk = self.s.recv(65536)
-            if not chunk:
-                raise ConnectionError("PostgreSQL closed the connection")
-            self.buf += chunk
-        t, n = self.buf[0:1], struct.unpack("!I", self.buf[1:5])[0]
-        while len(self.buf) < 1 + n:
-            chunk = self.s.recv(65536)
-            if not chunk:
-                raise ConnectionError("PostgreSQL closed the connection")
-            self.buf += chunk
-        body = self.buf[5:1 + n]
-        self.buf = self.buf[1 + n:]
-        if t == b"A":
-            _pid = struct.unpack("!I", body[:4])[0]
-            chan, rest = body[4:].split(b"\0", 1)
-            self.payloads.append(rest.split(b"\0", 1)[0].decode())
-        elif t == b"E":
-            raise RuntimeError("PostgreSQL error: %r" % body)
-        elif t == b"R" and struct.unpack("!I", body[:4])[0] != 0:
-            raise RuntimeError("PgListener needs trust authentication")
-        return t
-
-    def _until_ready(self):
-        while self._msg() != b"Z":
-            pass
-
-    def drain(self, settle=0.5, timeout=30):
-        """Read notifications until none arrive for `settle` seconds."""
-        deadline = time.monotonic() + timeout
-        self.s.settimeout(settle)
-        try:
-            while time.monotonic() < deadline:
-                try:
-                    self._msg()
-                except socket.timeout:
-                    break
-        finally:
-            self.s.settimeout(10)
-        return self.payloads
-
-    def close(self):
-        try:
-            self.s.sendall(b"X" + struct.pack("!I", 4))
-        except OSError:
-            pass
-        self.s.close()
+# LISTEN (psycopg2): pntest.Listener
+PgListener = pntest.Listener

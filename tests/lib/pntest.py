@@ -1,15 +1,20 @@
-"""pntest: the integration-test harness for paynotify (Python 3 stdlib only).
+"""pntest: the integration-test harness for paynotify (Python 3, psycopg2).
 
 What is here:
   PgCluster     a throwaway PostgreSQL: initdb into a fresh temp dir, unix
                 socket in that dir only, fsync=off, schema from sql/[0-9]*.sql
                 then sql/functions.sql;
-                start/stop/restart, psql() returning rows, add_order().
+                start/stop/restart, psql() returning rows (psycopg2),
+                connect(), add_order().
                 As root, initdb/pg_ctl run as `nobody` (initdb refuses root).
+  module_database  a test module's own database (a copy of the schema) in
+                the one cluster of this process, shared_cluster(); the same
+                interface as PgCluster
   write_config  an INI config plus key and secret files (0600) in a temp dir,
                 for two sites (shop-a, shop-b) with DIFFERENT keys.
   run_cgi       run a receiver as CGI (env + stdin) -> Response.
-  fcgi_request  a minimal FastCGI client over a unix socket -> Response.
+  FcgiConn      the FastCGI client (unix socket or TCP, optional keep-alive);
+                fcgi_request() and oneshot() send one request on a new one.
   FcgiServer    N worker processes of a receiver on one listening unix socket
                 (the way spawn-fcgi or a web server hands it over on fd 0).
   signers       stripe_header(), alipay_content(), alipay_body(), rsa_sign()
@@ -33,6 +38,7 @@ import hashlib
 import json
 import os
 import shutil
+import select
 import signal
 import socket
 import struct
@@ -43,6 +49,8 @@ import threading
 import time
 import urllib.parse
 
+import psycopg2
+import psycopg2.extensions
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pnsign  # noqa: E402  (the signers; re-exported below for the tests)
 
@@ -193,6 +201,18 @@ def pg_bindir():
                        "(install postgresql, or set PN_PG_BINDIR)")
 
 
+_TEXT_CASTER = None
+
+
+def _text_caster():
+    """A psycopg2 type caster returning every built-in type as its text."""
+    global _TEXT_CASTER
+    if _TEXT_CASTER is None:
+        _TEXT_CASTER = psycopg2.extensions.new_type(
+            tuple(psycopg2.extensions.string_types), "PNTEXT", lambda value, cur: value)
+    return _TEXT_CASTER
+
+
 class PgCluster:
     """A throwaway PostgreSQL cluster reachable only through a unix socket.
 
@@ -206,6 +226,7 @@ class PgCluster:
         self.load_schema = load_schema
         self.settings = list(settings)      # more postgresql.conf lines (they win)
         self.bindir = pg_bindir()
+        self.dbname = PG_DB
         self.base = None
         self.data = None
         self.logfile = None
@@ -234,11 +255,11 @@ class PgCluster:
         return self.base
 
     def conninfo(self):
-        return "host=%s port=%d dbname=%s user=%s" % (self.base, self.port, PG_DB, PG_USER)
+        return "host=%s port=%d dbname=%s user=%s" % (self.base, self.port, self.dbname, PG_USER)
 
     def libpq_env(self):
         return {"PGHOST": self.base, "PGPORT": str(self.port), "PGUSER": PG_USER,
-                "PGDATABASE": PG_DB}
+                "PGDATABASE": self.dbname}
 
     # -- lifecycle --------------------------------------------------------
     def init(self):
@@ -322,33 +343,46 @@ class PgCluster:
         self.base = None
 
     # -- SQL --------------------------------------------------------------
-    def _psql_argv(self, db):
+    def _psql_argv(self, db=None):
+        db = db or self.dbname
         return ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", self.base,
                 "-p", str(self.port), "-U", PG_USER, "-d", db]
 
-    def psql(self, sql, db=PG_DB, timeout=60):
-        """Run SQL; return the rows of the last statement as tuples of str
-        (None for NULL)."""
-        argv = self._psql_argv(db) + ["-A", "-t", "-F", "\x1f", "-R", "\x1e",
-                                      "-P", "null=\\N", "-c", sql]
-        p = subprocess.run(argv, env=clean_env(), stdin=subprocess.DEVNULL,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
-        if p.returncode != 0:
+    def connect(self, db=None, autocommit=True, **kw):
+        """A psycopg2 connection to database db (default: this cluster's
+        database) whose every value comes back as the server's text (as psql
+        prints it: 't'/'f', numerics, timestamps, bytea as \\x...), None for
+        NULL.  The caller closes it."""
+        conn = psycopg2.connect(host=self.base, port=self.port, user=PG_USER,
+                                dbname=db or self.dbname, connect_timeout=30, **kw)
+        psycopg2.extensions.register_type(_text_caster(), conn)
+        conn.autocommit = autocommit
+        return conn
+
+    def psql(self, sql, db=None, timeout=60):
+        """Run SQL (one statement or several, as one simple query, outside
+        an explicit transaction like psql -c); return the rows of the last
+        statement as tuples of str (None for NULL).  Errors raise
+        RuntimeError.  (psycopg2; the name is from when this ran psql.)"""
+        try:
+            conn = self.connect(db, options="-c statement_timeout=%d" % (timeout * 1000))
+        except psycopg2.Error as e:
+            raise RuntimeError("psql failed: %s\nSQL: %s" % (str(e).strip(), sql)) from None
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql)
+                return [tuple(r) for r in cur.fetchall()] if cur.description else []
+        except psycopg2.Error as e:
             raise RuntimeError("psql failed: %s\nSQL: %s" % (
-                p.stderr.decode("utf-8", "replace").strip(), sql))
-        out = p.stdout.decode("utf-8")
-        if out == "":          # no rows at all; one empty value prints "\n"
-            return []
-        if out.endswith("\n"):
-            out = out[:-1]
-        return [tuple(None if v == "\\N" else v for v in rec.split("\x1f"))
-                for rec in out.split("\x1e")]
+                (e.pgerror or str(e)).strip(), sql)) from None
+        finally:
+            conn.close()
 
     def scalar(self, sql):
         rows = self.psql(sql)
         return rows[0][0] if rows else None
 
-    def psql_file(self, path, db=PG_DB):
+    def psql_file(self, path, db=None):
         p = subprocess.run(self._psql_argv(db) + ["-f", path], env=clean_env(),
                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, timeout=120)
@@ -402,6 +436,120 @@ class PgCluster:
 
     def diagnostics(self):
         return "---- PostgreSQL server log (%s) ----\n%s" % (self.logfile, self.server_log())
+
+
+class Listener:
+    """LISTEN on a channel (psycopg2): the payloads of the notifications
+    received, in arrival order."""
+
+    def __init__(self, cluster, channel="paynotify", timeout=10):
+        self.conn = cluster.connect()
+        self.timeout = timeout
+        self.payloads = []
+        with self.conn.cursor() as cur:
+            cur.execute("LISTEN %s" % channel)
+
+    def _collect(self):
+        self.conn.poll()
+        while self.conn.notifies:
+            self.payloads.append(self.conn.notifies.pop(0).payload)
+
+    def drain(self, settle=0.5, timeout=30):
+        """Read notifications until none arrive for `settle` seconds."""
+        deadline = time.monotonic() + timeout
+        self._collect()
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.conn], [], [], settle)
+            if not ready:
+                break
+            self._collect()
+        return self.payloads
+
+    def close(self):
+        self.conn.close()
+
+
+# ---------------------------------------------------------------------------
+# The session-wide PostgreSQL: one cluster per test process (each pytest or
+# xdist worker process), each test module its own database in it
+
+
+_shared_cluster = None
+_module_dbs = 0
+
+
+def shared_cluster():
+    """The process-wide throwaway cluster (started on first use, removed at
+    exit), its database "paynotify" holding the schema: the template of
+    every module_database()."""
+    global _shared_cluster
+    if _shared_cluster is None or _shared_cluster.base is None:
+        _shared_cluster = PgCluster().start()
+    elif not _shared_cluster.running:
+        _shared_cluster.start()
+    return _shared_cluster
+
+
+class SharedDatabase(PgCluster):
+    """A database of its own in shared_cluster(), with PgCluster's interface:
+    a test module's PG.  stop()/start()/restart() stop and start the shared
+    cluster (modules of one process run one after the other, so a test that
+    takes the database down and brings it back affects no other); destroy()
+    drops the database.  A test that kills, reconfigures or replicates
+    PostgreSQL, or creates roles (cluster-wide), makes its own PgCluster."""
+
+    def __init__(self, load_schema=True):
+        global _module_dbs
+        self.cluster = shared_cluster()
+        _module_dbs += 1
+        self.dbname = "pn_%d_%d" % (os.getpid(), _module_dbs)
+        self.load_schema = load_schema
+        self.port = self.cluster.port
+        self.bindir = self.cluster.bindir
+        self.settings = []
+        self.created = False
+
+    base = property(lambda self: self.cluster.base)
+    data = property(lambda self: self.cluster.data)
+    logfile = property(lambda self: self.cluster.logfile)
+    running = property(lambda self: self.cluster.running)
+    _owner_ids = property(lambda self: self.cluster._owner_ids)
+
+    def init(self):
+        return self
+
+    def start(self):
+        if self.cluster.base is None:
+            raise RuntimeError("the shared PostgreSQL cluster was destroyed")
+        if not self.cluster.running:
+            self.cluster.start()
+        if not self.created:
+            self.cluster.psql("CREATE DATABASE %s TEMPLATE %s" % (
+                self.dbname, PG_DB if self.load_schema else "template0"), db="postgres")
+            self.created = True
+            _cleanups.append(self.destroy)
+        return self
+
+    def stop(self, mode="fast"):
+        self.cluster.stop(mode)
+
+    def destroy(self):
+        if self.created and self.cluster.base is not None and self.cluster.running:
+            try:
+                self.cluster.psql("DROP DATABASE IF EXISTS %s WITH (FORCE)" % self.dbname,
+                                  db="postgres")
+            except RuntimeError as e:
+                sys.stderr.write("pntest: %s\n" % e)
+        self.created = False
+
+    def diagnostics(self):
+        return self.cluster.diagnostics()
+
+
+def module_database(load_schema=True):
+    """A test module's own database in the session-wide cluster, started:
+    a fresh copy of the schema (load_schema=False: empty)."""
+    return SharedDatabase(load_schema).start()
 
 
 class PgBouncer:
@@ -775,71 +923,120 @@ def _fcgi_stream(rtype, req_id, data, chunk=32768):
     return out
 
 
-def fcgi_request(sock_path, params, body=b"", timeout=30, req_id=1):
-    """One FastCGI responder request over a unix socket, or TCP when
-    sock_path is a (host, port) tuple (no keep-alive).  Returns Response;
-    FCGI_STDERR output is the stderr field."""
-    if isinstance(body, str):
-        body = body.encode("utf-8")
-    s = socket.socket(socket.AF_INET if isinstance(sock_path, tuple) else socket.AF_UNIX,
-                      socket.SOCK_STREAM)
-    s.settimeout(timeout)
-    s.connect(sock_path)
-    records = [_fcgi_record(FCGI_BEGIN_REQUEST, req_id,
-                            struct.pack("!HB5x", FCGI_RESPONDER, 0))]
-    records += _fcgi_stream(FCGI_PARAMS, req_id,
-                            b"".join(_fcgi_nv(k, v) for k, v in params.items()))
-    records += _fcgi_stream(FCGI_STDIN, req_id, body)
+def fcgi_encode(params, body=b"", req_id=1, keep_conn=False):
+    """One responder request as bytes: BEGIN_REQUEST (FCGI_KEEP_CONN when
+    keep_conn), the PARAMS stream, the STDIN stream."""
+    out = [_fcgi_record(FCGI_BEGIN_REQUEST, req_id,
+                        struct.pack("!HB5x", FCGI_RESPONDER, 1 if keep_conn else 0))]
+    out += _fcgi_stream(FCGI_PARAMS, req_id,
+                        b"".join(_fcgi_nv(k, v) for k, v in params.items()))
+    out += _fcgi_stream(FCGI_STDIN, req_id, body)
+    return b"".join(out)
 
-    send_error = []
 
-    def sender():
-        try:
-            for r in records:
-                s.sendall(r)
-        except OSError as e:    # the app may answer (413) and close early
-            send_error.append(e)
+class FcgiConn:
+    """The FastCGI client: a connection to a responder over a unix socket
+    (or TCP: sock_path a (host, port) tuple).  request()/send_raw() send one
+    request and read its answer up to FCGI_END_REQUEST -> Response (FCGI_STDERR
+    output in stderr); with keep_conn (FCGI_KEEP_CONN) many requests share
+    the connection.  A connection that closes before FCGI_END_REQUEST raises
+    ConnectionError."""
 
-    t = threading.Thread(target=sender, daemon=True)
-    t.start()
-    buf = b""
-    stdout, stderr = [], []
-    ended = False
-    app_status = None
-    deadline = time.monotonic() + timeout
-    try:
-        while not ended:
-            if time.monotonic() > deadline:
-                raise AssertionError("FastCGI request timed out after %ss" % timeout)
-            try:
-                chunk = s.recv(65536)
-            except ConnectionResetError:
-                chunk = b""
-            if not chunk:
-                break
-            buf += chunk
-            while len(buf) >= 8:
-                _v, rtype, rid, clen, plen = struct.unpack("!BBHHBx", buf[:8])
-                if len(buf) < 8 + clen + plen:
+    def __init__(self, sock_path, timeout=10, keep_conn=True):
+        self.s = socket.socket(socket.AF_INET if isinstance(sock_path, tuple) else socket.AF_UNIX,
+                               socket.SOCK_STREAM)
+        self.s.settimeout(timeout)
+        self.s.connect(sock_path)
+        self.timeout = timeout
+        self.keep_conn = keep_conn
+        self.buf = b""
+
+    def close(self):
+        self.s.close()
+
+    @staticmethod
+    def encode(params, body, req_id=1, keep_conn=True):
+        return fcgi_encode(params, body, req_id, keep_conn)
+
+    def read_response(self):
+        """Records up to FCGI_END_REQUEST -> Response."""
+        stdout, stderr = [], []
+        deadline = time.monotonic() + self.timeout
+        while True:
+            while len(self.buf) >= 8:
+                _v, rtype, _rid, clen, plen = struct.unpack("!BBHHBx", self.buf[:8])
+                if len(self.buf) < 8 + clen + plen:
                     break
-                content = buf[8:8 + clen]
-                buf = buf[8 + clen + plen:]
+                content = self.buf[8:8 + clen]
+                self.buf = self.buf[8 + clen + plen:]
                 if rtype == FCGI_STDOUT:
                     stdout.append(content)
                 elif rtype == FCGI_STDERR:
                     stderr.append(content)
                 elif rtype == FCGI_END_REQUEST:
-                    app_status = struct.unpack("!I", content[:4])[0]
-                    ended = True
-                    break
+                    return parse_cgi_response(b"".join(stdout),
+                                              b"".join(stderr).decode("utf-8", "replace"))
+            if time.monotonic() > deadline:
+                raise AssertionError("FastCGI request timed out after %ss" % self.timeout)
+            try:
+                chunk = self.s.recv(65536)
+            except ConnectionResetError:
+                chunk = b""
+            if not chunk:
+                raise ConnectionError("FastCGI connection closed without FCGI_END_REQUEST "
+                                      "(stdout so far: %r)" % (b"".join(stdout)[:200],))
+            self.buf += chunk
+
+    def send_raw(self, data):
+        """Send one encoded request and read its answer -> Response."""
+        self.s.sendall(data)
+        return self.read_response()
+
+    def request(self, method, p, headers=None, body=b""):
+        if isinstance(body, str):
+            body = body.encode("utf-8")
+        return self.send_raw(fcgi_encode(cgi_params(method, p, headers, body), body,
+                                         keep_conn=self.keep_conn))
+
+
+def oneshot(sock_path, method, p, headers=None, body=b"", timeout=10):
+    """One request on a new connection (no keep-alive, so any worker may
+    take the next one).  Raises ConnectionError/OSError when the worker dies
+    before FCGI_END_REQUEST."""
+    c = FcgiConn(sock_path, timeout, keep_conn=False)
+    try:
+        return c.request(method, p, headers, body)
     finally:
-        s.close()
+        c.close()
+
+
+def fcgi_request(sock_path, params, body=b"", timeout=30, req_id=1):
+    """One FastCGI responder request over a unix socket, or TCP when
+    sock_path is a (host, port) tuple (no keep-alive).  The request is sent
+    from a thread while the answer is read (the application may answer, 413,
+    and close before reading it all).  Returns Response; FCGI_STDERR output
+    is the stderr field.  A connection closed before FCGI_END_REQUEST raises
+    AssertionError."""
+    if isinstance(body, str):
+        body = body.encode("utf-8")
+    c = FcgiConn(sock_path, timeout, keep_conn=False)
+    data = fcgi_encode(params, body, req_id)
+
+    def sender():
+        try:
+            c.s.sendall(data)
+        except OSError:         # the app may answer (413) and close early
+            pass
+
+    t = threading.Thread(target=sender, daemon=True)
+    t.start()
+    try:
+        return c.read_response()
+    except ConnectionError as e:
+        raise AssertionError(str(e)) from None
+    finally:
+        c.close()
         t.join(5)
-    if not ended:
-        raise AssertionError("FastCGI connection closed without FCGI_END_REQUEST "
-                             "(stdout so far: %r)" % (b"".join(stdout)[:200],))
-    r = parse_cgi_response(b"".join(stdout), b"".join(stderr).decode("utf-8", "replace"))
-    return r
 
 
 class FcgiServer:
