@@ -57,10 +57,6 @@ class ConcurrentDuplicates(pntest.ReceiverScenarios):
     def env():
         return PG, CFG
 
-    @classmethod
-    def receiver_name(cls):
-        return cls.kit.provider
-
     def send(self, headers, body):
         path = pnkit.path(self.kit.provider)
         if self.transport == "cgi":

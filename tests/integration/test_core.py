@@ -246,10 +246,6 @@ class CoreScenarios(pntest.ReceiverScenarios):
     def env():
         return PG, CFG
 
-    @classmethod
-    def receiver_name(cls):
-        return cls.kit.provider
-
     # -- helpers ----------------------------------------------------------
     def path(self, site):
         return "/notify/%s/%s" % (self.kit.provider, site.name)

@@ -1139,8 +1139,8 @@ class ReceiverScenarios:
     scenarios twice: as CGI (transport "cgi": one process per request) and
     over FastCGI (transport "fcgi": pre-forked workers on a unix socket).
     A worker that dies during a test fails that test and is replaced, so
-    later tests still run.  Subclasses set `receiver` (the provider name, or
-    override receiver_name()), `transport` and `workers`, and env() returning
+    later tests still run.  Subclasses set `receiver` (the provider name) or
+    `kit` (a pnkit.Kit), `transport` and `workers`, and env() returning
     the module's (PgCluster, Config)."""
     receiver = None
     transport = None        # "cgi" or "fcgi"
@@ -1151,9 +1151,11 @@ class ReceiverScenarios:
     def env():
         raise NotImplementedError
 
+    kit = None              # or a pnkit.Kit: its provider is the receiver
+
     @classmethod
     def receiver_name(cls):
-        return cls.receiver
+        return cls.receiver or cls.kit.provider
 
     @classmethod
     def setUpClass(cls):
