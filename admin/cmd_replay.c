@@ -273,7 +273,7 @@ replay_row(struct replay *r, const struct pn_table *rows, size_t i, struct pn_er
 	rebuild_request(r->a, prov_name, site_name, pn_table_get(rows, i, "raw_headers"), body,
 			body_len, &req);
 	pn_event_init(&ev);
-	if (p == NULL || site == NULL || !p->configured(site)) {
+	if (p == NULL || site == NULL || !pn_provider_configured(p, site)) {
 		note = "the site or its provider is no longer configured";
 		verified = "key_gone";
 	} else {

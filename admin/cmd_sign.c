@@ -155,7 +155,7 @@ sign_exec(int argc, char **argv, const char *config_path)
 	}
 	a = pn_arena_new();
 	req.site = pn_cfg_site(cfg, site_name);
-	if (req.site == NULL || !p->configured(req.site)) {
+	if (req.site == NULL || !pn_provider_configured(p, req.site)) {
 		fprintf(stderr, "paynotify: site \"%s\" has no %s configuration\n", site_name, p->name);
 		goto done;
 	}

@@ -221,7 +221,7 @@ pn_pipeline_handle(struct pn_receiver *r, struct pn_io *io)
 		goto respond;
 	}
 	site = pn_cfg_site(r->cfg, rl.site);
-	if (site == NULL || !p->configured(site)) {
+	if (site == NULL || !pn_provider_configured(p, site)) {
 		reject(r, variant, &rl, 404, "rejected", rl.site == NULL ? "no site in PATH_INFO"
 		       : site == NULL ? "unknown site" : "provider not configured for this site",
 		       "unknown site");

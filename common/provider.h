@@ -41,8 +41,9 @@ struct pn_provider {
 	const char *program;		/* "paynotify-alipay" */
 	/* Headers kept with the raw body (for replay and re-delivery). */
 	const char *const *keep_headers;
-	/* Is this provider configured for the site? */
-	bool	(*configured)(const struct pn_site *site);
+	/* Its configuration declarations (webhooks/<provider>_cfg.c): a site
+	 * is configured for it when it sets any of its keys. */
+	const struct pn_cfg_provider *keys;
 	/*
 	 * Which of the provider's forms the request is in (WeChat Pay: API v3
 	 * or v2), told once per request by the pipeline, before any answer,
@@ -62,6 +63,13 @@ extern const struct pn_provider pn_provider_2c2p;
 extern const struct pn_provider pn_provider_alipay;
 extern const struct pn_provider pn_provider_stripe;
 extern const struct pn_provider pn_provider_wechatpay;
+
+/* Is p configured for site (any of its keys set)? */
+static inline bool
+pn_provider_configured(const struct pn_provider *p, const struct pn_site *site)
+{
+	return pn_cfg_configured(site, p->keys);
+}
 
 /* Look a provider up by name (for the admin command); NULL if unknown. */
 const struct pn_provider *pn_provider_find(const char *name);

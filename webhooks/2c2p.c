@@ -37,12 +37,6 @@ twoc2p_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_er
 	return pn_2c2p_verify_v4(ctx, ev, err);
 }
 
-static bool
-twoc2p_configured(const struct pn_site *site)
-{
-	return site->twoc2p.configured;
-}
-
 /* 2C2P's own sample handler: 200 {"status":"received"}, 400 {"error":...}. */
 static void
 twoc2p_answer(int variant, struct pn_response *res, int status, const char *reason)
@@ -57,7 +51,7 @@ const struct pn_provider pn_provider_2c2p = {
 	.name = "2c2p",
 	.program = "paynotify-2c2p",
 	.keep_headers = twoc2p_keep_headers,
-	.configured = twoc2p_configured,
+	.keys = &pn_twoc2p_cfg_keys,
 	.verify = twoc2p_verify,
 	.answer = twoc2p_answer,
 };

@@ -263,12 +263,6 @@ alipay_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_er
 	return PN_VERIFIED;
 }
 
-static bool
-alipay_configured(const struct pn_site *site)
-{
-	return site->alipay.configured;
-}
-
 /* Alipay reads the body: exactly "success" stops its retries. */
 static void
 alipay_answer(int variant, struct pn_response *res, int status, const char *reason)
@@ -282,7 +276,7 @@ const struct pn_provider pn_provider_alipay = {
 	.name = "alipay",
 	.program = "paynotify-alipay",
 	.keep_headers = alipay_keep_headers,
-	.configured = alipay_configured,
+	.keys = &pn_alipay_cfg_keys,
 	.verify = alipay_verify,
 	.answer = alipay_answer,
 };

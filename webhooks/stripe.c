@@ -421,12 +421,6 @@ stripe_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_er
 	return pn_stripe_normalise_site(ctx->arena, site, req->body, req->body_len, ev, err);
 }
 
-static bool
-stripe_configured(const struct pn_site *site)
-{
-	return site->stripe.configured;
-}
-
 /* Stripe reads only the status: 2xx delivered, anything else retried. */
 static void
 stripe_answer(int variant, struct pn_response *res, int status, const char *reason)
@@ -441,7 +435,7 @@ const struct pn_provider pn_provider_stripe = {
 	.name = "stripe",
 	.program = "paynotify-stripe",
 	.keep_headers = stripe_keep_headers,
-	.configured = stripe_configured,
+	.keys = &pn_stripe_cfg_keys,
 	.verify = stripe_verify,
 	.answer = stripe_answer,
 };

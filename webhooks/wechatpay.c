@@ -127,12 +127,6 @@ wechatpay_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn
 	    : pn_wechatpay_v3_verify(ctx, ev, err);
 }
 
-static bool
-wechatpay_configured(const struct pn_site *site)
-{
-	return site->wechatpay.configured;
-}
-
 /* A reason fit for CDATA: printable ASCII, no ']', bounded. */
 static void
 cdata_reason(const char *reason, char *out, size_t sz)
@@ -173,7 +167,7 @@ const struct pn_provider pn_provider_wechatpay = {
 	.name = "wechatpay",
 	.program = "paynotify-wechatpay",
 	.keep_headers = wechatpay_keep_headers,
-	.configured = wechatpay_configured,
+	.keys = &pn_wechatpay_cfg_keys,
 	.variant = wechatpay_variant,
 	.verify = wechatpay_verify,
 	.answer = wechatpay_answer,

@@ -314,8 +314,8 @@ START_TEST(test_configured)
 {
 	const struct pn_config *cfg = fixture_config();
 
-	ck_assert(pn_provider_2c2p.configured(pn_cfg_site(cfg, "2c2p-jt01")));
-	ck_assert(!pn_provider_2c2p.configured(pn_cfg_site(cfg, "stripe-old")));
+	ck_assert(pn_provider_configured(&pn_provider_2c2p, pn_cfg_site(cfg, "2c2p-jt01")));
+	ck_assert(!pn_provider_configured(&pn_provider_2c2p, pn_cfg_site(cfg, "stripe-old")));
 	ck_assert_int_eq(pn_cfg_site(cfg, "2c2p-jt01")->twoc2p.api, PN_2C2P_JWT);
 	ck_assert_int_eq(pn_cfg_site(cfg, "2c2p-legacy")->twoc2p.api, PN_2C2P_REDIRECT);
 }
