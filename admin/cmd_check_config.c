@@ -102,11 +102,14 @@ print_keys(struct check *c, const struct pn_site *s, const char *key, const char
 						   "%s; the receivers still accept its key (as the "
 						   "providers' SDKs do): install the provider's current "
 						   "certificate", s->name, key, k[i].id, k[i].serial, date);
-			else if (days < EXPIRY_WARN_DAYS)
+			else if (days < EXPIRY_WARN_DAYS) {
+				long	whole = (long)(days + 0.5);
+
 				pn_cfg_finding_add(&c->fd, PN_CFG_WARNING, s->file, s->line,
 						   "site \"%s\": %s %s: certificate serial %s expires in "
-						   "%.0f days (%s)", s->name, key, k[i].id, k[i].serial,
-						   days, date);
+						   "%ld day%s (%s)", s->name, key, k[i].id, k[i].serial,
+						   whole, whole == 1 ? "" : "s", date);
+			}
 		}
 		printf("\n");
 	}

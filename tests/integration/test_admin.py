@@ -420,10 +420,16 @@ class TestCheckConfig(AdminTest):
         self.assertIn("loose.conf:", p.stderr)
 
     def test_certificate_expiring_within_30_days(self):
+        self._expiring(10, r"expires in (9|10) days \(20")
+
+    def test_certificate_expiring_tomorrow_says_1_day(self):
+        self._expiring(1, r"expires in 1 day \(20")
+
+    def _expiring(self, days, expect):
         d = pntest.temp_dir("pntest-admin-cert.")
         key, crt = os.path.join(d, "k.pem"), os.path.join(d, "soon.crt")
         subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
-                        "-out", crt, "-days", "10", "-subj", "/CN=expiring soon",
+                        "-out", crt, "-days", str(days), "-subj", "/CN=expiring soon",
                         "-set_serial", "0x1A2B3C"], check=True, capture_output=True)
         path = os.path.join(CFG_DIR, "expiring.conf")
         with open(path, "w") as f:
@@ -437,7 +443,7 @@ class TestCheckConfig(AdminTest):
         self.assertIn("certificate serial 1A2B3C, expires ", line[0])
         self.assertRegex(line[1], r"^WARNING: .*expiring\.conf:\d+: site \"shop\": "
                          r"alipay.public_key_file soon\.crt:[0-9a-f]{8}: certificate serial "
-                         r"1A2B3C expires in (9|10) days \(20")
+                         r"1A2B3C " + expect)
         self.assertTrue(p.stdout.endswith("0 problems, 1 warning\n"), p.stdout)
 
     def test_expired_certificate_is_a_warning_with_its_date(self):
