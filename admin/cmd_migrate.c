@@ -120,6 +120,9 @@ migrate_exec(int argc, char **argv, const char *config_path)
 		goto done;
 	}
 	if ((conn = pn_db_connect(cfg, &err)) == NULL
+	    /* the files' "DROP FUNCTION IF EXISTS … skipping" notices are noise to an
+	     * operator; warnings and errors still show */
+	    || !pn_db_query(conn, PN_SQL("SET client_min_messages = warning"), 0, NULL, NULL, &err)
 	    || !pn_db_query(conn, PN_SQL(MIGRATE_LOCK), 0, NULL, NULL, &err)
 	    || !pn_db_schema_version(conn, &version, &err)) {
 		fprintf(stderr, "paynotify: %s\n", err.msg);
