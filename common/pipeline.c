@@ -254,7 +254,6 @@ pn_pipeline_handle(struct pn_receiver *r, struct pn_io *io)
 	rl.dedup_key = ev.dedup_key;
 	rl.order_id = ev.order_id;
 	rl.key_id = ev.key_id;
-	pn_event_canonicalise(&ev, r->arena);	/* the form that is stored and replayed */
 
 	headers_json = raw_headers_json(p, &req);
 	if (!pn_store_ingest(r->store, site->name, p->name, &ev, headers_json, req.body,

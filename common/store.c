@@ -324,8 +324,10 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 	/*
 	 * Only canonical events are stored (pn_event_canonicalise: text that is
 	 * not valid UTF-8 escaped, as PostgreSQL would refuse it on every retry).
-	 * The receivers canonicalise after verify; an event from elsewhere (a
-	 * query answer, a statement line) is canonicalised here, by the same step.
+	 * This is the one place every source's events pass (the receivers, a
+	 * query answer, a statement line): a copy of an event that is not
+	 * canonical is canonicalised here; valid text is only checked, never
+	 * copied.  Replay re-derives with the same step before it compares.
 	 */
 	if (!pn_event_is_canonical(ev)) {
 		canon = *ev;

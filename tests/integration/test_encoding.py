@@ -9,8 +9,8 @@
 # delivery, and Alipay would have retried for 25 hours and given up.
 #
 # The escaping is one canonicalisation step of the event (pn_event_canonicalise
-# in common/event.c), applied after verify by the receivers and by
-# `paynotify replay`: replay re-derives the event from the raw bytes and must
+# in common/event.c), applied to every event the store writes
+# (pn_store_ingest) and by `paynotify replay` after verify: replay re-derives the event from the raw bytes and must
 # find the same key that was stored.  Before, replay compared its raw bytes
 # with the escaped stored key and called such a genuine notification "no
 # longer verifies" (exit 2).
