@@ -34,6 +34,7 @@
 #include "crypto.h"
 #include "json.h"
 #include "money.h"
+#include "provider.h"
 #include "query.h"
 #include "statement.h"
 #include "store.h"
@@ -857,6 +858,52 @@ write_bill(const char *path, const unsigned char *data, size_t len, struct pn_er
 	return ok;
 }
 
+/* What both --fetch paths hold: the query module's credentials and client. */
+struct fetch {
+	const struct pn_query_provider *qp;
+	void   *creds;
+	struct pn_qhttp http;
+	struct pn_query_ctx ctx;	/* ctx.http points at http: f stays put */
+};
+
+/* Load qp's credentials for r->site (those of `paynotify query`) and set up
+ * the HTTP client for a bill-sized answer; fetch_close() when true. */
+static bool
+fetch_open(struct run *r, const struct pn_query_provider *qp, struct fetch *f,
+           struct pn_err *err)
+{
+	const char *why = NULL;
+
+	memset(f, 0, sizeof(*f));
+	f->qp = qp;
+	if (!qp->configured(r->site, &why)) {
+		pn_err_set(err, "site %s cannot fetch bills: %s (the keys of paynotify query)",
+		           r->site->name, why);
+		return false;
+	}
+	if (!qp->load(r->site, &f->creds, err))
+		return false;
+	if (!pn_qhttp_init(&f->http, r->cfg, err)) {
+		qp->free_creds(f->creds);
+		return false;
+	}
+	f->http.max_answer = PN_STMT_MAX_FILE;
+	f->ctx.cfg = r->cfg;
+	f->ctx.site = r->site;
+	f->ctx.http = &f->http;
+	f->ctx.arena = r->a;
+	f->ctx.now = (int64_t)time(NULL);
+	f->ctx.creds = f->creds;
+	return true;
+}
+
+static void
+fetch_close(struct fetch *f)
+{
+	pn_qhttp_destroy(&f->http);
+	f->qp->free_creds(f->creds);
+}
+
 /*
  * Alipay: alipay.data.dataservice.bill.downloadurl.query (bill_type trade),
  * signed with `paynotify query`'s key, its answer verified; then the
@@ -866,37 +913,17 @@ write_bill(const char *path, const unsigned char *data, size_t len, struct pn_er
 static bool
 fetch_alipay(struct run *r, const char *path, struct pn_err *err)
 {
-	const struct pn_site *site = r->site;
 	const char *get_headers[] = {NULL};
-	struct pn_qhttp http;
-	struct pn_query_ctx ctx;
+	struct fetch f;
 	struct pn_qhttp_answer h;
-	void *creds = NULL;
-	const char *why = NULL, *url;
+	const char *url;
 	json_t *biz, *root = NULL, *resp = NULL;
 	bool ok = false;
 
-	if (!pn_query_alipay.configured(site, &why)) {
-		pn_err_set(err, "site %s cannot fetch bills: %s (the keys of paynotify query)",
-		           site->name, why);
+	if (!fetch_open(r, &pn_query_alipay, &f, err))
 		return false;
-	}
-	if (!pn_query_alipay.load(site, &creds, err))
-		return false;
-	if (!pn_qhttp_init(&http, r->cfg, err)) {
-		pn_query_alipay.free_creds(creds);
-		return false;
-	}
-	http.max_answer = PN_STMT_MAX_FILE;
-	memset(&ctx, 0, sizeof(ctx));
-	ctx.cfg = r->cfg;
-	ctx.site = site;
-	ctx.http = &http;
-	ctx.arena = r->a;
-	ctx.now = (int64_t)time(NULL);
-	ctx.creds = creds;
 	biz = json_pack("{s:s, s:s}", "bill_type", "trade", "bill_date", r->day);
-	ok = pn_query_alipay_call(&ctx, "alipay.data.dataservice.bill.downloadurl.query", biz,
+	ok = pn_query_alipay_call(&f.ctx, "alipay.data.dataservice.bill.downloadurl.query", biz,
 	                          &root, &resp, err);
 	json_decref(biz);
 	if (!ok)
@@ -911,7 +938,7 @@ fetch_alipay(struct run *r, const char *path, struct pn_err *err)
 		pn_err_set(err, "Alipay's answer has no https bill_download_url");
 		goto done;
 	}
-	if (!pn_qhttp_do(&http, r->a, "GET", url, get_headers, NULL, 0, &h, err))
+	if (!pn_qhttp_do(&f.http, r->a, "GET", url, get_headers, NULL, 0, &h, err))
 		goto done;
 	if (h.status != 200) {
 		pn_err_set(err, "HTTP %ld downloading the bill: %.200s", h.status,
@@ -926,8 +953,7 @@ fetch_alipay(struct run *r, const char *path, struct pn_err *err)
 	ok = true;
 done:
 	json_decref(root);
-	pn_qhttp_destroy(&http);
-	pn_query_alipay.free_creds(creds);
+	fetch_close(&f);
 	return ok;
 }
 
@@ -941,11 +967,9 @@ static bool
 fetch_wechatpay(struct run *r, const char *path, struct pn_err *err)
 {
 	const struct pn_site *site = r->site;
-	struct pn_qhttp http;
-	struct pn_query_ctx ctx;
+	struct fetch f;
 	struct pn_qhttp_answer h;
-	void *creds = NULL;
-	const char *why = NULL, *hash_type, *hash_value, *url;
+	const char *hash_type, *hash_value, *url;
 	json_t *root = NULL;
 	unsigned char md[64];
 	size_t mdlen = 0;
@@ -953,28 +977,11 @@ fetch_wechatpay(struct run *r, const char *path, struct pn_err *err)
 	char *hex;
 	bool ok = false;
 
-	if (!pn_query_wechatpay.configured(site, &why)) {
-		pn_err_set(err, "site %s cannot fetch bills: %s (the keys of paynotify query)",
-		           site->name, why);
+	if (!fetch_open(r, &pn_query_wechatpay, &f, err))
 		return false;
-	}
-	if (!pn_query_wechatpay.load(site, &creds, err))
-		return false;
-	if (!pn_qhttp_init(&http, r->cfg, err)) {
-		pn_query_wechatpay.free_creds(creds);
-		return false;
-	}
-	http.max_answer = PN_STMT_MAX_FILE;
-	memset(&ctx, 0, sizeof(ctx));
-	ctx.cfg = r->cfg;
-	ctx.site = site;
-	ctx.http = &http;
-	ctx.arena = r->a;
-	ctx.now = (int64_t)time(NULL);
-	ctx.creds = creds;
 	url = pn_arena_printf(r->a, "%s/v3/bill/tradebill?bill_date=%s&bill_type=ALL",
 	                      site->wechatpay.query_url, r->day);
-	if (!pn_query_wechatpay_get(&ctx, url, true, &h, err))
+	if (!pn_query_wechatpay_get(&f.ctx, url, true, &h, err))
 		goto done;
 	root = pn_json_parse(h.body, h.body_len, err);
 	hash_type = root ? pn_json_str(r->a, root, "hash_type") : NULL;
@@ -993,7 +1000,7 @@ fetch_wechatpay(struct run *r, const char *path, struct pn_err *err)
 		           site->wechatpay.query_url);
 		goto done;
 	}
-	if (!pn_query_wechatpay_get(&ctx, url, false, &h, err))
+	if (!pn_query_wechatpay_get(&f.ctx, url, false, &h, err))
 		goto done;
 	iov.p = h.body;
 	iov.len = h.body_len;
@@ -1028,24 +1035,11 @@ fetch_wechatpay(struct run *r, const char *path, struct pn_err *err)
 	ok = true;
 done:
 	json_decref(root);
-	pn_qhttp_destroy(&http);
-	pn_query_wechatpay.free_creds(creds);
+	fetch_close(&f);
 	return ok;
 }
 
 /* ---- the command ---------------------------------------------------------- */
-
-static bool
-site_has(const struct pn_site *s, const char *provider)
-{
-	if (strcmp(provider, "alipay") == 0)
-		return s->alipay.configured;
-	if (strcmp(provider, "wechatpay") == 0)
-		return s->wechatpay.configured;
-	if (strcmp(provider, "stripe") == 0)
-		return s->stripe.configured;
-	return false;
-}
 
 static int
 reconcile_exec(int argc, char **argv, const char *config_path)
@@ -1165,7 +1159,7 @@ reconcile_exec(int argc, char **argv, const char *config_path)
 		rc = PN_EXIT_USAGE;
 		goto done;
 	}
-	if (!site_has(r.site, provider)) {
+	if (!pn_provider_configured(pn_provider_find(provider), r.site)) {
 		fprintf(stderr, "paynotify: reconcile: site %s has no %s configuration in %s\n",
 		        site_name, provider, r.cfg->path);
 		rc = PN_EXIT_CONFIG;
