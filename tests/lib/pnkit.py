@@ -387,6 +387,7 @@ class Receiver:
     def stop(self):
         if self.proc is None:
             return
+        pntest.wait_sigterm_ready([self.proc])
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:

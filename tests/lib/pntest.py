@@ -170,6 +170,38 @@ VALGRIND_EXIT = 99
 UNDER_VALGRIND = os.environ.get("PN_VALGRIND", "0") not in ("", "0")
 
 
+def _catches_sigterm(pid):
+    """True when /proc says pid has a handler for SIGTERM (or is gone)."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
+    except (OSError, ValueError):
+        return True
+    return True
+
+
+def wait_sigterm_ready(procs, timeout=120):
+    """Under valgrind, wait until every process in procs has installed a
+    SIGTERM handler.  Valgrind takes a second or more (longer on a loaded
+    machine) to load the program before it installs its own handlers; a
+    SIGTERM before that kills it with the default action and no summary in
+    its log, which tests/valgrind.sh must count as a process that did not
+    finish.  Once valgrind has its handlers, a SIGTERM reaches the program
+    and valgrind writes the summary whatever the program does with it.
+    Returns the processes still not ready at the deadline."""
+    if not UNDER_VALGRIND:
+        return []
+    deadline = time.monotonic() + timeout
+    waiting = [p for p in procs if p.poll() is None]
+    while waiting and time.monotonic() < deadline:
+        waiting = [p for p in waiting if p.poll() is None and not _catches_sigterm(p.pid)]
+        if waiting:
+            time.sleep(0.05)
+    return waiting
+
+
 def binary(name):
     """Path of a top-level receiver binary, e.g. binary('stripe').
     PN_BIN_DIR points the tests at another build (tests/sanitize.sh runs
@@ -1075,6 +1107,7 @@ class FcgiServer:
                                      close_fds=True)
             self.procs.append(p)
         time.sleep(0.3)
+        wait_sigterm_ready(self.procs)
         dead = [p for p in self.procs if p.poll() is not None]
         if dead:
             text = self.diagnostics()
@@ -1096,6 +1129,7 @@ class FcgiServer:
                             body, timeout=timeout)
 
     def stop(self):
+        wait_sigterm_ready(self.procs)
         for p in self.procs:
             if p.poll() is None:
                 p.terminate()
