@@ -101,6 +101,23 @@ major(const char *minor, const char *currency)
 	return pn_xasprintf("%s %s", buf, currency);
 }
 
+/*
+ * Is the note apply_event()'s amount_mismatch detail ("paid 1.00 CNY, order
+ * 9.99 CNY pending", as of the event's arrival)?  The report then writes the
+ * same sentence with the order as it is now.
+ */
+static bool
+note_is_mismatch(const char *note, const char *ev, const char *amount)
+{
+	size_t	n = strlen(ev);
+
+	if (amount == NULL || strncmp(note, ev, n) != 0 || note[n] != ' ')
+		return false;
+	note += n + 1;
+	n = strlen(amount);
+	return strncmp(note, amount, n) == 0 && strncmp(note + n, ", order ", 8) == 0;
+}
+
 /* The printed row: kind site provider order_id notification_id amount detail since. */
 static void
 add_finding(struct pn_table *out, const struct pn_table *t, size_t r)
@@ -119,7 +136,7 @@ add_finding(struct pn_table *out, const struct pn_table *t, size_t r)
 		detail = pn_xasprintf("%s %s", oamount ? oamount : "?", note ? note : "");
 		free(amount);
 		amount = oamount ? pn_xstrdup(oamount) : NULL;
-	} else if (note != NULL)
+	} else if (note != NULL && !(ostatus != NULL && note_is_mismatch(note, ev, amount)))
 		detail = pn_xasprintf("%s %s: %s", ev, amount ? amount : "(no amount)", note);
 	else if (ostatus != NULL)
 		detail = pn_xasprintf("%s %s, order %s %s", ev, amount ? amount : "(no amount)",

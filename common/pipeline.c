@@ -285,7 +285,8 @@ pn_pipeline_handle(struct pn_receiver *r, struct pn_io *io)
 		rl.reason = ev.flag_detail;
 	else if (!ir.duplicate && strcmp(ir.outcome, "applied") != 0
 		 && strcmp(ir.outcome, "ignored") != 0)
-		rl.reason = pn_arena_printf(r->arena, "order status %s",
+		rl.reason = pn_arena_printf(r->arena, "%s%sorder status %s",
+					    ir.detail ? ir.detail : "", ir.detail ? "; " : "",
 					    ir.order_status[0] ? ir.order_status : "(none)");
 	p->answer(variant, &r->res, status, NULL);
 

@@ -16,7 +16,7 @@
 #define INGEST_STMT "pn_ingest"
 #define INGEST_SQL \
 	"SELECT notification_id, outcome, duplicate, deliveries, order_status, event_id, " \
-	"wakeup FROM paynotify.ingest($1, $2, $3, $4, $5, $6, $7, $8, $9::bigint, $10, " \
+	"wakeup, detail FROM paynotify.ingest($1, $2, $3, $4, $5, $6, $7, $8, $9::bigint, $10, " \
 	"$11::bigint, $12::boolean, $13, $14, $15, $16, $17::jsonb, $18::bytea, " \
 	"$19::boolean, $20)"
 #define INGEST_NPARAMS 20
@@ -34,6 +34,7 @@ struct pn_store {
 	bool	use_prepared;		/* [database] prepared_statements */
 	bool	warned;			/* a WARNING arrived during the statement */
 	char   *wakeup;		/* payload of the last ingest's wake-up, or NULL */
+	char   *detail;		/* the last ingest's detail, or NULL */
 };
 
 static void disconnect(struct pn_store *s);
@@ -71,6 +72,7 @@ pn_store_free(struct pn_store *s)
 	free(s->conninfo);
 	free(s->application_name);
 	free(s->wakeup);
+	free(s->detail);
 	free(s);
 }
 
@@ -361,6 +363,8 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 	memset(out, 0, sizeof(*out));
 	free(s->wakeup);
 	s->wakeup = NULL;
+	free(s->detail);
+	s->detail = NULL;
 	ok = false;
 	for (attempt = 0; attempt < 2 && !ok; attempt++) {
 		PGresult *res;
@@ -407,6 +411,9 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 			if (!PQgetisnull(res, 0, 6))
 				s->wakeup = pn_xstrdup(PQgetvalue(res, 0, 6));
 			out->wakeup = s->wakeup != NULL;
+			if (!PQgetisnull(res, 0, 7))
+				s->detail = pn_xstrdup(PQgetvalue(res, 0, 7));
+			out->detail = s->detail;
 			PQclear(res);
 			ok = true;
 			break;

@@ -33,6 +33,8 @@ struct pn_ingest_result {
 					 * and unknown orders (the order is not read) */
 	int64_t	event_id;		/* feed event written (0: none) */
 	bool	wakeup;			/* a wake-up is pending: pn_store_send_wakeup() */
+	const char *detail;		/* why (the row's outcome_detail), or NULL; owned by the
+					 * store, valid until its next ingest */
 };
 
 /* Never fails: connects lazily.  conninfo is a libpq connection string

@@ -70,6 +70,46 @@ LANGUAGE sql STABLE AS $$
            NOT IN ('off', 'false', 'no', '0', 'f', 'n')
 $$;
 
+-- An amount as operators read it (README: major units with the currency):
+-- money_text(6600, 'CNY') = '66.00 CNY'.  The ISO 4217 exponents are those
+-- of common/money.c (tests/integration/test_rules.py compares the two); an
+-- unknown currency is shown as minor units ('6600 minor units XXX').  Used
+-- for the outcome details of flagged events only, never on the applied path.
+CREATE OR REPLACE FUNCTION paynotify.money_text(p_minor bigint, p_currency text)
+RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE
+           WHEN p_minor IS NULL THEN 'no amount'
+           WHEN e.x IS NULL THEN p_minor || ' minor units' || coalesce(' ' || p_currency, '')
+           WHEN e.x = 0 THEN p_minor || ' ' || p_currency
+           ELSE CASE WHEN p_minor < 0 THEN '-' ELSE '' END
+                || (abs(p_minor) / (10 ^ e.x)::bigint) || '.'
+                || lpad((abs(p_minor) % (10 ^ e.x)::bigint)::text, e.x, '0') || ' ' || p_currency
+           END
+      FROM (SELECT CASE
+                   WHEN p_currency IN (
+                        'AED', 'AFN', 'ALL', 'AMD', 'ANG', 'AOA', 'ARS', 'AUD', 'AWG', 'AZN',
+                        'BAM', 'BBD', 'BDT', 'BGN', 'BMD', 'BND', 'BOB', 'BRL', 'BSD', 'BTN',
+                        'BWP', 'BYN', 'BZD', 'CAD', 'CDF', 'CHF', 'CNY', 'COP', 'CRC', 'CUP',
+                        'CVE', 'CZK', 'DKK', 'DOP', 'DZD', 'EGP', 'ERN', 'ETB', 'EUR', 'FJD',
+                        'FKP', 'GBP', 'GEL', 'GHS', 'GIP', 'GMD', 'GTQ', 'GYD', 'HKD', 'HNL',
+                        'HTG', 'HUF', 'IDR', 'ILS', 'INR', 'IRR', 'JMD', 'KES', 'KGS', 'KHR',
+                        'KPW', 'KYD', 'KZT', 'LAK', 'LBP', 'LKR', 'LRD', 'LSL', 'MAD', 'MDL',
+                        'MGA', 'MKD', 'MMK', 'MNT', 'MOP', 'MRU', 'MUR', 'MVR', 'MWK', 'MXN',
+                        'MYR', 'MZN', 'NAD', 'NGN', 'NIO', 'NOK', 'NPR', 'NZD', 'PAB', 'PEN',
+                        'PGK', 'PHP', 'PKR', 'PLN', 'QAR', 'RON', 'RSD', 'RUB', 'SAR', 'SBD',
+                        'SCR', 'SDG', 'SEK', 'SGD', 'SHP', 'SLE', 'SOS', 'SRD', 'SSP', 'STN',
+                        'SVC', 'SYP', 'SZL', 'THB', 'TJS', 'TMT', 'TOP', 'TRY', 'TTD', 'TWD',
+                        'TZS', 'UAH', 'USD', 'UYU', 'UZS', 'VES', 'WST', 'XCD', 'XCG', 'YER',
+                        'ZAR', 'ZMW', 'ZWG') THEN 2
+                   WHEN p_currency IN (
+                        'BIF', 'CLP', 'DJF', 'GNF', 'ISK', 'JPY', 'KMF', 'KRW', 'PYG', 'RWF',
+                        'UGX', 'UYI', 'VND', 'VUV', 'XAF', 'XOF', 'XPF') THEN 0
+                   WHEN p_currency IN ('BHD', 'IQD', 'JOD', 'KWD', 'LYD', 'OMR', 'TND') THEN 3
+                   WHEN p_currency IN ('CLF', 'UYW') THEN 4
+                   END AS x) e
+$$;
+
 -- ---------------------------------------------------------------------------
 -- Order storage.  Replace these four to keep orders elsewhere in the same
 -- database (same signatures); nothing else reads or writes paynotify.orders.
@@ -232,6 +272,8 @@ BEGIN
         IF p_amount_minor IS DISTINCT FROM o.amount_minor
            OR p_currency IS DISTINCT FROM o.currency THEN
             outcome := 'amount_mismatch';
+            detail := 'paid ' || paynotify.money_text(p_amount_minor, p_currency) || ', order '
+                      || paynotify.money_text(o.amount_minor, o.currency) || ' ' || o.status;
             RETURN;
         END IF;
         IF o.status IN ('closed', 'failed') THEN
@@ -255,6 +297,12 @@ BEGIN
            OR (p_amount_minor IS NOT NULL AND p_amount_minor <> o.amount_minor)
            OR p_refund_minor IS NULL OR p_refund_minor < 0 THEN
             outcome := CASE WHEN p_weak_identity THEN 'txn_mismatch' ELSE 'amount_mismatch' END;
+            detail := 'refund ' || paynotify.money_text(p_refund_minor, p_currency) || ', order '
+                      || paynotify.money_text(o.amount_minor, o.currency) || ' ' || o.status
+                      || CASE WHEN p_amount_minor IS NOT NULL AND p_amount_minor <> o.amount_minor
+                              THEN ' (the refund names a payment of '
+                                   || paynotify.money_text(p_amount_minor, p_currency) || ')'
+                              ELSE '' END;
             RETURN;
         END IF;
         IF p_refund_cumulative THEN
@@ -264,7 +312,8 @@ BEGIN
         END IF;
         IF new_refunded > o.amount_minor THEN
             outcome := CASE WHEN p_weak_identity THEN 'txn_mismatch' ELSE 'amount_mismatch' END;
-            detail := 'refunds would total ' || new_refunded || ' of ' || o.amount_minor;
+            detail := 'refunds would total ' || paynotify.money_text(new_refunded, o.currency)
+                      || ' of ' || paynotify.money_text(o.amount_minor, o.currency);
             RETURN;
         END IF;
         IF new_refunded = o.refunded_minor
@@ -365,6 +414,10 @@ $$;
 --
 -- order_status is the order's status after this event, NULL for
 -- duplicates, flagged events and unknown orders (the order is not read).
+-- detail is the stored row's outcome_detail: why a flagged, conflicting or
+-- not applied event was not applied, as apply_event() (or the adapter's
+-- flag) said it, amounts in major units ("paid 1.00 CNY, order 88.88 CNY
+-- pending"); NULL when there is nothing to say.  The receivers log it.
 CREATE OR REPLACE FUNCTION paynotify.ingest(
     p_site text, p_provider text, p_dedup_key text, p_event_kind text,
     p_event_type text, p_order_id text, p_psp_txn_id text, p_psp_event_id text,
@@ -374,7 +427,7 @@ CREATE OR REPLACE FUNCTION paynotify.ingest(
     p_weak_identity boolean DEFAULT false, p_source text DEFAULT NULL,
     OUT notification_id bigint, OUT outcome text, OUT duplicate boolean,
     OUT deliveries integer, OUT order_id text, OUT order_status text,
-    OUT event_id bigint, OUT wakeup text)
+    OUT event_id bigint, OUT wakeup text, OUT detail text)
 LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
     v_key      text := p_dedup_key;
@@ -408,8 +461,8 @@ BEGIN
        AND n.currency IS NOT DISTINCT FROM EXCLUDED.currency
        AND n.refund_minor IS NOT DISTINCT FROM EXCLUDED.refund_minor
        AND (p_order_id IS NULL OR n.order_id IS NOT DISTINCT FROM p_order_id)
-    RETURNING n.id, n.outcome, n.deliveries, n.order_id
-         INTO notification_id, outcome, deliveries, order_id;
+    RETURNING n.id, n.outcome, n.deliveries, n.order_id, n.outcome_detail
+         INTO notification_id, outcome, deliveries, order_id, detail;
 
     IF NOT FOUND THEN
         -- Same key, different content: stored on its own, never applied.
@@ -428,8 +481,8 @@ BEGIN
                 coalesce(p_source, 'notification'))
         ON CONFLICT (site, provider, dedup_key) DO UPDATE
            SET deliveries = n.deliveries + 1, last_delivery_at = now()
-        RETURNING n.id, n.outcome, n.deliveries, n.order_id
-             INTO notification_id, outcome, deliveries, order_id;
+        RETURNING n.id, n.outcome, n.deliveries, n.order_id, n.outcome_detail
+             INTO notification_id, outcome, deliveries, order_id, detail;
     END IF;
 
     -- A new row has deliveries 1; ON CONFLICT DO UPDATE always adds one.
@@ -446,6 +499,7 @@ BEGIN
     outcome := a.outcome;
     order_id := a.order_id;
     order_status := a.order_status;
+    detail := a.detail;
     IF a.outcome IS DISTINCT FROM 'applied' OR a.order_id IS DISTINCT FROM v_order_id
        OR a.detail IS NOT NULL THEN
         UPDATE paynotify.notifications n

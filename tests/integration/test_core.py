@@ -435,13 +435,29 @@ class CoreScenarios(pntest.ReceiverScenarios):
         self.assertEqual([(r["order_id"], r["outcome"]) for r in rows], [(oid, "unknown_order")])
         self.assertIsNone(PG.order(SITE_A.name, oid))
 
+    def request_log_line(self, r, oid):
+        """The receiver's one log line for the request about order oid."""
+        text = r.stderr if self.transport == "cgi" else self.server.log_text()
+        lines = [l for l in text.splitlines() if "outcome=" in l and " order=%s " % oid in l]
+        self.assertEqual(len(lines), 1, "one log line for %s: %r" % (oid, text[-3000:]))
+        return lines[0]
+
     def test_amount_mismatch_stored_and_acked(self):
         k, oid = self.kit, self.oid("amount")
         k.add_order(SITE_A, oid)
-        k.check_success(self, self.send(SITE_A, *k.mismatched_amount(SITE_A, oid)))
+        r = self.send(SITE_A, *k.mismatched_amount(SITE_A, oid))
+        k.check_success(self, r)
         rows = self.rows()
         self.assertEqual([r["outcome"] for r in rows], ["amount_mismatch"])
         self.assertEqual(PG.order(SITE_A.name, oid)["status"], "pending")
+        # the log line says why, amounts in major units (as the row's detail)
+        paid, order = {"alipay": ("1.00 CNY", "88.88 CNY"),
+                       "stripe": ("10.00 USD", "19.99 USD")}[k.provider]
+        why = "paid %s, order %s pending" % (paid, order)
+        line = self.request_log_line(r, oid)
+        self.assertIn(' reason="%s; order status pending"' % why, line)
+        self.assertEqual(PG.psql("SELECT outcome_detail FROM paynotify.notifications "
+                                 "WHERE id = %d" % rows[0]["id"]), [(why,)])
 
     # -- the database goes away ---------------------------------------------
     def test_database_down_then_back(self):
@@ -607,9 +623,12 @@ class StripeOnly:
     def test_currency_mismatch_stored_and_acked(self):
         k, oid = self.kit, self.oid("currency")
         k.add_order(SITE_A, oid)
-        k.check_success(self, self.send(SITE_A, *k.mismatched_currency(SITE_A, oid)))
+        r = self.send(SITE_A, *k.mismatched_currency(SITE_A, oid))
+        k.check_success(self, r)
         self.assertEqual([r["outcome"] for r in self.rows()], ["amount_mismatch"])
         self.assertEqual(PG.order(SITE_A.name, oid)["status"], "pending")
+        self.assertIn(' reason="paid 19.99 EUR, order 19.99 USD pending; order status pending"',
+                      self.request_log_line(r, oid))
 
     def test_refund_without_metadata_found_by_payment_intent(self):
         k, oid = self.kit, self.oid("pi-refund")

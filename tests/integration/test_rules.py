@@ -242,5 +242,35 @@ class Rules(unittest.TestCase):
         self.assertIn('outcome="duplicate_payment"} 1', p.stdout)
 
 
+class MoneyText(unittest.TestCase):
+    """paynotify.money_text() (the amounts in outcome details) uses the same
+    ISO 4217 exponents as common/money.c, read here from its source."""
+
+    def test_every_currency_as_common_money_c(self):
+        import re
+        with open(os.path.join(pntest.REPO, "common", "money.c")) as f:
+            table = re.findall(r'\{"([A-Z]{3})", "\d{3}", (\d)\}', f.read())
+        self.assertGreater(len(table), 150)
+        cases = [(c, int(e), v) for c, e in table for v in (123456, 7, -1205)]
+        got = PG.psql("SELECT paynotify.money_text(v, c) FROM (VALUES %s) t(v, c, i) ORDER BY i"
+                      % ", ".join("(%d, %s, %d)" % (v, q(c), i)
+                                  for i, (c, e, v) in enumerate(cases)))
+        want = []
+        for c, e, v in cases:
+            if e == 0:
+                want.append("%d %s" % (v, c))
+            else:
+                a = abs(v)
+                want.append("%s%d.%0*d %s" % ("-" if v < 0 else "", a // 10 ** e, e,
+                                              a % 10 ** e, c))
+        self.assertEqual([r[0] for r in got], want)
+
+    def test_unknown_currency_and_no_amount(self):
+        self.assertEqual(PG.psql("SELECT paynotify.money_text(6600, 'XXX'), "
+                                 "paynotify.money_text(6600, NULL), "
+                                 "paynotify.money_text(NULL, 'CNY')"),
+                         [("6600 minor units XXX", "6600 minor units", "no amount")])
+
+
 if __name__ == "__main__":
     unittest.main()
