@@ -9,10 +9,10 @@
 --   ingest()        one verified event: dedup, transition, feed.  The receivers.
 --   reapply()       one stored, re-verified event, again.       paynotify replay.
 --   apply_event()   the money rules (README "Who may change an order").
---   order_lock(), order_update(), order_by_txn(), order_rows()
+--   order_lock(), order_update(), order_pay(), order_by_txn(), order_rows()
 --                   the order storage: the ONLY functions that read or write
 --                   paynotify.orders.  A site whose orders live in its own
---                   table replaces these four (docs/SHOP-ORDERS.md); a
+--                   table replaces these five (docs/SHOP-ORDERS.md); a
 --                   replacement commented 'site: ...' survives re-applying
 --                   this file.
 --   claim_events(), ack_events(), feed_subscribe(), feed_unsubscribe()
@@ -39,7 +39,7 @@
 BEGIN;
 
 -- A site's own replacements of the replaceable functions (order_lock,
--- order_update, order_by_txn, order_rows, apply_event) carry a comment
+-- order_update, order_pay, order_by_txn, order_rows, apply_event) carry a comment
 -- starting with "site:" (docs/SHOP-ORDERS.md).  Re-applying this file must
 -- not overwrite them: they are moved aside here, ours are (re)created below
 -- (so that each has one definition to read, here), and at the end of the
@@ -53,8 +53,8 @@ BEGIN
     FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
                JOIN pg_namespace n ON n.oid = p.pronamespace
               WHERE n.nspname = 'paynotify'
-                AND p.proname IN ('order_lock', 'order_update', 'order_by_txn', 'order_rows',
-                                  'apply_event')
+                AND p.proname IN ('order_lock', 'order_update', 'order_pay', 'order_by_txn',
+                                  'order_rows', 'apply_event')
                 AND obj_description(p.oid, 'pg_proc') LIKE 'site:%'
     LOOP
         EXECUTE format('ALTER FUNCTION %s SET SCHEMA paynotify_site_kept', f);
@@ -111,7 +111,7 @@ LANGUAGE sql IMMUTABLE AS $$
 $$;
 
 -- ---------------------------------------------------------------------------
--- Order storage.  Replace these four to keep orders elsewhere in the same
+-- Order storage.  Replace these five to keep orders elsewhere in the same
 -- database (same signatures); nothing else reads or writes paynotify.orders.
 
 -- Lock the order row (FOR UPDATE) and return what the rules need.  known is
@@ -152,6 +152,30 @@ BEGIN
 END;
 $$;
 
+-- The common case in one statement: pay the order if it is pending and the
+-- amount and currency match (the row locked and written at once, instead of
+-- order_lock() then order_update()).  Returns true when it did; false (or
+-- NULL) otherwise, and apply_event() then takes the general path
+-- (order_lock, the rules, order_update), which would have decided exactly
+-- this write for this case: status paid, refunded_minor unchanged, psp
+-- p_psp, psp_txn_id p_psp_txn_id unless NULL, paid_at set unless set.  A
+-- replacement may always return false (it only loses the shortcut); one
+-- that pays must write what order_update() would have written.
+CREATE OR REPLACE FUNCTION paynotify.order_pay(
+    p_site text, p_order_id text, p_amount_minor bigint, p_currency text, p_psp text,
+    p_psp_txn_id text)
+RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE paynotify.orders o
+       SET status = 'paid', psp = p_psp, psp_txn_id = coalesce(p_psp_txn_id, o.psp_txn_id),
+           paid_at = coalesce(o.paid_at, now()), updated_at = now()
+     WHERE o.site = p_site AND o.order_id = p_order_id AND o.status = 'pending'
+       AND o.amount_minor = p_amount_minor AND o.currency = p_currency;
+    RETURN FOUND;
+END;
+$$;
+
 -- The order a PSP transaction belongs to (an event without an order id,
 -- e.g. a Stripe refund of a charge whose metadata was not copied), or NULL.
 CREATE OR REPLACE FUNCTION paynotify.order_by_txn(p_site text, p_psp_txn_id text)
@@ -183,7 +207,8 @@ $$;
 -- ---------------------------------------------------------------------------
 -- The money rules (README "Who may change an order", DESIGN.md).  Runs
 -- inside the ingest (or reapply) transaction, after the notification row is
--- locked; reads the order once, through order_lock().
+-- locked; reads the order once, through order_lock() (or, for the payment
+-- of a pending order with the right amount, pays it through order_pay()).
 --
 --   paid     pending -> paid (amount and currency must match): applied;
 --            closed/failed -> paid: paid_after_close (the money is real; a
@@ -230,6 +255,18 @@ BEGIN
         ELSE
             outcome := 'ignored';
         END IF;
+        RETURN;
+    END IF;
+
+    -- A payment of a pending order, amount and currency as ordered: applied,
+    -- in one statement (order_pay).  Anything else, or an order_pay() that
+    -- declines, goes the general way below, which decides the same.
+    IF p_kind = 'paid' AND NOT p_weak_identity AND p_amount_minor IS NOT NULL
+       AND p_currency IS NOT NULL
+       AND paynotify.order_pay(p_site, p_order_id, p_amount_minor, p_currency, p_provider,
+                               p_psp_txn_id) THEN
+        outcome := 'applied';
+        order_status := 'paid';
         RETURN;
     END IF;
 
@@ -701,6 +738,24 @@ BEGIN
         EXECUTE format('DROP FUNCTION IF EXISTS paynotify.%I(%s)', f.proname, f.args);
         EXECUTE format('ALTER FUNCTION %s SET SCHEMA paynotify', f.kept);
     END LOOP;
+    -- A site that replaced order_lock() or order_update() (the orders live
+    -- elsewhere) but not order_pay(), which came later (schema 8): ours
+    -- would write paynotify.orders, so it declines instead (the general
+    -- path then uses the site's functions).
+    IF EXISTS (SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+                WHERE n.nspname = 'paynotify' AND p.proname IN ('order_lock', 'order_update')
+                  AND obj_description(p.oid, 'pg_proc') LIKE 'site:%')
+       AND NOT EXISTS (SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+                        WHERE n.nspname = 'paynotify' AND p.proname = 'order_pay'
+                          AND obj_description(p.oid, 'pg_proc') LIKE 'site:%') THEN
+        CREATE OR REPLACE FUNCTION paynotify.order_pay(
+            p_site text, p_order_id text, p_amount_minor bigint, p_currency text, p_psp text,
+            p_psp_txn_id text)
+        RETURNS boolean
+        LANGUAGE sql AS 'SELECT false';
+        COMMENT ON FUNCTION paynotify.order_pay(text, text, bigint, text, text, text) IS
+            'declines: this site replaced order_lock/order_update but not order_pay';
+    END IF;
 END;
 $restore$;
 DROP SCHEMA paynotify_site_kept;

@@ -203,6 +203,58 @@ class Rules(unittest.TestCase):
         with self.assertRaises(RuntimeError):
             ingest("shop-a", "T7x", "paid", "O7", "T7", 100, source="guess")
 
+    def test_order_pay_decides_as_the_general_path(self):
+        """apply_event's one-statement payment (order_pay) writes exactly what
+        order_lock + rules + order_update write, and declines everything
+        else: the same events, once with the stock order_pay and once with
+        one that always declines, leave the same orders, notifications and
+        feed."""
+        sig = "text, text, bigint, text, text, text"
+        named = ("p_site text, p_order_id text, p_amount_minor bigint, p_currency text, "
+                 "p_psp text, p_psp_txn_id text")
+        orders = [("P1", 6600, "CNY", "pending", None), ("P2", 6600, "CNY", "pending", "TP2"),
+                  ("P3", 6600, "CNY", "closed", None), ("P4", 6600, "CNY", "paid", "TP4"),
+                  ("P5", 6600, "USD", "pending", None), ("P6", 6600, "CNY", "pending", None),
+                  ("P7", 6600, "CNY", "pending", None)]
+        events = [("k1", "paid", "P1", "TP1", 6600, "CNY"), ("k2", "paid", "P2", None, 6600, "CNY"),
+                  ("k3", "paid", "P3", "TP3", 6600, "CNY"), ("k4", "paid", "P4", "TP4x", 6600, "CNY"),
+                  ("k5", "paid", "P5", "TP5", 6600, "CNY"), ("k6", "paid", "P6", "TP6", 6601, "CNY"),
+                  ("k7", "paid", "P7", "TP7", None, "CNY"), ("k8", "paid", "P8", "TP8", 6600, "CNY")]
+
+        def play():
+            PG.psql("TRUNCATE paynotify.notifications, paynotify.orders, paynotify.feed")
+            for oid, amount, cur, status, txn in orders:
+                PG.psql("INSERT INTO paynotify.orders (site, order_id, amount_minor, currency, "
+                        "status, psp_txn_id, paid_at) VALUES ('shop-a', %s, %d, %s, %s, %s, %s)"
+                        % (q(oid), amount, q(cur), q(status), q(txn),
+                           "now()" if status == "paid" else "NULL"))
+            got = [ingest("shop-a", k, kind, oid, txn, amount, cur)
+                   for k, kind, oid, txn, amount, cur in events]
+            got = [(g["outcome"], g["order_id"], g["order_status"], g["event_id"] is not None)
+                   for g in got]
+            o = PG.psql("SELECT order_id, status, psp, psp_txn_id, refunded_minor, "
+                        "paid_at IS NOT NULL FROM paynotify.orders ORDER BY order_id")
+            n = PG.psql("SELECT dedup_key, outcome, order_id, outcome_detail "
+                        "FROM paynotify.notifications ORDER BY dedup_key")
+            f = PG.psql("SELECT order_id, event_kind, outcome, order_status "
+                        "FROM paynotify.feed ORDER BY event_id")
+            return got, o, n, f
+
+        fast = play()
+        src = PG.scalar("SELECT pg_get_functiondef('paynotify.order_pay(%s)'::regprocedure)" % sig)
+        try:
+            PG.psql("CREATE OR REPLACE FUNCTION paynotify.order_pay(%s) RETURNS boolean "
+                    "LANGUAGE sql AS 'SELECT false'" % named)
+            general = play()
+        finally:
+            PG.psql(src)
+        self.assertEqual(fast, general)
+        self.assertEqual([g[0] for g in fast[0]],
+                         ["applied", "applied", "paid_after_close", "duplicate_payment",
+                          "amount_mismatch", "amount_mismatch", "amount_mismatch",
+                          "unknown_order"])
+        self.assertIn(("P2", "paid", "alipay", "TP2", "0", "t"), fast[1])
+
     def test_report_and_stats_list_the_new_outcomes(self):
         PG.add_order("shop-a", "R1", 6600, "CNY")
         ingest("shop-a", "TR1:TRADE_SUCCESS", "paid", "R1", "TR1", 6600)

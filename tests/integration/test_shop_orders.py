@@ -1,9 +1,10 @@
 # test_shop_orders.py: the worked example of docs/SHOP-ORDERS.md (orders in
-# the shop's own shop.orders table, four replaced storage functions), read
+# the shop's own shop.orders table, five replaced storage functions), read
 # from that page and loaded as a shop would, then genuinely signed Stripe
 # notifications through the real receiver (CGI): paid, duplicate, refunds
 # (one without an order id, found by its PaymentIntent), report, replay,
-# the feed.  paynotify.orders stays empty; `migrate` keeps the replacements.
+# the feed.  paynotify.orders stays empty; `migrate` keeps the replacements;
+# a site that replaced only the four of schema 7 gets an order_pay() that declines.
 
 import json
 import os
@@ -70,13 +71,14 @@ class ShopOrders(unittest.TestCase):
         assert p.returncode == 0, p.stderr
 
     def test_end_to_end(self):
-        # migrate re-applied functions.sql: the shop's four functions are still there
+        # migrate re-applied functions.sql: the shop's five functions are still there
         self.assertEqual(PG.psql(
             "SELECT p.proname, obj_description(p.oid, 'pg_proc') FROM pg_proc p JOIN "
             "pg_namespace n ON n.oid = p.pronamespace WHERE nspname = 'paynotify' AND proname "
             "LIKE 'order_%' ORDER BY 1"),
             [("order_by_txn", "site: shop.orders"), ("order_lock", "site: shop.orders"),
-             ("order_rows", "site: shop.orders"), ("order_update", "site: shop.orders")])
+             ("order_pay", "site: shop.orders"), ("order_rows", "site: shop.orders"),
+             ("order_update", "site: shop.orders")])
         self.assertIn("shop.orders", PG.scalar(
             "SELECT prosrc FROM pg_proc WHERE proname = 'order_lock'"))
         PG.psql("INSERT INTO shop.orders (order_no, total_cents, currency) VALUES "
@@ -136,6 +138,40 @@ class ShopOrders(unittest.TestCase):
         ev = PG.psql("SELECT order_id, event_kind, order_status FROM "
                      "paynotify.claim_events('default', 10)")
         self.assertEqual(ev, [("S-1", "refund", "partially_refunded")])
+
+    def test_four_replaced_without_order_pay(self):
+        """A site that replaced the four storage functions of schema 7 and not
+        order_pay() (schema 8): after migrate, order_pay() declines, so a
+        payment goes through the site's order_lock()/order_update() even
+        when paynotify.orders holds a pending row with the same key."""
+        try:
+            PG.psql("DROP FUNCTION paynotify.order_pay(text, text, bigint, text, text, text)")
+            p = admin("migrate", "--sql-dir", os.path.join(pntest.REPO, "sql"))
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(PG.psql(
+                "SELECT prosrc, obj_description(oid, 'pg_proc') FROM pg_proc "
+                "WHERE proname = 'order_pay'"),
+                [("SELECT false", "declines: this site replaced order_lock/order_update but "
+                  "not order_pay")])
+            PG.psql("INSERT INTO shop.orders (order_no, total_cents, currency) VALUES "
+                    "('S-9', 1999, 'USD')")
+            PG.add_order("shop-a", "S-9", 1999, "USD")     # the decoy: must stay pending
+            r = send(pntest.stripe_checkout_completed("S-9", 1999, payment_intent="pi_S9"))
+            self.assertEqual(r.status, 200, r)
+            self.assertIn("outcome=applied", r.stderr)
+            self.assertEqual(shop_order("S-9"), ("paid", "0", "stripe", "pi_S9", "t"))
+            self.assertEqual(PG.order("shop-a", "S-9")["status"], "pending")
+        finally:
+            PG.psql("DELETE FROM paynotify.orders; DELETE FROM paynotify.feed WHERE order_id = "
+                    "'S-9'; DELETE FROM paynotify.notifications WHERE order_id = 'S-9'; "
+                    "DELETE FROM shop.orders WHERE order_no = 'S-9'")
+            path = os.path.join(pntest.temp_dir("pntest-shop."), "shop-orders.sql")
+            with open(path, "w") as f:
+                f.write(example_sql())
+            os.chmod(os.path.dirname(path), 0o755)
+            os.chmod(path, 0o644)
+            PG.psql_file(path)
+            admin("migrate", "--sql-dir", os.path.join(pntest.REPO, "sql"))
 
 
 if __name__ == "__main__":
