@@ -94,6 +94,12 @@ class TestGrants(unittest.TestCase):
         self.assertEqual(r2.status, 200, r2.stderr)
         self.assertEqual(PG.scalar("SELECT deliveries FROM paynotify.notifications "
                                    "WHERE order_id = 'G-1'"), "2")
+        # an amount mismatch: the rules' general path and its detail (money_text)
+        PG.add_order(SITE_A.name, "G-4", 1200, "USD")
+        r3, _ = stripe_post(cfg, "G-4", 1100)
+        self.assertEqual(r3.status, 200, r3.stderr)
+        self.assertIn('reason="paid 11.00 USD, order 12.00 USD pending; order status pending"',
+                      r3.stderr)
         h = pntest.run_cgi(pntest.binary("stripe"), "GET", "/notify/stripe/" + SITE_A.name,
                            config=cfg)
         self.assertEqual(h.status, 200, h.stderr)
