@@ -414,6 +414,25 @@ class PgCluster:
         rows = self.psql(sql)
         return rows[0][0] if rows else None
 
+    def reload_conf(self, name, value, timeout=30):
+        """pg_reload_conf(), then wait until the postmaster has re-read its
+        configuration: a new session sees setting `name` as `value` (a
+        string, as SHOW prints it).  pg_reload_conf() only sends the
+        postmaster a SIGHUP; once a new session has the value, the
+        postmaster has passed the SIGHUP on to every other process, and an
+        open session applies it before its next statement.  (Background
+        processes such as the checkpointer apply it on their own time.)"""
+        self.psql("SELECT pg_reload_conf()")
+        deadline = time.monotonic() + timeout
+        while True:
+            now = self.scalar("SELECT current_setting(%s)" % q(name))
+            if now == value:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError("PostgreSQL did not reload: %s is %r, not %r after %ss"
+                                     % (name, now, value, timeout))
+            time.sleep(0.02)
+
     def psql_file(self, path, db=None):
         p = subprocess.run(self._psql_argv(db) + ["-f", path], env=clean_env(),
                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
