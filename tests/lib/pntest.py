@@ -168,6 +168,19 @@ def valgrind_argv(argv):
 
 VALGRIND_EXIT = 99
 UNDER_VALGRIND = os.environ.get("PN_VALGRIND", "0") not in ("", "0")
+# tests/sanitize.sh points the tests at its ASan+UBSan build (PN_BIN_DIR)
+UNDER_SANITIZER = os.environ.get("PN_BIN_DIR", "") not in ("", REPO)
+# how much slower the receivers are: valgrind runs them 10-50 times slower
+# (and loads them in seconds), ASan 2-3 times
+SLOWDOWN = 10 if UNDER_VALGRIND else 3 if UNDER_SANITIZER else 1
+
+
+def patience(seconds):
+    """A bound on a wait for something that normally takes far less (a
+    process to start or stop, an answer to arrive), stretched under valgrind
+    or ASan: a slow run on a loaded machine is not a failure.  Only for a
+    wait's deadline, never for a duration a test asserts."""
+    return seconds * SLOWDOWN
 
 
 def _catches_sigterm(pid):
@@ -922,6 +935,7 @@ def run_cgi(binary_path, method, path, headers=None, body=b"", config=None,
         env["PAYNOTIFY_CONFIG"] = config.path if isinstance(config, Config) else config
     if extra_env:
         env.update(extra_env)
+    timeout = patience(timeout)
     if UNDER_VALGRIND:
         timeout = max(timeout, 120)
     p = subprocess.Popen(valgrind_argv([binary_path]), env=env, cwd="/", stdin=subprocess.PIPE,
@@ -994,6 +1008,9 @@ class FcgiConn:
     ConnectionError."""
 
     def __init__(self, sock_path, timeout=10, keep_conn=True):
+        # timeout bounds the wait for the answer: stretched under valgrind
+        # and ASan (a first request there includes loading the program)
+        timeout = patience(timeout)
         self.s = socket.socket(socket.AF_INET if isinstance(sock_path, tuple) else socket.AF_UNIX,
                                socket.SOCK_STREAM)
         self.s.settimeout(timeout)
@@ -1152,11 +1169,19 @@ class FcgiServer:
         for p in self.procs:
             if p.poll() is None:
                 p.terminate()
-        deadline = time.monotonic() + (60 if UNDER_VALGRIND else 5)
-        for p in self.procs:
+        # under valgrind the exit includes the leak check; on a loaded
+        # machine that can take a minute
+        limit = 300 if UNDER_VALGRIND else patience(10)
+        deadline = time.monotonic() + limit
+        for i, p in enumerate(self.procs):
             try:
                 p.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
+                # say so: under valgrind its log then has no summary
+                sys.stderr.write("pntest: FastCGI worker %d (pid %d) of %s still running %ss "
+                                 "after SIGTERM: SIGKILL\n" % (i, p.pid,
+                                                              os.path.basename(self.binary),
+                                                              limit))
                 p.kill()
                 p.wait()
         if self.listener is not None:
