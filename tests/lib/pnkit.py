@@ -394,7 +394,10 @@ class Receiver:
             self.proc.send_signal(signal.SIGTERM)
             limit = 300 if pntest.UNDER_VALGRIND else pntest.patience(15)
             try:
-                self.proc.wait(limit)
+                # the supervisor passes SIGTERM on once: again to its workers
+                pntest.wait_resending_sigterm(self.proc, time.monotonic() + limit,
+                                              "receiver %s" % self.provider,
+                                              pids=self.worker_pids)
             except subprocess.TimeoutExpired:
                 sys.stderr.write("pnkit: receiver %s (pid %d) still running %ss after "
                                  "SIGTERM: SIGKILL to its group\n"
