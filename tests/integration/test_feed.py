@@ -168,7 +168,12 @@ class Feed(unittest.TestCase):
 
     def test_unacked_claim_comes_back_after_its_lease(self):
         self.make_events(2, 1, "L")                        # L-0, L-1: paid + 1 refund each
-        first = claim("default", 10, lease=1)
+        # a lease long enough for the next claims to come inside it on a
+        # loaded machine, and a wait from the first claim's answer (its
+        # lease started before) until it is over
+        lease = 3
+        first = claim("default", 10, lease=lease)
+        leased_until = time.monotonic() + lease
         self.assertEqual(sorted(b[1] for b in first), ["L-0", "L-1"])   # the two payments
         self.assertEqual(claim("default", 10), [], "claimed events or their successors handed out")
         # acknowledging one order lets its next event through; the other stays leased
@@ -176,7 +181,7 @@ class Feed(unittest.TestCase):
         self.assertEqual(ack("default", [e0[0]]), 1)
         nxt = claim("default", 10, lease=60)
         self.assertEqual([(b[1], b[3]) for b in nxt], [("L-0", "refund")])
-        time.sleep(1.3)
+        time.sleep(max(0.0, leased_until + 0.3 - time.monotonic()))
         back = claim("default", 10)
         self.assertEqual([(b[1], b[3], b[4]) for b in back], [("L-1", "paid", 2)])
         self.assertEqual(ack("default", [back[0][0], nxt[0][0]]), 2)
