@@ -552,13 +552,18 @@ class Listener:
         while self.conn.notifies:
             self.payloads.append(self.conn.notifies.pop(0).payload)
 
-    def drain(self, settle=0.5, timeout=30):
-        """Read notifications until none arrive for `settle` seconds."""
+    def drain(self, settle=0.5, timeout=30, expect=0):
+        """Read notifications until none arrive for `settle` seconds, and
+        (a listening backend descheduled on a loaded machine can pause
+        longer than that mid-way) not before `expect` have arrived or
+        timeout seconds have passed."""
         deadline = time.monotonic() + timeout
         self._collect()
         while time.monotonic() < deadline:
-            ready, _, _ = select.select([self.conn], [], [], settle)
-            if not ready:
+            wait = settle if len(self.payloads) >= expect else \
+                max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([self.conn], [], [], wait)
+            if not ready and len(self.payloads) >= expect:
                 break
             self._collect()
         return self.payloads
