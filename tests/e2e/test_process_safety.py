@@ -64,7 +64,7 @@ class Started(pne2e._Proc):
         self.logfile = os.path.join(logdir, name + ".log")
         self.env = pntest.clean_env(env) if env else None
 
-    def start(self, workers=2, timeout=10):
+    def start(self, workers=2, timeout=30):
         self._popen(self.argv, self.logfile, env=self.env)
         wait_for(lambda: self._ready(workers), timeout, "%d workers" % workers)
         return self
@@ -74,7 +74,7 @@ class Started(pne2e._Proc):
             raise AssertionError("exited (%s):\n%s" % (self.proc.returncode, self.log_text()))
         return "supervising" in self.log_text() and len(pne2e.children(self.pid)) == workers
 
-    def run_to_exit(self, timeout=10):
+    def run_to_exit(self, timeout=30):
         self._popen(self.argv, self.logfile, env=self.env)
         return self.proc.wait(timeout)
 

@@ -372,7 +372,7 @@ class Receiver(_Proc):
         self.extra_args = list(extra_args)
         self.logdir = sockdir
 
-    def start(self, timeout=10):
+    def start(self, timeout=30):
         # a socket left behind is the receiver's business: it replaces a
         # stale one and refuses one that answers (tests/e2e/test_process_safety.py)
         argv = self.prefix + [self.binary, "-c", self.config,
