@@ -177,7 +177,7 @@ class Counters(unittest.TestCase):
                                     struct.pack("!HB5x", pntest.FCGI_RESPONDER, 0))
         s.sendall(begin + struct.pack("!BBHHBx", 1, pntest.FCGI_PARAMS, 1, len(params), 0)
                   + params[:10])
-        time.sleep(0.2)     # let one worker accept it
+        pne2e.wait_accepted(rcv.sock, 1)    # one worker has it and waits for the rest
 
         def finish():
             s.sendall(params[10:] + pntest._fcgi_record(pntest.FCGI_PARAMS, 1)

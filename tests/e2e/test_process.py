@@ -296,7 +296,7 @@ class ProcessModel(unittest.TestCase):
         rcv = self.start(workers=2)
         oid, h, body = stripe_paid("term-slow")
         s, rest = fcgi_slow_begin(rcv.sock, h, body, len(body) // 2)
-        time.sleep(0.3)         # a worker has it (reading the body)
+        pne2e.wait_accepted(rcv.sock, 1)    # a worker has it (reading the body)
         rcv.send_signal(signal.SIGTERM)
         rcv.wait_log(r"stopping: workers finish their requests", 5)
         self._stops_after(rcv)

@@ -64,7 +64,7 @@ class Started(pne2e._Proc):
         self.logfile = os.path.join(logdir, name + ".log")
         self.env = pntest.clean_env(env) if env else None
 
-    def start(self, workers=2, timeout=10):
+    def start(self, workers=2, timeout=30):
         self._popen(self.argv, self.logfile, env=self.env)
         wait_for(lambda: self._ready(workers), timeout, "%d workers" % workers)
         return self
@@ -74,7 +74,7 @@ class Started(pne2e._Proc):
             raise AssertionError("exited (%s):\n%s" % (self.proc.returncode, self.log_text()))
         return "supervising" in self.log_text() and len(pne2e.children(self.pid)) == workers
 
-    def run_to_exit(self, timeout=10):
+    def run_to_exit(self, timeout=30):
         self._popen(self.argv, self.logfile, env=self.env)
         return self.proc.wait(timeout)
 
@@ -281,7 +281,7 @@ class ReadDeadline(unittest.TestCase):
         holders = [hold_one_byte(self.addr) for _ in range(2)]     # one per worker
         for s in holders:
             self.addCleanup(s.close)
-        time.sleep(0.2)
+        pne2e.wait_accepted(self.addr, 2)   # both workers hold one
         r, took = self.timed_health()
         self.assertEqual(r.status, 200, r)
         self.assertLess(took, READ_TIMEOUT_MS / 1000 + 1.5,
@@ -302,7 +302,7 @@ class ReadDeadline(unittest.TestCase):
         holders = [hold_one_byte(self.addr) for _ in range(2)]
         for s in holders:
             self.addCleanup(s.close)
-        time.sleep(0.3)             # both workers are reading
+        pne2e.wait_accepted(self.addr, 2)   # both workers are reading
         t0 = time.monotonic()
         rcv.send_signal(signal.SIGTERM)
         rcv.proc.wait(READ_TIMEOUT_MS / 1000 + 5)
@@ -319,7 +319,7 @@ class ReadDeadline(unittest.TestCase):
                                     daemon=True) for o in outs]
         for t in threads:
             t.start()
-        time.sleep(0.3)             # both workers have a slow body
+        pne2e.wait_accepted(self.addr, 2)   # both workers have a slow body
         r, took = self.timed_health()
         self.assertEqual(r.status, 200, r)
         self.assertLess(took, READ_TIMEOUT_MS / 1000 + 1.5, "health waited %.1f s" % took)

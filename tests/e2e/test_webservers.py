@@ -276,10 +276,13 @@ class TestApacheSlowClients(unittest.TestCase):
                                     args=(APACHE.fcgi_port, 600, 6000, stop, o))
                    for o in outs]
         mark = len(RECEIVERS["stripe"].log_text())
+        held = pne2e.accepted(RECEIVERS["stripe"].sock)
         for t in threads:
             t.start()
         try:
-            time.sleep(0.5)     # both bodies are on their way to the workers
+            # both bodies are on their way to the workers: Apache has
+            # connected to the receiver for each and a worker accepted it
+            pne2e.wait_accepted(RECEIVERS["stripe"].sock, held + 2)
             t0 = time.monotonic()
             r = pne2e.http(APACHE.fcgi_port, "GET", "/notify/stripe/" + SITE, timeout=20)
             took = time.monotonic() - t0

@@ -174,7 +174,7 @@ class Faults(unittest.TestCase):
         acks = sum(1 for (k, _, _), row in zip(reqs, results) for r in row
                    if pnkit.is_success(k.provider, r, k.v2))
         self.assertEqual(acks, events * copies, "every delivery must get the success ack")
-        payloads = listener.drain()
+        payloads = listener.drain(expect=events)
         listener.close()
         ids = {json.loads(p)["notification_id"] for p in payloads}
         self.assertEqual(len(payloads), events, "exactly one wake-up per transition")

@@ -354,8 +354,7 @@ class Failover(unittest.TestCase):
         # `old` turns read-only under the open sessions (as a demoted primary
         # or a standby does): their next ingest fails with 25006
         old.psql("ALTER SYSTEM SET default_transaction_read_only = on")
-        old.psql("SELECT pg_reload_conf()")
-        time.sleep(0.3)
+        old.reload_conf("default_transaction_read_only", "on")
         for i in range(4, 12):
             h, b = pnkit.stripe_paid("R%d" % (i + 1), 1999, event_id="evt_ro_%d" % i)
             r = pnkit.oneshot(self.rcv.sock, "POST", STRIPE, h, b)
@@ -368,8 +367,7 @@ class Failover(unittest.TestCase):
                       self.rcv.log_text())
         # with no writable server at all: failure form, never success
         new.psql("ALTER SYSTEM SET default_transaction_read_only = on")
-        new.psql("SELECT pg_reload_conf()")
-        time.sleep(0.3)
+        new.reload_conf("default_transaction_read_only", "on")
         h, b = pnkit.stripe_paid("R13", 1999, event_id="evt_ro_13")
         r = pnkit.oneshot(self.rcv.sock, "POST", STRIPE, h, b)
         self.assertEqual(r.status, 503, r)
@@ -431,7 +429,7 @@ class UnknownOutcome(unittest.TestCase):
     def setUpClass(cls):
         cls.pg = pntest.PgCluster().start()
         cls.pg.psql("ALTER SYSTEM SET synchronous_commit = on")
-        cls.pg.psql("SELECT pg_reload_conf()")
+        cls.pg.reload_conf("synchronous_commit", "on")
         cls.cfg = pnkit.write_all_config(cls.pg, statement_timeout_ms=2000)
 
     @classmethod
@@ -450,8 +448,37 @@ class UnknownOutcome(unittest.TestCase):
     def set_sync(self, names):
         # a synchronous standby that never comes: every commit waits in SyncRep
         self.pg.psql("ALTER SYSTEM SET synchronous_standby_names = %s" % pntest.q(names))
-        self.pg.psql("SELECT pg_reload_conf()")
-        time.sleep(0.2)
+        self.pg.reload_conf("synchronous_standby_names", names)
+        if names:
+            self.wait_commits_wait()
+
+    def wait_commits_wait(self, timeout=30):
+        """Wait until a commit waits for the standby.  A backend waits only
+        once the checkpointer, too, has applied synchronous_standby_names
+        (WalSndCtl->sync_standbys_defined), on its own time after the
+        reload: probe with a commit of our own until one waits, then cancel
+        that wait (the probe commits locally, with a WARNING)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            conn = self.pg.connect()
+            try:
+                pid = conn.get_backend_pid()
+                # a transaction that writes WAL (catalog rows), as the receiver's does
+                t = threading.Thread(target=lambda: conn.cursor().execute(
+                    "CREATE TEMP TABLE pntest_sync_probe (x int) ON COMMIT DROP"), daemon=True)
+                t.start()
+                while t.is_alive():
+                    if self.pg.scalar("SELECT wait_event FROM pg_stat_activity WHERE pid = %d"
+                                      % pid) == "SyncRep":
+                        self.pg.scalar("SELECT pg_cancel_backend(%d)" % pid)
+                        t.join(30)
+                        return
+                    t.join(0.02)
+            finally:
+                conn.close()
+            time.sleep(0.05)    # committed without waiting: not applied yet
+        raise AssertionError("commits do not wait for the synchronous standby after %ss"
+                             % timeout)
 
     def waiting_backend(self, event, exclude=(), timeout=10):
         deadline = time.monotonic() + timeout

@@ -658,7 +658,7 @@ class TestReplay(AdminTest):
         self.assertEqual((rc, rows[0]["recorded"], rows[0]["now"]), (0, "applied", "applied"))
         self.assertIn("0 applied now", summary)
         self.assertEqual(snapshot(), after_first)       # the second apply changed nothing
-        notes = listener.drain()
+        notes = listener.drain(expect=1)
         listener.close()
         self.assertEqual(len(notes), 1, notes)
         self.assertIn('"replayed" : true', notes[0])

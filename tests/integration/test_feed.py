@@ -15,6 +15,7 @@
 import json
 import os
 import random
+import select
 import shutil
 import subprocess
 import sys
@@ -167,7 +168,12 @@ class Feed(unittest.TestCase):
 
     def test_unacked_claim_comes_back_after_its_lease(self):
         self.make_events(2, 1, "L")                        # L-0, L-1: paid + 1 refund each
-        first = claim("default", 10, lease=1)
+        # a lease long enough for the next claims to come inside it on a
+        # loaded machine, and a wait from the first claim's answer (its
+        # lease started before) until it is over
+        lease = 3
+        first = claim("default", 10, lease=lease)
+        leased_until = time.monotonic() + lease
         self.assertEqual(sorted(b[1] for b in first), ["L-0", "L-1"])   # the two payments
         self.assertEqual(claim("default", 10), [], "claimed events or their successors handed out")
         # acknowledging one order lets its next event through; the other stays leased
@@ -175,7 +181,7 @@ class Feed(unittest.TestCase):
         self.assertEqual(ack("default", [e0[0]]), 1)
         nxt = claim("default", 10, lease=60)
         self.assertEqual([(b[1], b[3]) for b in nxt], [("L-0", "refund")])
-        time.sleep(1.3)
+        time.sleep(max(0.0, leased_until + 0.3 - time.monotonic()))
         back = claim("default", 10)
         self.assertEqual([(b[1], b[3], b[4]) for b in back], [("L-1", "paid", 2)])
         self.assertEqual(ack("default", [back[0][0], nxt[0][0]]), 2)
@@ -241,11 +247,14 @@ class ThroughPooler(unittest.TestCase):
                                      stderr=subprocess.DEVNULL, env=pntest.clean_env())
         self.addCleanup(self.stop)
         sock = os.path.join(d, ".s.PGSQL.%d" % self.port)
-        for _ in range(100):
-            if os.path.exists(sock):
-                break
+        # a deadline, not a number of polls: runuser and pgbouncer can take
+        # seconds to start on a loaded machine
+        deadline = time.monotonic() + 30
+        while not os.path.exists(sock) and self.proc.poll() is None \
+                and time.monotonic() < deadline:
             time.sleep(0.05)
-        self.assertTrue(os.path.exists(sock), "pgbouncer did not start")
+        self.assertTrue(os.path.exists(sock), "pgbouncer did not start (exit %s)"
+                        % self.proc.poll())
 
     def stop(self):
         if self.proc.poll() is None:
@@ -310,17 +319,26 @@ class ReceiverFeed(unittest.TestCase):
         return pntest.run_cgi(pntest.binary("stripe"), "POST", "/notify/stripe/shop-a", h, body,
                               config=CFG)
 
-    def listen_while(self, action, seconds=4):
-        """A psql session LISTENs for `seconds` while action() runs; its output."""
-        sql = "LISTEN paynotify;\nSELECT pg_sleep(%d);\nSELECT 1;\n" % seconds
+    def listen_while(self, action):
+        """A psql session LISTENs while action() runs; its output.  action()
+        starts once psql has said that its LISTEN is done (a fixed pause
+        was not enough for a psql starting on a loaded machine); then one
+        more query, after which psql prints what arrived meanwhile."""
         p = subprocess.Popen(PG._psql_argv(pntest.PG_DB) + ["-At"], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              env=pntest.clean_env())
-        p.stdin.write(sql.encode())
-        p.stdin.flush()
-        time.sleep(0.8)         # LISTEN is in place
-        action()
-        out, err = p.communicate(timeout=60)
+        try:
+            p.stdin.write(b"LISTEN paynotify;\n\\echo listening\n")
+            p.stdin.flush()
+            ready, _, _ = select.select([p.stdout], [], [], 60)
+            line = p.stdout.readline() if ready else b""
+            self.assertEqual(line, b"listening\n", "psql did not LISTEN: %r" % (line,))
+            action()
+            out, err = p.communicate(b"SELECT 1;\n", timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
         self.assertEqual(p.returncode, 0, err)
         return out.decode()
 

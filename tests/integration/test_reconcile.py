@@ -26,6 +26,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 import zipfile
 
@@ -61,6 +62,25 @@ def reconcile(provider, path, *args):
     out = p.stdout.decode()
     rows = json.loads(out) if out.strip().startswith("[") else []
     return p.returncode, rows, p.stderr.decode()
+
+
+# the longest a test of Base takes from its setUp() (which reads "today") to
+# its last reconcile, with room for a slow ASan or valgrind run on a loaded
+# machine
+DAY_MARGIN_S = 180
+
+
+def clear_of_midnight(offset_h, margin_s=DAY_MARGIN_S):
+    """Wait, if the provider's day (UTC+offset_h) ends within margin_s, until
+    it has ended.  A test reads "today" once and then has orders paid now
+    (paid_at is the database's clock): one that straddled the provider's
+    midnight would have them on the next day, not on the statement's."""
+    t = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=offset_h)
+    left = 86400 - (t.hour * 3600 + t.minute * 60 + t.second + t.microsecond / 1e6)
+    if left < margin_s:
+        sys.stdout.write("    (waiting %.0f s for the provider's midnight, UTC%+d)\n"
+                         % (left + 1, offset_h))
+        time.sleep(left + 1)
 
 
 def now_in(offset_h):
@@ -216,6 +236,7 @@ class Base:
 
     def setUp(self):
         PG.reset()
+        clear_of_midnight(self.offset_h)
         self.day = now_in(self.offset_h).date().isoformat()
         self.t = now_in(self.offset_h).strftime("%Y-%m-%d %H:%M:%S")
 

@@ -69,6 +69,44 @@ def wait_for(pred, timeout, what, interval=0.05):
         time.sleep(interval)
 
 
+def accepted(addr):
+    """How many connections to addr (a unix socket path, or a (host, port)
+    a server listens on) a process has accepted and holds now.  A connection
+    still in the listen backlog has no inode yet in /proc/net/unix or
+    /proc/net/tcp; once accepted, it has one (and is connected)."""
+    n = 0
+    if isinstance(addr, tuple):
+        port = "%04X" % addr[1]
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            try:
+                with open(table) as f:
+                    next(f)
+                    for line in f:
+                        p = line.split()
+                        # local_address rem_address st ... inode: ESTABLISHED (01)
+                        if len(p) > 9 and p[1].endswith(":" + port) and p[3] == "01" \
+                                and p[9] != "0":
+                            n += 1
+            except OSError:
+                pass
+        return n
+    with open("/proc/net/unix") as f:
+        next(f)
+        for line in f:
+            p = line.split()
+            # Num RefCount Protocol Flags Type St Inode Path: connected (03)
+            if len(p) >= 8 and p[7] == addr and p[5] == "03" and p[6] != "0":
+                n += 1
+    return n
+
+
+def wait_accepted(addr, n, timeout=30):
+    """Wait until at least n connections to addr have been accepted (a
+    worker has each): the readiness a fixed pause only guessed at."""
+    wait_for(lambda: accepted(addr) >= n, timeout,
+             "%d accepted connection(s) on %s" % (n, addr))
+
+
 def children(pid):
     """Live (non-zombie) child pids of pid."""
     out = []
@@ -334,7 +372,7 @@ class Receiver(_Proc):
         self.extra_args = list(extra_args)
         self.logdir = sockdir
 
-    def start(self, timeout=10):
+    def start(self, timeout=30):
         # a socket left behind is the receiver's business: it replaces a
         # stale one and refuses one that answers (tests/e2e/test_process_safety.py)
         argv = self.prefix + [self.binary, "-c", self.config,
@@ -357,6 +395,15 @@ class Receiver(_Proc):
     def request(self, method, path, headers=None, body=b"", timeout=15):
         return pntest.fcgi_request(self.sock, pntest.cgi_params(method, path, headers, body),
                                    body, timeout=timeout)
+
+
+def _lost_port(server):
+    """True when server (an Nginx or Apache that did not come up) exited
+    because its port was in use."""
+    if server.proc is None or server.proc.poll() is None:
+        return False
+    text = server.log_text() + pntest._tail(os.path.join(server.dir, "logs", "stderr.log"))
+    return "Address already in use" in text
 
 
 def substitute(text, mapping):
@@ -403,10 +450,23 @@ class Nginx(_Proc):
         self.snippets = tuple(snippets)
         self.snippet = snippet or os.path.join(CONF, "nginx", "paynotify.conf")
         self.sockdir = sockdir.rstrip("/") + "/"
+        self.own_port = port is None
         self.port = port or free_port()
         self.dir = run_dir("pne2e-nginx.")
 
-    def start(self, timeout=15):
+    def start(self, timeout=30):
+        for attempt in range(3):
+            try:
+                return self._start(timeout)
+            except AssertionError:
+                # free_port()'s port taken by someone else before nginx
+                # bound it (another test process): another free port
+                if not (self.own_port and _lost_port(self) and attempt < 2):
+                    raise
+                self.stop()
+                self.port = free_port()
+
+    def _start(self, timeout):
         d = self.dir
         for sub in ("tmp", "logs"):
             os.makedirs(os.path.join(d, sub), exist_ok=True)
@@ -476,13 +536,27 @@ class Apache(_Proc):
         self.sockdir = sockdir.rstrip("/") + "/"
         self.bindir = bindir.rstrip("/") + "/"
         self.config = config
+        self._pick_ports()
+        self.dir = run_dir("pne2e-apache.")
+
+    def _pick_ports(self):
         self.fcgi_port = free_port()
         self.cgi_port = free_port()
         while self.cgi_port == self.fcgi_port:
             self.cgi_port = free_port()
-        self.dir = run_dir("pne2e-apache.")
 
-    def start(self, timeout=20):
+    def start(self, timeout=30):
+        for attempt in range(3):
+            try:
+                return self._start(timeout)
+            except AssertionError:
+                # a port taken before Apache bound it: other free ports
+                if not (_lost_port(self) and attempt < 2):
+                    raise
+                self.stop()
+                self._pick_ports()
+
+    def _start(self, timeout):
         d = self.dir
         os.makedirs(os.path.join(d, "logs"), exist_ok=True)
         os.makedirs(os.path.join(d, "run"), exist_ok=True)

@@ -27,6 +27,7 @@ import signal
 import socket
 import struct
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -353,7 +354,8 @@ class Receiver:
         self.sock = None
         self.log = None
 
-    def start(self, timeout=10):
+    def start(self, timeout=30):
+        timeout = pntest.patience(timeout)
         self.dir = pntest.scratch_dir("pnkit-rcv.")
         os.chmod(self.dir, 0o755)
         self.sock = os.path.join(self.dir, "s.sock")
@@ -390,9 +392,16 @@ class Receiver:
         pntest.wait_sigterm_ready([self.proc])
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
+            limit = 300 if pntest.UNDER_VALGRIND else pntest.patience(15)
             try:
-                self.proc.wait(60 if pntest.UNDER_VALGRIND else 15)
+                # the supervisor passes SIGTERM on once: again to its workers
+                pntest.wait_resending_sigterm(self.proc, time.monotonic() + limit,
+                                              "receiver %s" % self.provider,
+                                              pids=self.worker_pids)
             except subprocess.TimeoutExpired:
+                sys.stderr.write("pnkit: receiver %s (pid %d) still running %ss after "
+                                 "SIGTERM: SIGKILL to its group\n"
+                                 % (self.provider, self.proc.pid, limit))
                 try:
                     os.killpg(self.proc.pid, signal.SIGKILL)
                 except OSError:
