@@ -706,6 +706,24 @@ class Bench:
                 "other_outcomes": int(r[3]), "max_deliveries": int(r[4]), "paid": paid,
                 "applied_twice": twice, "event_order_not_paid": orphan, "keyed": int(r[5])}
 
+    def settle(self, rcv, off, bound_s=15):
+        """Wait until the requests in flight when wrk stopped are done: the
+        stored deliveries stop changing (two reads 0.2 s apart) and, for a
+        receiver, its log has a status line for each of them (the line comes
+        after the commit and the answer).  A bound, not a measure: on a
+        loaded machine a worker can be descheduled for longer than the
+        fixed pause after wrk; the checks then read what really happened."""
+        deadline = time.monotonic() + bound_s
+        prev = None
+        while time.monotonic() < deadline:
+            n = int(self.pg.one("SELECT coalesce(sum(deliveries), 0) FROM paynotify.notifications "
+                                "WHERE provider <> 'history'")[0])
+            logged = n if rcv is None else len(re.findall(r" status=\d+ ", rcv.log_since(off)))
+            if n == prev and logged >= n:
+                return
+            prev = n
+            time.sleep(0.2)
+
     # -- measurement ----------------------------------------------------------
     def cpu_groups(self, workers):
         return {"workers": workers, "postgres": self.pg.pids(), "nginx": self.nginx.pids()}
@@ -768,6 +786,7 @@ class Bench:
             cpu[g] = sum(c1[g].get(p, 0) - c0[g].get(p, 0) for p in c1[g]) / CLK_TCK
         wal = int(self.pg.one("SELECT pg_current_wal_lsn() - '%s'::pg_lsn" % lsn0)[0])
         syncs = self.wal_syncs() - sync0
+        self.settle(rcv if kind == "receiver" else None, off if kind == "receiver" else 0)
         st = self.db_state(reqp)
         res = {"kind": kind, "provider": provider, "dataset": dataset, "conc": conc,
                "state": state, "run": run, "rps": w["requests"] / (w["duration_us"] / 1e6),
