@@ -17,8 +17,8 @@
 -- text at the start of every INSERT or UPDATE that can touch the table
 -- (four IN-lists and three more checks here, ~8 kB of node text); a domain's constraints are
 -- read once per session.  That was a quarter of PostgreSQL's instructions
--- per notification (docs/PERFORMANCE.md, "Issue 15: the work per
--- notification").  A value outside the list is still refused, by the
+-- per notification (docs/PERFORMANCE.md, "The work per notification
+-- inside PostgreSQL").  A value outside the list is still refused, by the
 -- domain ("value for domain paynotify.outcome violates check constraint
 -- ...") instead of the table's constraint.
 --
