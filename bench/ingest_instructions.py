@@ -63,12 +63,7 @@ def main():
     a = ap.parse_args()
     if shutil.which("valgrind") is None:
         ap.error("valgrind is not installed (apt-get install valgrind)")
-    schemas = []
-    for s in a.schema or ["this=" + os.path.join(bench.REPO, "sql")]:
-        name, _, d = s.partition("=")
-        if not d or not os.path.isfile(os.path.join(d, "functions.sql")):
-            ap.error("--schema %s: expected NAME=DIR with DIR/functions.sql" % s)
-        schemas.append((name, os.path.abspath(d)))
+    schemas = pgbench_ingest.parse_schemas(ap, a.schema)
     a.max_rate, a.duration, a.pgbench_clients, a.threads = 100, 1, 1, 1
     a.states, a.providers = ["history" if a.history else "fresh"], ["alipay"]
     b = pgbench_ingest.PgbenchOnly(a)

@@ -65,6 +65,17 @@ class PgbenchOnly(bench.Bench):
             self.state = None       # make the schema again from these files
 
 
+def parse_schemas(ap, specs):
+    """--schema NAME=DIR options (default: this tree's sql/) as [(name, dir)];
+    a DIR without functions.sql is a usage error."""
+    schemas = []
+    for spec in specs or ["this=" + os.path.join(bench.REPO, "sql")]:
+        name, _, d = spec.partition("=")
+        if not d or not os.path.isfile(os.path.join(d, "functions.sql")):
+            ap.error("--schema %s: expected NAME=DIR with DIR/functions.sql" % spec)
+        schemas.append((name, os.path.abspath(d)))
+    return schemas
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=3)
@@ -83,12 +94,7 @@ def main():
     a.states = [s for s in a.states.split(",") if s]
     a.pgbench_clients = a.clients
     a.providers = ["alipay"]
-    schemas = []
-    for s in a.schema or ["this=" + os.path.join(bench.REPO, "sql")]:
-        name, _, d = s.partition("=")
-        if not d or not os.path.isfile(os.path.join(d, "functions.sql")):
-            ap.error("--schema %s: expected NAME=DIR with DIR/functions.sql" % s)
-        schemas.append((name, os.path.abspath(d)))
+    schemas = parse_schemas(ap, a.schema)
     b = PgbenchOnly(a)
     ratios = {}
     cpu = {}
