@@ -58,17 +58,23 @@ def shop_order(no):
     return rows[0] if rows else None
 
 
+def load_example():
+    """docs/SHOP-ORDERS.md's example (the shop's table and its five storage
+    functions), then `paynotify migrate`, which must keep them."""
+    path = os.path.join(pntest.temp_dir("pntest-shop."), "shop-orders.sql")
+    with open(path, "w") as f:
+        f.write(example_sql())
+    os.chmod(os.path.dirname(path), 0o755)
+    os.chmod(path, 0o644)
+    PG.psql_file(path)
+    p = admin("migrate", "--sql-dir", os.path.join(pntest.REPO, "sql"))
+    assert p.returncode == 0, p.stderr
+
+
 class ShopOrders(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        path = os.path.join(pntest.temp_dir("pntest-shop."), "shop-orders.sql")
-        with open(path, "w") as f:
-            f.write(example_sql())
-        os.chmod(os.path.dirname(path), 0o755)
-        os.chmod(path, 0o644)
-        PG.psql_file(path)
-        p = admin("migrate", "--sql-dir", os.path.join(pntest.REPO, "sql"))
-        assert p.returncode == 0, p.stderr
+        load_example()
 
     def test_end_to_end(self):
         # migrate re-applied functions.sql: the shop's five functions are still there
@@ -165,13 +171,7 @@ class ShopOrders(unittest.TestCase):
             PG.psql("DELETE FROM paynotify.orders; DELETE FROM paynotify.feed WHERE order_id = "
                     "'S-9'; DELETE FROM paynotify.notifications WHERE order_id = 'S-9'; "
                     "DELETE FROM shop.orders WHERE order_no = 'S-9'")
-            path = os.path.join(pntest.temp_dir("pntest-shop."), "shop-orders.sql")
-            with open(path, "w") as f:
-                f.write(example_sql())
-            os.chmod(os.path.dirname(path), 0o755)
-            os.chmod(path, 0o644)
-            PG.psql_file(path)
-            admin("migrate", "--sql-dir", os.path.join(pntest.REPO, "sql"))
+            load_example()
 
 
 if __name__ == "__main__":
