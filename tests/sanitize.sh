@@ -157,6 +157,11 @@ if [ "${PN_SANITIZE_NO_INTEGRATION:-0}" != 1 ]; then
 		echo "{\"id\": \"sanitize::(pytest exit $rc)\", \"outcome\": \"failed\"}" >>"$res"
 		tail -n 30 "$build/integration.out"
 	fi
+	if [ ! -s "$res" ]; then
+		# pytest could not start or collected nothing: no test ran
+		echo '{"id": "sanitize::(integration ran no test)", "outcome": "failed"}' >>"$res"
+		tail -n 30 "$build/integration.out"
+	fi
 	set -- $(/usr/bin/python3 "$top/tests/lib/pnresults.py" "$res")
 	passed=$((passed + $1))
 	failed=$((failed + $2))

@@ -24,7 +24,9 @@ cd "$(dirname "$0")/.." || exit 2
 ROOT=$(pwd)
 PY=/usr/bin/python3
 if ! command -v valgrind >/dev/null; then
-	echo "valgrind: not installed"
+	echo "valgrind: not installed (apt-get install valgrind; scripts/test installs it as root)"
+	[ -n "${PN_TEST_RESULTS:-}" ] &&
+		echo '{"id": "valgrind::(valgrind not installed)", "outcome": "failed"}' >>"$PN_TEST_RESULTS"
 	echo "0 passed, 1 failed"
 	exit 1
 fi
@@ -55,6 +57,15 @@ while IFS='	' read -r file expr; do
 		-k "$expr" "$file" </dev/null 2>&1)
 done <<<"$SLICE"
 echo "valgrind: ${#ids[@]} tests"
+if [ ${#ids[@]} = 0 ]; then
+	# pytest could not collect (not installed, an import error): the leg
+	# ran nothing, which is a failure, never a pass
+	echo "valgrind: no test collected from the slice"
+	[ -n "${PN_TEST_RESULTS:-}" ] &&
+		echo '{"id": "valgrind::(no test collected)", "outcome": "failed"}' >>"$PN_TEST_RESULTS"
+	echo "0 passed, 1 failed"
+	exit 1
+fi
 res=${PN_TEST_RESULTS:-$WORK/results.jsonl}
 : >"$WORK/results.jsonl"
 workers=${PN_VALGRIND_WORKERS:-2}

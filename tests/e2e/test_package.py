@@ -180,9 +180,7 @@ class TestInstalledFiles(unittest.TestCase):
             self.assertIn("include /usr/share/paynotify/nginx/paynotify.conf;", f.read())
 
     def test_installed_units_verify(self):
-        exe = shutil.which("systemd-analyze")
-        if exe is None:
-            self.skipTest("systemd-analyze not installed (Debian package systemd)")
+        exe = pntest.need("systemd-analyze", "systemd")
         d = pne2e.run_dir("pnpkg-units.")
         files = []
         for p in pne2e.PROVIDERS:   # the installed templates, instantiated as systemd would
@@ -225,10 +223,7 @@ class TestLintian(unittest.TestCase):
             if required:
                 self.fail("PN_PACKAGE_DEB is not set: the package was not built")
             self.skipTest("PN_PACKAGE_DEB (the .deb to check) is not set")
-        if shutil.which("lintian") is None:
-            if required:
-                self.fail("lintian is not installed")
-            self.skipTest("lintian is not installed")
+        pntest.need("lintian", "lintian")
         p = run(["lintian", "--pedantic", "-I", "-E", deb], timeout=300)
         tags = [line for line in (p.stdout + p.stderr).splitlines()
                 if re.match(r"^[EWIPXOCMN]: ", line)]
@@ -352,8 +347,7 @@ class TestInstalledThroughApache(unittest.TestCase):
         """The installed Apache snippets: mod_proxy_fcgi to the installed
         receiver (as user paynotify), and CGI running /usr/bin/paynotify-*
         itself (as Apache's user, who owns that configuration)."""
-        if shutil.which("apache2") is None:
-            self.skipTest("apache2 not installed")
+        pntest.need("apache2", "apache2")
         ensure_schema()
         pw = pwd.getpwnam("paynotify")
         cfg = pne2e.demo_config(PG, owner=(pw.pw_uid, pw.pw_gid))

@@ -154,8 +154,11 @@ class SocketTakeover(unittest.TestCase):
                          "--workers", "2", "--socket-mode", "0600"], d, "first").start()
         self.addCleanup(first.stop)
         ino = os.stat(sock).st_ino
-        second = Started(["runuser", "-u", "nobody", "--"] + receiver_argv(cfg, "unix:" + sock),
-                         d, "second")
+        # nobody runs a copy outside the checkout (which may sit in a 0700
+        # /root): the refusal under test is the socket's, not the binary's
+        argv = receiver_argv(cfg, "unix:" + sock)
+        argv[0] = os.path.join(pne2e.public_bindir(), os.path.basename(argv[0]))
+        second = Started(["runuser", "-u", "nobody", "--"] + argv, d, "second")
         self.addCleanup(second.stop)
         self.assertEqual(second.run_to_exit(), 71, second.log_text())   # could not listen
         self.assertIn('could not tell whether socket "%s" is in use (connect: Permission denied)'

@@ -71,9 +71,7 @@ def unit_setting(provider, key):
 class SystemdAnalyze(unittest.TestCase):
 
     def test_verify_units(self):
-        exe = shutil.which("systemd-analyze")
-        if exe is None:
-            self.skipTest("systemd-analyze not installed (Debian package systemd)")
+        exe = pntest.need("systemd-analyze", "systemd")
         files = sorted(os.path.join(UNITS, f) for f in os.listdir(UNITS))
         self.assertEqual(len(files), 8)
         p = subprocess.run([exe, "verify", "--man=no"] + files, cwd=UNITS,

@@ -227,8 +227,7 @@ class ThroughPooler(unittest.TestCase):
     pgbouncer in transaction mode, sharing ONE server connection."""
 
     def setUp(self):
-        if shutil.which("pgbouncer") is None:
-            self.skipTest("pgbouncer is not installed (apt-get install pgbouncer)")
+        pntest.need("pgbouncer", "pgbouncer")
         PG.psql("TRUNCATE paynotify.notifications, paynotify.orders, paynotify.feed")
         d = pntest.scratch_dir("pntest-pgb.")
         os.chmod(d, 0o777)

@@ -428,8 +428,7 @@ class SourceChecks(unittest.TestCase):
             self.assertRegex(srcs[path], r'#include "(sql|admin)\.h"', path)
 
     def test_non_literal_sql_does_not_compile(self):
-        if shutil.which(os.environ.get("CC") or "cc") is None:
-            self.skipTest("no C compiler")
+        pntest.need(os.environ.get("CC") or "cc", "build-essential")
         ok, out = compile_c(SQL_PRELUDE + SQL_GOOD + "}\n")
         self.assertTrue(ok, out)
         for what, body in SQL_BAD.items():

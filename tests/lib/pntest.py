@@ -249,6 +249,17 @@ def wait_resending_sigterm(p, deadline, what, pids=None):
                 pass
 
 
+def need(tool, package):
+    """The path of TOOL, which the tests need: scripts/test installs
+    PACKAGE (scripts/packages) before it runs anything, so a missing tool
+    fails the test that needs it, never skips it."""
+    path = shutil.which(tool)
+    if path is None:
+        raise AssertionError("%s is not installed (Debian package %s; scripts/test installs "
+                             "it as root, scripts/packages lists it)" % (tool, package))
+    return path
+
+
 def binary(name):
     """Path of a top-level receiver binary, e.g. binary('stripe').
     PN_BIN_DIR points the tests at another build (tests/sanitize.sh runs
