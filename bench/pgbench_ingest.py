@@ -84,8 +84,9 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--states", default="fresh,history")
     ap.add_argument("--history", type=int, default=50000)
-    ap.add_argument("--max-rate", type=int, default=2500,
-                    help="orders made per second of a run (as bench/run)")
+    ap.add_argument("--max-rate", type=int, default=bench.RATE_CEILING,
+                    help="the rate ceiling a run is sized for: 3 x this many orders per "
+                    "second of a run (as bench/run); default %d" % bench.RATE_CEILING)
     ap.add_argument("--schema", action="append", default=[],
                     help="NAME=DIR: measure ingest() as these sql files define it "
                          "(repeatable; default: this tree's sql/)")
