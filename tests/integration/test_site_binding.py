@@ -20,8 +20,9 @@
 #   - the money rules (issue 11 items 5-7), driven for Alipay, Stripe,
 #     WeChat Pay v2 and legacy 2C2P by genuinely signed notifications:
 #     a second real payment of a paid order is duplicate_payment (acked,
-#     order unchanged); a payment of a closed/failed order is applied and
-#     flagged paid_after_close; the same event key with other content is
+#     order unchanged); a payment of a closed order is applied and flagged
+#     paid_after_close, of a failed one (a failed attempt) just applied
+#     (issue 22); the same event key with other content is
 #     conflicting_duplicate (the first stays authoritative);
 #   - a site whose key file is unusable answers 503 (retry later) while the
 #     other sites of the file keep working; check-config stays strict;
@@ -450,6 +451,8 @@ class MoneyRules(unittest.TestCase):
                                       % (pntest.q(p.site), pntest.q(oid)))[0]["deliveries"], 2)
 
     def test_payment_of_closed_or_failed_order_is_paid_after_close(self):
+        """A closed order paid: paid_after_close.  A failed one (the last
+        attempt failed; the buyer may try again on the same order): applied."""
         for p in PROVIDERS:
             for status in ("closed", "failed"):
                 with self.subTest(provider=p.name, status=status):
@@ -458,16 +461,17 @@ class MoneyRules(unittest.TestCase):
                     self.send(p, p.pay(oid, "00000000003" + status[0].replace("c", "1")
                                        .replace("f", "2"), p.amount_minor))
                     self.assertEqual(PG.order(p.site, oid)["status"], "paid")
-                    self.assertEqual(self.outcomes(p, oid), ["paid_after_close"])
+                    self.assertEqual(self.outcomes(p, oid),
+                                     ["paid_after_close" if status == "closed" else "applied"])
 
-    def test_legacy_2c2p_decline_then_payment_is_paid_after_close(self):
+    def test_legacy_2c2p_decline_then_payment_is_applied(self):
         p = PROVIDERS[3]
         PG.add_order(p.site, "PAC-2", 1999, "SGD")
         self.send(p, _legacy_pay("PAC-2", "81", 1999, status="002"))
         self.assertEqual(PG.order(p.site, "PAC-2")["status"], "failed")
         self.send(p, _legacy_pay("PAC-2", "82", 1999))
         self.assertEqual(PG.order(p.site, "PAC-2")["status"], "paid")
-        self.assertEqual(self.outcomes(p, "PAC-2"), ["applied", "paid_after_close"])
+        self.assertEqual(self.outcomes(p, "PAC-2"), ["applied", "applied"])
 
     def test_same_key_other_content_is_conflicting_duplicate(self):
         cases = {
