@@ -282,6 +282,12 @@ BEGIN
         IF p_weak_identity THEN
             outcome := 'txn_mismatch';
             detail := 'no such order';
+        ELSIF p_kind IN ('pending', 'ignored') THEN
+            -- informational (a PaymentIntent created, a charge.failed of a
+            -- sibling site's order on a shared Stripe account, which carries
+            -- no marker check): nothing to apply and no money, so nothing
+            -- for a person either
+            outcome := 'ignored';
         ELSE
             outcome := 'unknown_order';
         END IF;

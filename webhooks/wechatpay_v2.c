@@ -324,9 +324,13 @@ v2_refund(struct pn_arena *a, const struct pn_xml_flat *in, struct pn_event *ev)
 		int64_t	fen;
 		char	amount[48] = "no amount";
 
+		/* a refund event (its amount on report), never applied: flagged */
+		ev->kind = PN_KIND_REFUND;
+		ev->refund_minor = -1;
 		if (fen_text(rfee, &fen)) {
 			pn_money_format(fen, 2, amount, sizeof(amount));
 			strcat(amount, " CNY");
+			ev->refund_minor = fen;
 		}
 		pn_flag_refund_failed(ev, pn_arena_printf(
 			a, "refund %.64s (out_refund_no %.64s, %s) of transaction %.64s did not "

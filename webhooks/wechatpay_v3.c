@@ -401,9 +401,15 @@ v3_normalise(struct pn_arena *a, json_t *env, json_t *p, const struct v3_headers
 	 */
 	if (ev->kind != PN_KIND_IGNORED)
 		return;
-	if (refund && (streq(type, "REFUND.ABNORMAL") || streq(type, "REFUND.CLOSED")))
+	if (refund && (streq(type, "REFUND.ABNORMAL") || streq(type, "REFUND.CLOSED"))) {
+		/* a refund event (its amount on report), never applied: flagged */
+		ev->kind = PN_KIND_REFUND;
+		if (!fen_json(p, "amount.refund", &ev->refund_minor))
+			ev->refund_minor = -1;
+		if (!pn_wechatpay_currency(a, pn_json_str(a, p, "amount.currency"), &ev->currency))
+			ev->currency = NULL;
 		pn_flag_refund_failed(ev, v3_refund_failed_detail(a, p, type));
-	else if (!txn || !streq(jstr(a, p, "trade_state"), "REFUND"))
+	} else if (!txn || !streq(jstr(a, p, "trade_state"), "REFUND"))
 		pn_flag_unhandled(a, ev, "WeChat Pay");
 }
 
