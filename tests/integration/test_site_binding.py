@@ -8,7 +8,8 @@
 #     payment for the same out_trade_no is still applied and acked;
 #   - two Stripe sites on one account (one secret) with stripe.site_metadata:
 #     site A's payment for order 42 pays A's order 42 and is stored
-#     merchant_mismatch at B (B's order 42 unchanged, 2xx); a test-mode event
+#     foreign_site at B (a sibling's, counted, not on report; B's order 42
+#     unchanged, 2xx); a marker naming no site: merchant_mismatch; a test-mode event
 #     is stored mode_mismatch, acked, never applied;
 #   - shared WeChat Pay v2 key in service-provider mode: a genuine refund of
 #     site A re-posted to site B with the unsigned outer sub_mch_id edited
@@ -198,7 +199,10 @@ class SiteBinding(unittest.TestCase):
             self.assertEqual(r.status // 100, 2, r)
         self.assertEqual(PG.order("st-a", "42")["status"], "paid")
         self.assertEqual(PG.order("st-b", "42")["status"], "pending")
-        self.assertEqual([x["outcome"] for x in rows("site = 'st-b'")], ["merchant_mismatch"])
+        # st-a's marker at st-b: a sibling's event, foreign_site (counted, not
+        # on report; issue 22), under its own key
+        self.assertEqual([(x["outcome"], x["dedup_key"][:14]) for x in rows("site = 'st-b'")],
+                         [("foreign_site", "!foreign_site:")])
         self.assertEqual([x["outcome"] for x in rows("site = 'st-a'")], ["applied"])
         # no marker at all: refused for both (merchant_mismatch), stored, acked
         PG.add_order("st-b", "43", 1999, "USD")
@@ -223,7 +227,7 @@ class SiteBinding(unittest.TestCase):
         self.assertEqual((a["status"], a["refunded_minor"]), ("partially_refunded", 500))
         self.assertEqual((b["status"], b["refunded_minor"], b["paid"]), ("pending", 0, False))
         self.assertEqual([x["outcome"] for x in rows("site = 'st-b'")], ["txn_mismatch"])
-        # another site's marker on a refund: merchant_mismatch, whatever the PaymentIntent
+        # another site's marker on a refund: foreign_site, whatever the PaymentIntent
         body = pntest.stripe_charge_refunded("R-1", 1999, 800, payment_intent="pi_shared_r1",
                                              metadata={"site": "st-b"})
         r = self.stripe_send("st-a", body)
