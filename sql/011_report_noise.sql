@@ -1,5 +1,5 @@
 -- paynotify schema, version 11: three outcomes, so that `paynotify report`
--- lists only what needs a person (README "Outcomes"; docs/PROVIDERS.md
+-- lists only what needs a person (README "Where each outcome goes"; docs/PROVIDERS.md
 -- "Every event type").
 --
 --   foreign_site   a genuine Stripe event of a sibling site on the same
