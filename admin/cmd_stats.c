@@ -375,7 +375,14 @@ stats_exec(int argc, char **argv, const char *config_path)
 		print_unhandled(config_path, params[0], stdout);
 		print_query_run(config_path, stdout);
 	} else {
+		size_t	r;
+		bool	typed = false;
+
 		pn_table_optional(&t, "last_delivery_epoch");	/* for machines; last_delivery says it */
+		for (r = 0; r < t.nrows; r++)
+			typed = typed || pn_table_get(&t, r, "event_type") != NULL;
+		if (!typed)	/* no unhandled rows: an empty column may go */
+			pn_table_optional(&t, "event_type");
 		pn_table_print(&t, fmt, stdout);
 	}
 	pn_table_free(&t);

@@ -236,16 +236,17 @@ sibling_of(struct pn_arena *a, const struct pn_config *cfg, const struct pn_site
 		return NULL;
 	for (i = 0; i < cfg->nsites; i++) {
 		const struct pn_site *o = &cfg->sites[i];
-		const char *key, *want;
+		const char *key, *marker;
 		size_t	klen;
 		json_t *v;
 
-		if (o == site || strcmp(o->name, site->name) == 0 || !pn_cfg_stripe_marker(o, &key, &klen))
+		if (o == site || strcmp(o->name, site->name) == 0
+		    || !pn_cfg_stripe_marker(o, &key, &klen))
 			continue;
-		want = key + klen + 1;
+		marker = key + klen + 1;
 		v = json_object_get(md, pn_arena_strndup(a, key, klen));
-		if (json_is_string(v) && json_string_length(v) == strlen(want)
-		    && memcmp(json_string_value(v), want, strlen(want)) == 0)
+		if (json_is_string(v) && json_string_length(v) == strlen(marker)
+		    && memcmp(json_string_value(v), marker, strlen(marker)) == 0)
 			return o;
 	}
 	return NULL;
@@ -289,9 +290,10 @@ check_site(struct pn_arena *a, const struct pn_config *cfg, const struct pn_site
 	 */
 	if ((sibling = sibling_of(a, cfg, site, obj)) != NULL) {
 		ev->flag = "foreign_site";
-		ev->flag_detail = pn_arena_printf(a, "site %s's event (its marker %s is in the "
-						  "metadata; stripe.site_metadata): not applied here",
-						  sibling->name, sibling->stripe.site_metadata);
+		ev->flag_detail = pn_arena_printf(a, "site %s's event (its marker %s is in "
+						  "the metadata; stripe.site_metadata): not "
+						  "applied here", sibling->name,
+						  sibling->stripe.site_metadata);
 		return;
 	}
 	if (got == NULL && ev->kind == PN_KIND_REFUND && ev->psp_txn_id != NULL) {
@@ -471,7 +473,8 @@ pn_stripe_normalise_cfg(struct pn_arena *a, const struct pn_config *cfg,
 		unhandled = !stripe_ignored_type(type)
 		    || ((strcmp(type, "charge.refund.updated") == 0
 			 || strcmp(type, "refund.updated") == 0)
-			&& st != NULL && (strcmp(st, "failed") == 0 || strcmp(st, "canceled") == 0));
+			&& st != NULL
+			&& (strcmp(st, "failed") == 0 || strcmp(st, "canceled") == 0));
 	}
 	if (site != NULL)
 		check_site(a, cfg, site, root, obj, ev);
