@@ -8,9 +8,12 @@
  *     (--keep-days, default 90, never less than 30: Stripe lets a merchant
  *     resend any event of the last 30 days, and a redelivered event whose
  *     row is gone would be stored and applied again);
- *   - anything whose outcome is not resolved: only applied, already_applied
- *     and ignored rows go; unknown_order, every mismatch, duplicates that
- *     need a refund and any outcome this build does not know are kept.
+ *   - anything whose outcome is not resolved: only applied, already_applied,
+ *     ignored, foreign_site (a sibling site's event) and unhandled rows (a
+ *     type paynotify has no handling for, listed by `report --unhandled`
+ *     for days before it is this old) go; unknown_order, every mismatch,
+ *     refund_failed, duplicates that need a refund and any outcome this
+ *     build does not know are kept.
  *
  * Each batch is one transaction: lock up to --batch rows (FOR UPDATE SKIP
  * LOCKED: a row a receiver is touching is left for the next run), COPY
@@ -43,9 +46,10 @@ help(FILE *f)
 {
 	fprintf(f, "usage: paynotify purge --archive FILE [--keep-days N] [--before YYYY-MM-DD]\n"
 		"                       [--batch N] [--pause-ms N] [--dry-run] [-c FILE]\n\n"
-		"Archive resolved notifications (applied, already_applied, ignored) whose first\n"
-		"and last delivery are both older than the horizon, then delete them in\n"
-		"batches.  Unresolved ones (unknown_order, mismatches, duplicates needing a\n"
+		"Archive resolved notifications (applied, already_applied, ignored,\n"
+		"foreign_site, unhandled) whose first and last delivery are both older than\n"
+		"the horizon, then delete them in batches.  Unresolved ones (unknown_order,\n"
+		"mismatches, refund_failed, duplicates needing a\n"
 		"refund, ...) are never deleted; purge exits 1 when old ones are waiting.\n\n"
 		"  --archive FILE    where the rows go (PostgreSQL CSV COPY format with a header,\n"
 		"                    raw_body as \\\\x hex); must not exist; created mode 0600\n"
@@ -63,7 +67,7 @@ help(FILE *f)
 }
 
 /* Resolved outcomes: a whitelist, so that an outcome added later is kept. */
-#define RESOLVED "ARRAY['applied', 'already_applied', 'ignored']"
+#define RESOLVED "ARRAY['applied', 'already_applied', 'ignored', 'foreign_site', 'unhandled']"
 #define ELIGIBLE \
 	" received_at < $1::timestamptz AND last_delivery_at < $1::timestamptz "
 

@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <getopt.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "admin.h"
@@ -14,16 +15,23 @@ static void
 help(FILE *f)
 {
 	fprintf(f, "usage: paynotify report [--site S] [--pending-older-than 30m]\n"
-		"                        [--format table|csv|json] [--wide]\n\n"
+		"                        [--format table|csv|json] [--wide]\n"
+		"       paynotify report --unhandled [--days 7] [--site S] [--format ...]\n\n"
 		"List what needs a human:\n"
 		"  - notifications stored as unknown_order, amount_mismatch, merchant_mismatch,\n"
 		"    mode_mismatch, txn_mismatch (not applied), duplicate_payment (a second\n"
-		"    real charge: money to refund), paid_after_close (applied to a closed or\n"
-		"    failed order: check the goods), conflicting_duplicate (same event key,\n"
-		"    different content: the first stays authoritative); \"(from query)\" when\n"
-		"    paynotify query stored it\n"
+		"    real charge: money to refund), paid_after_close (applied to a closed\n"
+		"    order: check the goods), refund_failed (a refund that did not happen),\n"
+		"    conflicting_duplicate (same event key, different content: the first stays\n"
+		"    authoritative); \"(from query)\" when paynotify query stored it\n"
 		"  - orders still pending after the threshold with no notification at all\n"
 		"  - orders paid or refunded without a stored notification that applied it\n"
+		"Not listed (counted by paynotify stats): applied, already_applied, ignored,\n"
+		"foreign_site (a sibling site's event on a shared Stripe account), unhandled.\n\n"
+		"--unhandled: instead, the event types received in the last --days N days\n"
+		"(default 7, 1..3650) that paynotify has no handling for (outcome unhandled),\n"
+		"by site and provider, with counts and when first and last seen: a provider\n"
+		"sending something new, or an endpoint subscribed to more than it needs.\n"
 		"Exit status 1 when the list is not empty, 0 when it is; 64 a bad option\n"
 		"(a site not in the configuration, a threshold that is not a duration),\n"
 		"3 database error, 78 configuration error.\n"
@@ -60,7 +68,8 @@ static const char report_sql[] =
 	"          ON n.outcome = 'conflicting_duplicate' AND f.site = n.site"
 	"         AND f.provider = n.provider"
 	"         AND f.dedup_key = substr(n.dedup_key, 24, greatest(length(n.dedup_key) - 56, 0))"
-	"  WHERE n.outcome NOT IN ('applied', 'already_applied', 'ignored')"
+	"  WHERE n.outcome NOT IN ('applied', 'already_applied', 'ignored', 'foreign_site',"
+	"                          'unhandled')"
 	"    AND ($1::text IS NULL OR n.site = $1)"
 	" UNION ALL"
 	" SELECT 'pending_without_notification', o.site, NULL, o.order_id, NULL, NULL, NULL, NULL,"
@@ -80,6 +89,23 @@ static const char report_sql[] =
 	"                     WHERE n.site = o.site AND n.order_id = o.order_id"
 	"                       AND n.outcome IN ('applied', 'paid_after_close'))"
 	") r ORDER BY since, site, order_id";
+
+/*
+ * report --unhandled: the types with no handling received in the last $2
+ * days (outcome unhandled; the type is notifications.event_type, the
+ * provider's own word).  Through notifications_unhandled_idx (sql/011).
+ */
+static const char unhandled_sql[] =
+	"SELECT site, provider, coalesce(event_type, '(none)') AS event_type,"
+	"       count(*) AS notifications, sum(deliveries) AS deliveries,"
+	"       min(received_at) AS first_seen, max(last_delivery_at) AS last_seen,"
+	"       max(id)::text AS last_id"
+	"  FROM paynotify.notifications"
+	" WHERE outcome = 'unhandled'"
+	"   AND received_at >= now() - make_interval(days => $2::int)"
+	"   AND ($1::text IS NULL OR site = $1)"
+	" GROUP BY site, provider, coalesce(event_type, '(none)')"
+	" ORDER BY site, provider, event_type";
 
 /* "66.00 CNY" from minor units; NULL when there is no amount. */
 static char *
@@ -157,6 +183,27 @@ add_finding(struct pn_table *out, const struct pn_table *t, size_t r)
 	free(detail);
 }
 
+/* report --unhandled: the table, "N event types ... with no handling"; cfg consumed. */
+static int
+report_unhandled(struct pn_config *cfg, const char *params[2], enum pn_format fmt)
+{
+	struct pn_table t;
+	int	rc;
+
+	if (!pn_admin_query_cfg(cfg, PN_SQL_CONST(unhandled_sql), 2, params, &t)) {
+		pn_cfg_free(cfg);
+		return PN_EXIT_UNAVAILABLE;
+	}
+	pn_cfg_free(cfg);
+	pn_table_print(&t, fmt, stdout);
+	fprintf(fmt == PN_FMT_TABLE ? stdout : stderr, "%zu event type%s with no handling in the "
+		"last %s day%s\n", t.nrows, t.nrows == 1 ? "" : "s", params[1],
+		strcmp(params[1], "1") == 0 ? "" : "s");
+	rc = t.nrows ? PN_EXIT_ATTENTION : PN_EXIT_OK;
+	pn_table_free(&t);
+	return rc;
+}
+
 static int
 report_exec(int argc, char **argv, const char *config_path)
 {
@@ -165,6 +212,8 @@ report_exec(int argc, char **argv, const char *config_path)
 		{"pending-older-than", required_argument, NULL, 'p'},
 		{"format", required_argument, NULL, 'f'},
 		{"wide", no_argument, NULL, 'W'},
+		{"unhandled", no_argument, NULL, 'u'},
+		{"days", required_argument, NULL, 'd'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -175,15 +224,32 @@ report_exec(int argc, char **argv, const char *config_path)
 	struct pn_table t, out;
 	size_t	r;
 	struct pn_config *cfg;
-	char	threshold[32];
+	char	threshold[32], days_text[16] = "7";
 	int64_t	secs;
 	int	opt, rc;
+	bool	unhandled = false, days = false, pending = false;
 
 	optind = 0;	/* glibc: 0 re-initialises getopt after main() used it */
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 's': params[0] = optarg; break;
+		case 'u': unhandled = true; break;
+		case 'd': {
+			char   *end = NULL;
+			long	n = strtol(optarg, &end, 10);
+
+			if (*optarg < '0' || *optarg > '9' || end == NULL || *end != '\0' || n < 1
+			    || n > 3650) {
+				fprintf(stderr, "paynotify: report: invalid --days \"%s\" "
+					"(a whole number of days, 1..3650)\n", optarg);
+				return PN_EXIT_USAGE;
+			}
+			snprintf(days_text, sizeof(days_text), "%ld", n);
+			days = true;
+			break;
+		}
 		case 'p':
+			pending = true;
 			if (!pn_opt_duration("--pending-older-than", optarg, &secs))
 				return PN_EXIT_USAGE;
 			snprintf(threshold, sizeof(threshold), "%lld seconds", (long long)secs);
@@ -206,11 +272,24 @@ report_exec(int argc, char **argv, const char *config_path)
 		help(stderr);
 		return PN_EXIT_USAGE;
 	}
+	if (days && !unhandled) {
+		fprintf(stderr, "paynotify: report: --days goes with --unhandled\n");
+		return PN_EXIT_USAGE;
+	}
+	if (pending && unhandled) {
+		fprintf(stderr, "paynotify: report: --pending-older-than does not go with "
+			"--unhandled\n");
+		return PN_EXIT_USAGE;
+	}
 	if ((cfg = pn_admin_config(config_path)) == NULL)
 		return PN_EXIT_CONFIG;
 	if (params[0] != NULL && !pn_opt_site(cfg, "--site", params[0])) {
 		pn_cfg_free(cfg);
 		return PN_EXIT_USAGE;
+	}
+	if (unhandled) {
+		params[1] = days_text;
+		return report_unhandled(cfg, params, fmt);
 	}
 	if (!pn_admin_query_cfg(cfg, PN_SQL_CONST(report_sql), 2, params, &t)) {
 		pn_cfg_free(cfg);
@@ -230,6 +309,7 @@ report_exec(int argc, char **argv, const char *config_path)
 }
 
 const struct pn_cmd pn_cmd_report = {
-	"report", "[--site S] [--pending-older-than 30m]", "list what needs a human (for cron)",
+	"report", "[--site S] [--pending-older-than 30m] | --unhandled [--days 7]",
+	"list what needs a human (for cron)",
 	report_exec, help,
 };

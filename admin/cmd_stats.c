@@ -21,7 +21,9 @@ help(FILE *f)
 	fprintf(f, "usage: paynotify stats [--site S] [--format table|csv|json|prometheus]\n"
 		"                       [--output FILE] [--wide]\n\n"
 		"Counts of stored notifications by site, provider, event kind and outcome,\n"
-		"with deliveries, duplicate deliveries and the last notification time.\n"
+		"with deliveries, duplicate deliveries and the last notification time; the\n"
+		"outcome unhandled (an event type paynotify has no handling for) is counted\n"
+		"per event_type (paynotify report --unhandled lists the recent ones).\n"
 		"--output FILE (with --format prometheus) replaces FILE atomically, for\n"
 		"node_exporter's textfile collector; when the database cannot be read FILE\n"
 		"holds only paynotify_stats_up 0 (never stale counters) and the exit is 3:\n"
@@ -31,6 +33,26 @@ help(FILE *f)
 		"configuration), 78 configuration error.\n");
 }
 
+/*
+ * The table (and csv, json): the same counts, the rows of outcome unhandled
+ * split by event type (the provider's word: what paynotify has no handling
+ * for, docs/PROVIDERS.md "Every event type"); event_type is empty on the
+ * others.
+ */
+static const char stats_typed_sql[] =
+	"SELECT site, provider, event_kind, outcome,"
+	"       CASE WHEN outcome = 'unhandled' THEN coalesce(event_type, '(none)') END"
+	"           AS event_type,"
+	"       count(*) AS notifications,"
+	"       sum(deliveries) AS deliveries, sum(deliveries - 1) AS duplicates,"
+	"       max(last_delivery_at) AS last_delivery,"
+	"       extract(epoch FROM max(last_delivery_at))::bigint AS last_delivery_epoch"
+	"  FROM paynotify.notifications"
+	" WHERE ($1::text IS NULL OR site = $1)"
+	" GROUP BY site, provider, event_kind, outcome, 5"
+	" ORDER BY site, provider, event_kind, outcome, 5";
+
+/* Prometheus: one series per (site, provider, kind, outcome), as before. */
 static const char stats_sql[] =
 	"SELECT site, provider, event_kind, outcome, count(*) AS notifications,"
 	"       sum(deliveries) AS deliveries, sum(deliveries - 1) AS duplicates,"
@@ -125,6 +147,7 @@ print_prometheus(const struct pn_table *t, FILE *f)
  * old counters do not linger as if current.
  */
 static void print_sources(const char *config_path, const char *site, FILE *f);
+static void print_unhandled(const char *config_path, const char *site, FILE *f);
 static void print_query_run(const char *config_path, FILE *f);
 
 static bool
@@ -154,6 +177,7 @@ write_textfile(const char *path, const struct pn_table *t, const char *config_pa
 	if (t != NULL) {
 		print_prometheus(t, f);
 		print_sources(config_path, site, f);
+		print_unhandled(config_path, site, f);
 		print_query_run(config_path, f);
 	}
 	fprintf(f, STATS_UP_HELP "paynotify_stats_up %d\n", t != NULL);
@@ -176,6 +200,36 @@ failed:
 done:
 	free(tmp);
 	return ok;
+}
+
+/* Unhandled notifications by type (Prometheus). */
+static const char unhandled_sql[] =
+	"SELECT site, provider, coalesce(event_type, '(none)') AS event_type, count(*) AS events"
+	"  FROM paynotify.notifications"
+	" WHERE outcome = 'unhandled' AND ($1::text IS NULL OR site = $1)"
+	" GROUP BY 1, 2, 3 ORDER BY 1, 2, 3";
+
+static void
+print_unhandled(const char *config_path, const char *site, FILE *f)
+{
+	const char *params[1] = {site};
+	struct pn_table t;
+	size_t	r;
+
+	if (!pn_admin_query(config_path, PN_SQL_CONST(unhandled_sql), 1, params, &t))
+		return;
+	fprintf(f, "# HELP paynotify_unhandled_notifications_total Distinct notifications stored "
+		"of an event type paynotify has no handling for, by type (paynotify report "
+		"--unhandled).\n"
+		"# TYPE paynotify_unhandled_notifications_total counter\n");
+	for (r = 0; r < t.nrows; r++) {
+		fprintf(f, "paynotify_unhandled_notifications_total{");
+		label(f, "site", pn_table_get(&t, r, "site"), true);
+		label(f, "provider", pn_table_get(&t, r, "provider"), false);
+		label(f, "type", pn_table_get(&t, r, "event_type"), false);
+		fprintf(f, "} %s\n", pn_table_get(&t, r, "events"));
+	}
+	pn_table_free(&t);
 }
 
 /* Where the events came from: notification, query (sql/005 source). */
@@ -301,7 +355,8 @@ stats_exec(int argc, char **argv, const char *config_path)
 		pn_cfg_free(cfg);
 		return PN_EXIT_USAGE;
 	}
-	if (!pn_admin_query_cfg(cfg, PN_SQL_CONST(stats_sql), 1, params, &t)) {
+	if (!pn_admin_query_cfg(cfg, fmt == PN_FMT_PROMETHEUS ? PN_SQL_CONST(stats_sql)
+				: PN_SQL_CONST(stats_typed_sql), 1, params, &t)) {
 		pn_cfg_free(cfg);
 		if (output != NULL)
 			(void)write_textfile(output, NULL, NULL, NULL);
@@ -317,9 +372,17 @@ stats_exec(int argc, char **argv, const char *config_path)
 	if (fmt == PN_FMT_PROMETHEUS) {
 		print_prometheus(&t, stdout);
 		print_sources(config_path, params[0], stdout);
+		print_unhandled(config_path, params[0], stdout);
 		print_query_run(config_path, stdout);
 	} else {
+		size_t	r;
+		bool	typed = false;
+
 		pn_table_optional(&t, "last_delivery_epoch");	/* for machines; last_delivery says it */
+		for (r = 0; r < t.nrows; r++)
+			typed = typed || pn_table_get(&t, r, "event_type") != NULL;
+		if (!typed)	/* no unhandled rows: an empty column may go */
+			pn_table_optional(&t, "event_type");
 		pn_table_print(&t, fmt, stdout);
 	}
 	pn_table_free(&t);

@@ -19,7 +19,8 @@ enum { SLOT_NONE = 0, SLOT_UNKNOWN = 1, SLOT_OTHER = 2, SLOT_SITES = 3 };
 static const char *const outcomes[] = {
 	"applied", "already_applied", "unknown_order", "amount_mismatch", "merchant_mismatch",
 	"mode_mismatch", "txn_mismatch", "duplicate_payment", "paid_after_close",
-	"conflicting_duplicate", "ignored", "duplicate", "rejected", "unavailable", "health",
+	"conflicting_duplicate", "ignored", "foreign_site", "unhandled", "refund_failed",
+	"duplicate", "rejected", "unavailable", "health",
 	"other",
 };
 #define NOUTCOMES (sizeof(outcomes) / sizeof(outcomes[0]))
@@ -27,6 +28,22 @@ static const char *const outcomes[] = {
 static const int statuses[] = {200, 204, 400, 401, 403, 404, 405, 408, 413, 415, 431, 500, 503,
 			       0};
 #define NSTATUSES (sizeof(statuses) / sizeof(statuses[0]))
+
+/*
+ * One series of paynotify_events_total.  Claimed by one worker (state
+ * EMPTY -> BUSY by compare-and-swap), written, then published (READY,
+ * release); readers use only READY entries.  Two workers may claim two
+ * entries for the same series at once: the rendering adds them up, so
+ * each series is printed once.
+ */
+enum { TYPE_EMPTY = 0, TYPE_BUSY = 1, TYPE_READY = 2 };
+struct type_entry {
+	uint32_t state;
+	uint32_t slot;				/* site slot, as requests[] */
+	uint32_t handled;
+	char	type[PN_METRICS_TYPE_MAX + 1];
+	uint64_t count;
+};
 
 struct shared {
 	char	provider[32];
@@ -41,6 +58,8 @@ struct shared {
 	uint64_t generation;			/* 1 + successful reloads */
 	uint64_t reloads_ok, reloads_refused;
 	int64_t	last_reload_refused;		/* Unix seconds, 0: never */
+	struct type_entry types[PN_METRICS_MAX_TYPES];
+	uint64_t types_other[NSLOTS][2];	/* the table was full; [handled] */
 };
 
 static struct shared *M;
@@ -85,6 +104,17 @@ find_site(const char *name)
 		if (strcmp(M->names[i], name) == 0)
 			return (int)i;
 	return -1;
+}
+
+static size_t
+site_slot(const char *site, bool named)
+{
+	if (site != NULL) {
+		int i = find_site(site);
+
+		return i >= 0 ? SLOT_SITES + (size_t)i : SLOT_OTHER;
+	}
+	return named ? SLOT_UNKNOWN : SLOT_NONE;
 }
 
 void
@@ -148,12 +178,7 @@ pn_metrics_request(const char *site, bool named, const char *outcome, int status
 
 	if (M == NULL)
 		return;
-	if (site != NULL) {
-		int i = find_site(site);
-
-		slot = i >= 0 ? SLOT_SITES + (size_t)i : SLOT_OTHER;
-	} else
-		slot = named ? SLOT_UNKNOWN : SLOT_NONE;
+	slot = site_slot(site, named);
 	for (o = 0; o < NOUTCOMES - 1; o++)
 		if (outcome != NULL && strcmp(outcomes[o], outcome) == 0)
 			break;
@@ -161,6 +186,45 @@ pn_metrics_request(const char *site, bool named, const char *outcome, int status
 		if (statuses[s] == status)
 			break;
 	ADD(M->requests[slot][o][s], 1);
+}
+
+void
+pn_metrics_event(const char *site, const char *type, bool handled)
+{
+	char	t[PN_METRICS_TYPE_MAX + 1];
+	size_t	i, slot;
+
+	if (M == NULL)
+		return;
+	slot = site_slot(site, site != NULL);
+	snprintf(t, sizeof(t), "%s", type != NULL ? type : "(none)");
+	for (i = 0; i < PN_METRICS_MAX_TYPES; i++) {
+		struct type_entry *e = &M->types[i];
+		uint32_t st = __atomic_load_n(&e->state, __ATOMIC_ACQUIRE);
+
+		if (st == TYPE_READY) {
+			if (e->slot == slot && e->handled == (uint32_t)handled
+			    && strcmp(e->type, t) == 0) {
+				ADD(e->count, 1);
+				return;
+			}
+			continue;
+		}
+		if (st == TYPE_EMPTY) {
+			uint32_t empty = TYPE_EMPTY;
+
+			if (!__atomic_compare_exchange_n(&e->state, &empty, TYPE_BUSY, false,
+							 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+				continue;	/* another worker took it: look on */
+			e->slot = (uint32_t)slot;
+			e->handled = handled;
+			memcpy(e->type, t, sizeof(t));
+			e->count = 1;
+			__atomic_store_n(&e->state, TYPE_READY, __ATOMIC_RELEASE);
+			return;
+		}
+	}
+	ADD(M->types_other[slot][handled ? 1 : 0], 1);
 }
 
 void
@@ -187,6 +251,75 @@ one(struct pn_buf *b, const char *name, const char *type, const char *help, long
 {
 	pn_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s{provider=\"%s\"} %lld\n", name, help, name,
 		      type, name, M->provider, v);
+}
+
+/* A label value as Prometheus reads it: \, " and newline escaped. */
+static void
+label_value(struct pn_buf *b, const char *v)
+{
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			pn_buf_printf(b, "\\%c", *v);
+		else if (*v == '\n')
+			pn_buf_printf(b, "\\n");
+		else if ((unsigned char)*v < 0x20 || *v == 0x7f)
+			pn_buf_printf(b, "?");
+		else
+			pn_buf_printf(b, "%c", *v);
+	}
+}
+
+static void
+type_sample(struct pn_buf *b, size_t slot, const char *type, bool handled, uint64_t v)
+{
+	pn_buf_printf(b, "paynotify_events_total{provider=\"%s\",site=\"%s\",type=\"", M->provider,
+		      slot_label(slot));
+	label_value(b, type);
+	pn_buf_printf(b, "\",handled=\"%s\"} %llu\n", handled ? "yes" : "no",
+		      (unsigned long long)v);
+}
+
+/* paynotify_events_total: every series once (entries of one series added up). */
+static void
+render_types(struct pn_buf *b)
+{
+	size_t	i, j, slot;
+
+	pn_buf_printf(b, "# HELP paynotify_events_total Verified notifications (duplicate "
+		      "deliveries included) by site and the provider's event type; handled=\"no\": "
+		      "a type paynotify has no handling for (paynotify report --unhandled).\n"
+		      "# TYPE paynotify_events_total counter\n");
+	for (i = 0; i < PN_METRICS_MAX_TYPES; i++) {
+		const struct type_entry *e = &M->types[i];
+		uint64_t v;
+		bool	seen = false;
+
+		if (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) != TYPE_READY)
+			continue;
+		for (j = 0; j < i && !seen; j++) {
+			const struct type_entry *f = &M->types[j];
+
+			seen = __atomic_load_n(&f->state, __ATOMIC_ACQUIRE) == TYPE_READY
+			    && f->slot == e->slot && f->handled == e->handled
+			    && strcmp(f->type, e->type) == 0;
+		}
+		if (seen)
+			continue;
+		v = GET(e->count);
+		for (j = i + 1; j < PN_METRICS_MAX_TYPES; j++) {
+			const struct type_entry *f = &M->types[j];
+
+			if (__atomic_load_n(&f->state, __ATOMIC_ACQUIRE) == TYPE_READY
+			    && f->slot == e->slot && f->handled == e->handled
+			    && strcmp(f->type, e->type) == 0)
+				v += GET(f->count);
+		}
+		type_sample(b, e->slot, e->type, e->handled != 0, v);
+	}
+	for (slot = 0; slot < NSLOTS; slot++)
+		for (j = 0; j < 2; j++)
+			if (GET(M->types_other[slot][j]) != 0)
+				type_sample(b, slot, "(other)", j == 1, GET(M->types_other[slot][j]));
 }
 
 void
@@ -229,6 +362,7 @@ pn_metrics_render(struct pn_buf *b, bool db_up)
 	one(b, "paynotify_config_last_refused_reload_timestamp_seconds", "gauge",
 	    "When a reload was last refused (Unix time; 0: never).",
 	    (long long)GET(M->last_reload_refused));
+	render_types(b);
 	pn_buf_printf(b, "# HELP paynotify_requests_total Requests answered, by site, outcome and "
 		      "HTTP status.\n# TYPE paynotify_requests_total counter\n");
 	nslots = SLOT_SITES + __atomic_load_n(&M->nsites, __ATOMIC_ACQUIRE);

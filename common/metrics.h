@@ -12,7 +12,9 @@
  * (at most PN_METRICS_MAX_SITES over the life of the process, reloads
  * included), "(unknown)" for any other name in the path (attacker-chosen),
  * "(none)" when the path names no site, and "(other)" once the table is
- * full; outcome and status come from fixed lists ("other" for the rest).
+ * full; outcome and status come from fixed lists ("other" for the rest);
+ * the event type of paynotify_events_total is the provider's own word from
+ * a verified notification, at most PN_METRICS_MAX_TYPES series.
  *
  * CGI has no process that outlives a request: pn_metrics_init() is never
  * called, every pn_metrics_* call is a no-op and the status path answers
@@ -29,6 +31,10 @@
 #include "util.h"
 
 #define PN_METRICS_MAX_SITES 256
+/* Distinct (site, event type, handled) series of paynotify_events_total;
+ * once full, new ones count under type "(other)". */
+#define PN_METRICS_MAX_TYPES 512
+#define PN_METRICS_TYPE_MAX 64	/* bytes of a type label kept */
 
 /* Map the shared region (before forking workers).  false: no live metrics. */
 bool pn_metrics_init(const char *provider, struct pn_err *err) PN_WUR;
@@ -47,6 +53,14 @@ void pn_metrics_reload(bool ok);	/* a SIGHUP reload done or refused */
  * NULL).  outcome: the log line's outcome. */
 void pn_metrics_request(const char *site, bool named, const char *outcome, int status);
 void pn_metrics_ingested(void);		/* a notification stored (commit done) */
+/*
+ * A verified notification stored or counted as a duplicate delivery, by
+ * the provider's event type (NULL: "(none)"): paynotify_events_total
+ * {site, type, handled}.  handled false: the type has no handling
+ * (outcome unhandled; `paynotify report --unhandled`).  The type comes
+ * only from signed content, and the series are bounded (PN_METRICS_MAX_TYPES).
+ */
+void pn_metrics_event(const char *site, const char *type, bool handled);
 /* A connection closed before its request's parameters arrived within
  * [limits] read_timeout_ms: there was no request to count or answer. */
 void pn_metrics_dropped(void);

@@ -236,7 +236,7 @@ pn_pipeline_handle(struct pn_receiver *r, struct pn_io *io)
 	}
 
 	{
-		struct pn_verify_ctx vc = {&req, site, r->arena, r->clock(), true, variant};
+		struct pn_verify_ctx vc = {&req, site, r->arena, r->clock(), true, variant, r->cfg};
 
 		switch (p->verify(&vc, &ev, &err)) {
 		case PN_VERIFIED:
@@ -278,6 +278,8 @@ pn_pipeline_handle(struct pn_receiver *r, struct pn_io *io)
 	}
 #endif
 	pn_metrics_ingested();
+	pn_metrics_event(site->name, ev.event_type,
+			 ev.flag == NULL || strcmp(ev.flag, "unhandled") != 0);
 	status = 200;
 	rl.notification_id = ir.notification_id;
 	rl.outcome = ir.duplicate ? "duplicate" : pn_arena_strdup(r->arena, ir.outcome);

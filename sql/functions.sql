@@ -210,16 +210,23 @@ $$;
 -- locked; reads the order once, through order_lock() (or, for the payment
 -- of a pending order with the right amount, pays it through order_pay()).
 --
---   paid     pending -> paid (amount and currency must match): applied;
---            closed/failed -> paid: paid_after_close (the money is real; a
---            human checks the goods were not released or restocked);
+--   paid     pending or failed -> paid (amount and currency must match):
+--            applied.  failed is an attempt that failed (a declined card,
+--            WeChat Pay result_code FAIL, a 2C2P decline): the buyer may
+--            try again on the same order, and a later success is the
+--            payment, not a surprise (docs/PROVIDERS.md "What failed
+--            means").  closed -> paid: paid_after_close (the order was
+--            closed by the shop, the provider's close or its expiry; the
+--            money is real; a human checks the goods were not restocked);
 --            already paid: already_applied, or duplicate_payment when the
 --            event's PSP transaction differs from the order's (both known):
 --            a second real charge, money to refund.
 --   refund   -> partially_refunded/refunded; refund_minor is this refund,
 --            or the running total when p_refund_cumulative.  A refund may
 --            come before its payment (it proves the payment), unless weak.
---   closed, failed   pending -> closed/failed; never overwrites paid.
+--   closed   pending or failed -> closed (an expiry after failed attempts
+--            closes the order); never overwrites paid.
+--   failed   pending -> failed; never overwrites paid or closed.
 --   refund, closed, failed whose PSP transaction differs from the order's
 --            recorded one (both known): txn_mismatch, order unchanged.
 --   p_weak_identity  (nothing signed ties the event to the site: WeChat Pay
@@ -275,6 +282,12 @@ BEGIN
         IF p_weak_identity THEN
             outcome := 'txn_mismatch';
             detail := 'no such order';
+        ELSIF p_kind IN ('pending', 'ignored') THEN
+            -- informational (a PaymentIntent created, a charge.failed of a
+            -- sibling site's order on a shared Stripe account, which carries
+            -- no marker check): nothing to apply and no money, so nothing
+            -- for a person either
+            outcome := 'ignored';
         ELSE
             outcome := 'unknown_order';
         END IF;
@@ -313,9 +326,9 @@ BEGIN
                       || paynotify.money_text(o.amount_minor, o.currency) || ' ' || o.status;
             RETURN;
         END IF;
-        IF o.status IN ('closed', 'failed') THEN
+        IF o.status = 'closed' THEN
             outcome := 'paid_after_close';
-            detail := 'order was ' || o.status || ' when the payment arrived';
+            detail := 'order was closed when the payment arrived';
         ELSE
             outcome := 'applied';
         END IF;
@@ -373,7 +386,7 @@ BEGIN
         IF txn_differs THEN
             outcome := 'txn_mismatch';
             detail := 'order paid by transaction ' || o.psp_txn_id;
-        ELSIF o.status = 'pending' THEN
+        ELSIF o.status = 'pending' OR (o.status = 'failed' AND p_kind = 'closed') THEN
             written := paynotify.order_update(p_site, p_order_id, p_kind, o.refunded_minor, o.psp,
                                               o.psp_txn_id);
             order_status := p_kind;

@@ -211,6 +211,35 @@ pn_2c2p_kind(const char *rc)
 	return PN_KIND_IGNORED;
 }
 
+/*
+ * Is rc a respCode 2C2P documents (PGW v4 "Payment Response Code",
+ * developer.2c2p.com/docs/response-code-payment; /work notes psp B6)?
+ * 0000 success, 0001 pending, 0003 cancelled, 0004 soft decline (the
+ * buyer retries after 3-D Secure), 0999 system error, 2000 "do a payment
+ * inquiry", 2001 in progress, 2002 not found, 2003 failed inquiry, 4000
+ * card verification, 4001-4999 issuer/host declines, 4200 tokenisation,
+ * 9000-9999 request errors.  Those that move no order are stored
+ * "ignored"; any other code is "unhandled" (docs/PROVIDERS.md).
+ */
+static bool
+known_code(const char *rc)
+{
+	static const char *const codes[] = {"0000", "0001", "0003", "0004", "0999", "2000", "2001",
+					    "2002", "2003", NULL};
+	const char *const *c;
+	int	i;
+
+	if (rc == NULL || strlen(rc) != 4)
+		return false;
+	for (c = codes; *c; c++)
+		if (strcmp(*c, rc) == 0)
+			return true;
+	for (i = 0; i < 4; i++)
+		if (rc[i] < '0' || rc[i] > '9')
+			return false;
+	return rc[0] == '4' || rc[0] == '9';
+}
+
 /* A non-empty string member of at most max bytes, or NULL. */
 static const char *
 str_field(struct pn_arena *a, json_t *root, const char *key, size_t max)
@@ -340,6 +369,8 @@ pn_2c2p_normalise(struct pn_arena *a, const struct pn_site *site, const unsigned
 	if (!v4_amount(a, root, payload, len, ev, &why) && ev->kind == PN_KIND_PAID)
 		pn_flag_amount(ev, why);
 	pn_2c2p_check_merchant(a, site, "merchantID", str_field(a, root, "merchantID", 64), ev);
+	if (!known_code(rc))
+		pn_flag_unhandled(a, ev, "2C2P");
 done:
 	json_decref(root);
 	return verdict;

@@ -347,6 +347,8 @@ normalise_redirect(struct pn_arena *a, const struct pn_form *f, const struct pn_
 	if (pn_parse_i64(pn_form_get(f, "amount"), &v))
 		ev->amount_minor = v;
 	pn_2c2p_check_merchant(a, site, "merchant_id", pn_form_get(f, "merchant_id"), ev);
+	if (ev->kind == PN_KIND_IGNORED)	/* a payment_status 2C2P does not document */
+		pn_flag_unhandled(a, ev, "2C2P");
 }
 
 enum pn_verdict

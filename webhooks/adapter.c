@@ -24,6 +24,28 @@ pn_flag_merchant(struct pn_arena *a, struct pn_event *ev, const char *field, int
 }
 
 void
+pn_flag_unhandled(struct pn_arena *a, struct pn_event *ev, const char *provider)
+{
+	if (ev->flag != NULL)
+		return;
+	ev->flag = "unhandled";
+	ev->flag_detail = ev->event_type != NULL
+	    ? pn_arena_printf(a, "paynotify has no handling for %s event type \"%.64s\" "
+			      "(docs/PROVIDERS.md): stored, not applied", provider, ev->event_type)
+	    : pn_arena_printf(a, "paynotify has no handling for this %s notification (no event "
+			      "type in it): stored, not applied", provider);
+}
+
+void
+pn_flag_refund_failed(struct pn_event *ev, const char *detail)
+{
+	if (ev->flag != NULL)
+		return;
+	ev->flag = "refund_failed";
+	ev->flag_detail = detail;
+}
+
+void
 pn_answer_json(struct pn_response *res, int status, json_t *obj, const char *fallback)
 {
 	char   *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;

@@ -29,6 +29,24 @@ void pn_flag_amount(struct pn_event *ev, const char *why);
 void pn_flag_merchant(struct pn_arena *a, struct pn_event *ev, const char *field, int width,
 		      const char *got, const struct pn_site *site, const char *want);
 
+/*
+ * Stored, acknowledged, never applied, counted per type (`paynotify stats`,
+ * paynotify_events_total) and listed by `paynotify report --unhandled`: a
+ * genuine event of a type paynotify has no handling for (docs/PROVIDERS.md
+ * "Every event type").  ev->event_type names the type (stored as
+ * notifications.event_type).  A flag already set (merchant_mismatch, ...)
+ * is kept: it says more.
+ */
+void pn_flag_unhandled(struct pn_arena *a, struct pn_event *ev, const char *provider);
+
+/*
+ * Stored, acknowledged, never applied, on `paynotify report`: a refund
+ * result saying the refund did not happen (WeChat Pay refund_status
+ * CHANGE/REFUNDCLOSE, REFUND.ABNORMAL/CLOSED); detail says what to do.
+ * A flag already set is kept.
+ */
+void pn_flag_refund_failed(struct pn_event *ev, const char *detail);
+
 /* An application/json answer: obj (consumed) compact, or fallback when it
  * could not be built. */
 void pn_answer_json(struct pn_response *res, int status, json_t *obj, const char *fallback);

@@ -174,11 +174,29 @@ normalise(struct pn_arena *a, const struct pn_form *f, const struct pn_site *sit
 		ev->psp_time = nonempty(f, "notify_time");
 
 	if (status == NULL || otn == NULL) {
-		/* Not a trade notification (e.g. an open-platform message). */
+		/*
+		 * Not a trade notification: an open-platform gateway message
+		 * (msg_method, e.g. alipay.trade.refund.depositback.completed),
+		 * an older product's notify (method / notify_type, e.g.
+		 * servicemarket_order_notify).  Its type is that name.  The
+		 * bank-card refund deposit-back receipt is informational (the
+		 * refund itself came as a trade notification): ignored.  Every
+		 * other one has no handling: unhandled (docs/PROVIDERS.md).
+		 */
+		const char *method = nonempty(f, "msg_method");
+
+		if (method == NULL)
+			method = nonempty(f, "method");
+		if (method == NULL)
+			method = nonempty(f, "notify_type");
+		ev->event_type = status != NULL ? status : method;
 		ev->kind = PN_KIND_IGNORED;
 		ev->dedup_key = ev->psp_event_id
 		    ? pn_arena_printf(a, "notify:%s", ev->psp_event_id)
 		    : pn_arena_printf(a, "unkeyed:%s", pn_form_get(f, "sign"));
+		if (status != NULL || method == NULL
+		    || strcmp(method, "alipay.trade.refund.depositback.completed") != 0)
+			pn_flag_unhandled(a, ev, "Alipay");
 		return;
 	}
 	/*
@@ -210,7 +228,7 @@ normalise(struct pn_arena *a, const struct pn_form *f, const struct pn_site *sit
 		else if (strcmp(status, "WAIT_BUYER_PAY") == 0)
 			ev->kind = PN_KIND_PENDING;
 		else
-			ev->kind = PN_KIND_IGNORED;
+			ev->kind = PN_KIND_IGNORED;	/* unhandled, below */
 	}
 	if (total != NULL) {
 		if (!pn_money_parse(total, 2, &ev->amount_minor, &err)) {
@@ -226,6 +244,9 @@ normalise(struct pn_arena *a, const struct pn_form *f, const struct pn_site *sit
 		pn_flag_merchant(a, ev, "app_id", 32, app_id, site, site->alipay.app_id);
 	else if (seller_id == NULL || strcmp(seller_id, site->alipay.seller_id) != 0)
 		pn_flag_merchant(a, ev, "seller_id", 32, seller_id, site, site->alipay.seller_id);
+	/* a trade_status Alipay does not document (the four above) */
+	if (ev->kind == PN_KIND_IGNORED)
+		pn_flag_unhandled(a, ev, "Alipay");
 }
 
 static PN_WUR enum pn_verdict

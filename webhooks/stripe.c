@@ -220,10 +220,43 @@ payment_intent_of(struct pn_arena *a, json_t *obj)
  *     marker is tied to the site through its PaymentIntent instead.
  * Both are stored and acknowledged, never applied.
  */
-static void
-check_site(struct pn_arena *a, const struct pn_site *site, json_t *root, json_t *obj,
-	   struct pn_event *ev)
+/*
+ * The configured site, other than site, whose marker (stripe.site_metadata
+ * KEY=VALUE) the object's metadata carries, or NULL.  Whole-string, byte
+ * for byte, as the site's own marker is compared.
+ */
+static const struct pn_site *
+sibling_of(struct pn_arena *a, const struct pn_config *cfg, const struct pn_site *site,
+	   json_t *obj)
 {
+	json_t *md = json_object_get(obj, "metadata");
+	size_t	i;
+
+	if (cfg == NULL || !json_is_object(md))
+		return NULL;
+	for (i = 0; i < cfg->nsites; i++) {
+		const struct pn_site *o = &cfg->sites[i];
+		const char *key, *marker;
+		size_t	klen;
+		json_t *v;
+
+		if (o == site || strcmp(o->name, site->name) == 0
+		    || !pn_cfg_stripe_marker(o, &key, &klen))
+			continue;
+		marker = key + klen + 1;
+		v = json_object_get(md, pn_arena_strndup(a, key, klen));
+		if (json_is_string(v) && json_string_length(v) == strlen(marker)
+		    && memcmp(json_string_value(v), marker, strlen(marker)) == 0)
+			return o;
+	}
+	return NULL;
+}
+
+static void
+check_site(struct pn_arena *a, const struct pn_config *cfg, const struct pn_site *site,
+	   json_t *root, json_t *obj, struct pn_event *ev)
+{
+	const struct pn_site *sibling;
 	json_t *live = json_object_get(root, "livemode"), *mv;
 	bool	want_live = site->stripe.mode == PN_STRIPE_LIVE;
 	const char *key, *got;
@@ -244,6 +277,25 @@ check_site(struct pn_arena *a, const struct pn_site *site, json_t *root, json_t 
 	mv = json_object_get(json_object_get(obj, "metadata"), pn_arena_strndup(a, key, klen));
 	got = json_is_string(mv) ? pn_arena_strndup(a, json_string_value(mv), json_string_length(mv))
 	    : NULL;
+	if (got != NULL && json_string_length(mv) == strlen(key + klen + 1)
+	    && memcmp(got, key + klen + 1, json_string_length(mv)) == 0)
+		return;		/* this site's */
+	/*
+	 * A sibling's: another configured site's marker.  Stripe sends every
+	 * event of the account to every endpoint, so that site receives this
+	 * very event at its own endpoint and applies it there; here it is
+	 * knowingly not ours (foreign_site: stored, counted, not on report).
+	 * A marker that names no configured site, or none, stays
+	 * merchant_mismatch: a person looks at it.
+	 */
+	if ((sibling = sibling_of(a, cfg, site, obj)) != NULL) {
+		ev->flag = "foreign_site";
+		ev->flag_detail = pn_arena_printf(a, "site %s's event (its marker %s is in "
+						  "the metadata; stripe.site_metadata): not "
+						  "applied here", sibling->name,
+						  sibling->stripe.site_metadata);
+		return;
+	}
 	if (got == NULL && ev->kind == PN_KIND_REFUND && ev->psp_txn_id != NULL) {
 		/*
 		 * A charge whose metadata lacks the marker (a Checkout Session's
@@ -256,14 +308,12 @@ check_site(struct pn_arena *a, const struct pn_site *site, json_t *root, json_t 
 		ev->weak_identity = true;
 		return;
 	}
-	if (got == NULL || json_string_length(mv) != strlen(key + klen + 1)
-	    || memcmp(got, key + klen + 1, json_string_length(mv)) != 0) {
-		ev->flag = "merchant_mismatch";
-		ev->flag_detail = pn_arena_printf(a, "metadata.%.*s is %s%.64s%s, not site %s's "
-						  "\"%s\" (stripe.site_metadata)", (int)klen, key,
-						  got ? "\"" : "", got ? got : "absent",
-						  got ? "\"" : "", site->name, key + klen + 1);
-	}
+	ev->flag = "merchant_mismatch";
+	ev->flag_detail = pn_arena_printf(a, "metadata.%.*s is %s%.64s%s, not site %s's "
+					  "\"%s\" (stripe.site_metadata)%s", (int)klen, key,
+					  got ? "\"" : "", got ? got : "absent", got ? "\"" : "",
+					  site->name, key + klen + 1,
+					  got ? ", nor any configured site's" : "");
 }
 
 /* Shared with `paynotify query`: a PaymentIntent is both root and object. */
@@ -271,14 +321,47 @@ void
 pn_stripe_check_site(struct pn_arena *a, const struct pn_site *site, json_t *root, json_t *obj,
 		     struct pn_event *ev)
 {
-	check_site(a, site, root, obj, ev);
+	check_site(a, NULL, site, root, obj, ev);
+}
+
+/*
+ * Stripe event types paynotify knows and deliberately does not act on:
+ * each repeats a signal that is handled (charge.succeeded after
+ * payment_intent.succeeded), or reports a step with nothing to apply (a
+ * PaymentIntent created, processing, waiting for 3-D Secure; a refund
+ * created or pending).  Stored as "ignored".  Every type not listed here
+ * and not handled below is "unhandled" (stored, counted per type, listed
+ * by `paynotify report --unhandled`).  The table of every type and what
+ * paynotify does with it: docs/PROVIDERS.md "Every event type"; the
+ * types: https://docs.stripe.com/api/events/types (payment_intent.*,
+ * charge.*, checkout.session.*, refund.*; refund.* apply to every refund
+ * since API version 2024-10-28, https://docs.stripe.com/changelog/acacia/
+ * 2024-10-28/refund-webhook-update).
+ */
+static bool
+stripe_ignored_type(const char *type)
+{
+	static const char *const known[] = {
+		"payment_intent.created", "payment_intent.processing",
+		"payment_intent.requires_action", "payment_intent.amount_capturable_updated",
+		"payment_intent.partially_funded", "payment_intent.canceled",
+		"charge.succeeded", "charge.pending", "charge.failed", "charge.captured",
+		"charge.updated", "charge.expired", "charge.refund.updated",
+		"refund.created", "refund.updated", NULL,
+	};
+	const char *const *k;
+
+	for (k = known; *k; k++)
+		if (strcmp(*k, type) == 0)
+			return true;
+	return false;
 }
 
 enum pn_verdict
 pn_stripe_normalise(struct pn_arena *a, const unsigned char *body, size_t body_len,
 		    struct pn_event *ev, struct pn_err *err)
 {
-	return pn_stripe_normalise_site(a, NULL, body, body_len, ev, err);
+	return pn_stripe_normalise_cfg(a, NULL, NULL, body, body_len, ev, err);
 }
 
 enum pn_verdict
@@ -286,10 +369,19 @@ pn_stripe_normalise_site(struct pn_arena *a, const struct pn_site *site,
 			 const unsigned char *body, size_t body_len, struct pn_event *ev,
 			 struct pn_err *err)
 {
+	return pn_stripe_normalise_cfg(a, NULL, site, body, body_len, ev, err);
+}
+
+enum pn_verdict
+pn_stripe_normalise_cfg(struct pn_arena *a, const struct pn_config *cfg,
+			const struct pn_site *site, const unsigned char *body, size_t body_len,
+			struct pn_event *ev, struct pn_err *err)
+{
 	json_t *root, *obj;
 	const char *type, *object, *why = NULL;
 	enum pn_verdict verdict = PN_VERIFIED;
 	int64_t	created;
+	bool	unhandled = false;
 
 	root = pn_json_parse(body, body_len, err);
 	if (root == NULL) {
@@ -312,13 +404,14 @@ pn_stripe_normalise_site(struct pn_arena *a, const struct pn_site *site,
 		verdict = PN_MALFORMED;
 		goto done;
 	}
-	/* A genuine event we cannot read further is kept as "ignored". */
+	/* A genuine event we cannot read further: no handling (unhandled). */
 	if (type == NULL || !json_is_object(obj)) {
 		ev->dedup_key = ev->psp_event_id;
 		ev->event_type = type;
 		ev->kind = PN_KIND_IGNORED;
 		if (site != NULL)
-			check_site(a, site, root, NULL, ev);
+			check_site(a, cfg, site, root, NULL, ev);
+		pn_flag_unhandled(a, ev, "Stripe");
 		goto done;
 	}
 	ev->dedup_key = ev->psp_event_id;
@@ -357,8 +450,10 @@ pn_stripe_normalise_site(struct pn_arena *a, const struct pn_site *site,
 			ev->kind = PN_KIND_FAILED;
 		else if (strcmp(sub, "expired") == 0)
 			ev->kind = PN_KIND_CLOSED;
-		else
+		else {
 			ev->kind = PN_KIND_IGNORED;
+			unhandled = true;
+		}
 	} else if (strcmp(type, "charge.refunded") == 0) {
 		ev->kind = PN_KIND_REFUND;
 		ev->refund_cumulative = true;	/* amount_refunded is the running total */
@@ -369,10 +464,22 @@ pn_stripe_normalise_site(struct pn_arena *a, const struct pn_site *site,
 		else if (!stripe_amount(a, obj, "amount", pn_json_str(a, obj, "currency"),
 					&ev->amount_minor, &ev->currency, &why))
 			ev->amount_minor = -1;	/* the refund total alone is enough */
-	} else
+	} else {
+		const char *st = pn_json_str(a, obj, "status");
+
 		ev->kind = PN_KIND_IGNORED;
+		/* a refund whose status says it failed is not informational: the
+		 * money did not go back (no handling yet: listed for a person) */
+		unhandled = !stripe_ignored_type(type)
+		    || ((strcmp(type, "charge.refund.updated") == 0
+			 || strcmp(type, "refund.updated") == 0)
+			&& st != NULL
+			&& (strcmp(st, "failed") == 0 || strcmp(st, "canceled") == 0));
+	}
 	if (site != NULL)
-		check_site(a, site, root, obj, ev);
+		check_site(a, cfg, site, root, obj, ev);
+	if (unhandled)
+		pn_flag_unhandled(a, ev, "Stripe");
 done:
 	json_decref(root);
 	return verdict;
@@ -418,7 +525,8 @@ stripe_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_er
 		}
 	}
 	ev->key_id = key_id;
-	return pn_stripe_normalise_site(ctx->arena, site, req->body, req->body_len, ev, err);
+	return pn_stripe_normalise_cfg(ctx->arena, ctx->cfg, site, req->body, req->body_len, ev,
+				       err);
 }
 
 /* Stripe reads only the status: 2xx delivered, anything else retried. */

@@ -37,11 +37,22 @@ enum pn_verdict pn_stripe_normalise(struct pn_arena *a, const unsigned char *bod
 /*
  * The same, then the site binding: livemode against stripe.mode
  * (mode_mismatch) and stripe.site_metadata against the object's metadata
- * (merchant_mismatch).  site NULL: no binding checks.
+ * (merchant_mismatch).  site NULL: no binding checks.  Types paynotify has
+ * no handling for are flagged unhandled.
  */
 enum pn_verdict pn_stripe_normalise_site(struct pn_arena *a, const struct pn_site *site,
 					 const unsigned char *body, size_t body_len,
 					 struct pn_event *ev, struct pn_err *err) PN_WUR;
+/*
+ * The same, knowing every configured site (cfg, or NULL): an object
+ * carrying another configured site's marker is foreign_site (a sibling's
+ * event on a shared account: stored, counted, not on report) rather than
+ * merchant_mismatch.
+ */
+enum pn_verdict pn_stripe_normalise_cfg(struct pn_arena *a, const struct pn_config *cfg,
+					const struct pn_site *site, const unsigned char *body,
+					size_t body_len, struct pn_event *ev,
+					struct pn_err *err) PN_WUR;
 
 /* Stripe's own minor unit of an upper-case currency: 0 (JPY ...), 3 (BHD
  * ...) or 2 (`paynotify sign` builds amounts in it). */

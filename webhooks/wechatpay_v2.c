@@ -16,6 +16,7 @@
 #include <openssl/crypto.h>
 
 #include "adapter.h"
+#include "money.h"
 #include "buf.h"
 #include "crypto.h"
 #include "wechatpay.h"
@@ -230,6 +231,21 @@ v2_payment(struct pn_arena *a, const struct pn_xml_flat *x, struct pn_event *ev)
 	ev->dedup_key = pn_arena_printf(a, "%s:%s", base, result ? result : "-");
 	ev->kind = streq(result, "SUCCESS") ? PN_KIND_PAID
 	    : streq(result, "FAIL") ? PN_KIND_FAILED : PN_KIND_IGNORED;
+	if (txn == NULL && otn == NULL) {
+		/*
+		 * Signed with the APIv2 key but not a payment result: another
+		 * product's v2 notification (委托代扣 contract changes carry
+		 * contract_code and change_type).  No handling: unhandled, typed
+		 * by what it carries (docs/PROVIDERS.md "Every event type").
+		 */
+		const char *ct = v2_get(a, x, "change_type");
+
+		ev->kind = PN_KIND_IGNORED;
+		ev->event_type = v2_get(a, x, "contract_code") != NULL
+		    ? pn_arena_printf(a, "v2.contract.%s", ct ? ct : "-") : "v2.other";
+	}
+	if (ev->kind == PN_KIND_IGNORED)
+		pn_flag_unhandled(a, ev, "WeChat Pay");
 	if (!pn_wechatpay_currency(a, v2_get(a, x, "fee_type"), &ev->currency)) {
 		ev->currency = NULL;
 		pn_flag_amount(ev, "fee_type is not an ISO 4217 code");
@@ -295,9 +311,42 @@ v2_refund(struct pn_arena *a, const struct pn_xml_flat *in, struct pn_event *ev)
 	ev->currency = "CNY";
 	if (!fen_text(v2_get(a, in, "total_fee"), &ev->amount_minor))
 		ev->amount_minor = -1;
-	/* CHANGE (abnormal) and REFUNDCLOSE are recorded for a human. */
-	if (!streq(status, "SUCCESS"))
+	/*
+	 * refund_status (退款结果通知, pay.weixin.qq.com/wiki/doc/api/jsapi.php?
+	 * chapter=9_16): SUCCESS 退款成功; CHANGE 退款异常, the money could not
+	 * reach the buyer (a closed card or account) and is re-issued from the
+	 * merchant platform or paid another way; REFUNDCLOSE 退款关闭, closed
+	 * without money returned.  The last two are refund_failed, for a
+	 * person, saying so; any other status has no handling (unhandled).
+	 */
+	if (streq(status, "CHANGE") || streq(status, "REFUNDCLOSE")) {
+		const char *rfee = v2_get(a, in, "refund_fee");
+		int64_t	fen;
+		char	amount[48] = "no amount";
+
+		/* a refund event (its amount on report), never applied: flagged */
+		ev->kind = PN_KIND_REFUND;
+		ev->refund_minor = -1;
+		if (fen_text(rfee, &fen)) {
+			pn_money_format(fen, 2, amount, sizeof(amount));
+			strcat(amount, " CNY");
+			ev->refund_minor = fen;
+		}
+		pn_flag_refund_failed(ev, pn_arena_printf(
+			a, "refund %.64s (out_refund_no %.64s, %s) of transaction %.64s did not "
+			"happen: refund_status %s: %s", rid ? rid : "-", orn ? orn : "-", amount,
+			ev->psp_txn_id ? ev->psp_txn_id : "-", status,
+			streq(status, "CHANGE")
+			? "the money could not reach the buyer (退款异常); re-issue it from the "
+			  "merchant platform or pay the buyer another way"
+			: "closed without money returned (退款关闭); refund again if it is still "
+			  "owed"));
 		return;
+	}
+	if (!streq(status, "SUCCESS")) {
+		pn_flag_unhandled(a, ev, "WeChat Pay");
+		return;
+	}
 	ev->kind = PN_KIND_REFUND;
 	ev->refund_cumulative = false;	/* refund_fee is this refund alone */
 	if (!fen_text(v2_get(a, in, "refund_fee"), &ev->refund_minor)) {

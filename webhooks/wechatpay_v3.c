@@ -18,12 +18,14 @@
  */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "adapter.h"
 #include "crypto.h"
 #include "json.h"
+#include "money.h"
 #include "wechatpay.h"
 #include "wechatpay_int.h"
 
@@ -328,6 +330,39 @@ v3_refund(struct pn_arena *a, json_t *p, const char *id, struct pn_event *ev)
 		ev->amount_minor = -1;	/* the refund amount alone is enough */
 }
 
+/*
+ * REFUND.ABNORMAL and REFUND.CLOSED: the refund did not happen (WeChat Pay
+ * 退款结果通知, https://pay.weixin.qq.com/wiki/doc/apiv3/apis/chapter3_1_11.shtml:
+ * ABNORMAL 退款异常, the money could not reach the buyer's card or account,
+ * and is re-issued from the merchant platform's 异常退款 or paid another
+ * way; CLOSED 退款关闭, closed without money returned).  For a person, with
+ * what the refund was.
+ */
+static const char *
+v3_refund_failed_detail(struct pn_arena *a, json_t *p, const char *type)
+{
+	const char *rid = jstr(a, p, "refund_id"), *orn = jstr(a, p, "out_refund_no");
+	const char *txn = jstr(a, p, "transaction_id"), *st = jstr(a, p, "refund_status");
+	const char *cur = jstr(a, p, "amount.currency");
+	int64_t	fen = -1;
+	char	amount[48] = "no amount";
+
+	if (fen_json(p, "amount.refund", &fen)) {
+		pn_money_format(fen, 2, amount, sizeof(amount));
+		snprintf(amount + strlen(amount), sizeof(amount) - strlen(amount), " %.3s",
+			 cur ? cur : "CNY");
+	}
+	return pn_arena_printf(a, "refund %.64s (out_refund_no %.64s, %s) of transaction %.64s "
+			       "did not happen: %s (refund_status %.16s): %s",
+			       rid ? rid : "-", orn ? orn : "-", amount, txn ? txn : "-", type,
+			       st ? st : "-",
+			       streq(type, "REFUND.ABNORMAL")
+			       ? "the money could not reach the buyer (退款异常); re-issue it from "
+				 "the merchant platform or pay the buyer another way"
+			       : "closed without money returned (退款关闭); refund again if it is "
+				 "still owed");
+}
+
 static void
 v3_normalise(struct pn_arena *a, json_t *env, json_t *p, const struct v3_headers *h,
 	     const struct pn_site *site, struct pn_event *ev)
@@ -357,6 +392,25 @@ v3_normalise(struct pn_arena *a, json_t *env, json_t *p, const struct v3_headers
 	/* Other products' events name no merchant reliably: checked when they do. */
 	if (txn || refund || m.mchid != NULL || m.sub_mchid != NULL)
 		pn_wechatpay_check_merchant(a, site, &m, txn, ev);
+	/*
+	 * What paynotify does with each event_type (docs/PROVIDERS.md "Every
+	 * event type"): TRANSACTION.* by trade_state (REFUND: refunds have
+	 * their own events, ignored); REFUND.SUCCESS applied; REFUND.ABNORMAL
+	 * and REFUND.CLOSED refund_failed, for a person; anything else (other
+	 * products: PAYSCORE.*, ENTRUST.*, PROFITSHARING.*, ...) unhandled.
+	 */
+	if (ev->kind != PN_KIND_IGNORED)
+		return;
+	if (refund && (streq(type, "REFUND.ABNORMAL") || streq(type, "REFUND.CLOSED"))) {
+		/* a refund event (its amount on report), never applied: flagged */
+		ev->kind = PN_KIND_REFUND;
+		if (!fen_json(p, "amount.refund", &ev->refund_minor))
+			ev->refund_minor = -1;
+		if (!pn_wechatpay_currency(a, pn_json_str(a, p, "amount.currency"), &ev->currency))
+			ev->currency = NULL;
+		pn_flag_refund_failed(ev, v3_refund_failed_detail(a, p, type));
+	} else if (!txn || !streq(jstr(a, p, "trade_state"), "REFUND"))
+		pn_flag_unhandled(a, ev, "WeChat Pay");
 }
 
 enum pn_verdict

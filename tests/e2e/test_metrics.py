@@ -8,6 +8,9 @@ status_path = /paynotify-status, [log] trusted_proxies = 127.0.0.2):
     health checks, spread over both workers, read back from the status path
     with exact counts, identical whichever worker answers; attacker-chosen
     site names all land under site="(unknown)"; scrapes are not counted
+  - paynotify_events_total{site,type,handled}: verified notifications by
+    the provider's event type; a type paynotify has no handling for is
+    handled="no" (issue 22), a label value with quotes is escaped
   - connections dropped before their parameters arrived ([limits]
     read_timeout_ms) on their own counter, not as requests
   - gauges: database up (0 while PostgreSQL is stopped, the scrape still
@@ -260,6 +263,39 @@ class Counters(unittest.TestCase):
         self.assertEqual(gauge(m, "paynotify_worker_restarts_total"), 0)
         # nothing about the unknown names leaks into the labels
         self.assertFalse([k for k in m if "nosuch" in repr(k) or "evil" in repr(k)])
+
+    def test_events_by_type(self):
+        """paynotify_events_total counts verified notifications by event type,
+        shared by the workers; unhandled types are handled="no"."""
+        rcv = self.start()
+
+        def event(etype):
+            body = pntest._stripe_event("evt_type_%s_%d" % (etype.replace(".", "_")[:20],
+                                                            time.time_ns()),
+                                        etype, {"id": "cus_1", "object": "customer"})
+            return ({"Content-Type": pntest.STRIPE_CONTENT_TYPE,
+                     "Stripe-Signature": pntest.stripe_header(SECRET, int(time.time()), body)},
+                    body)
+        unknown = event("customer.created")
+        for h, b in (paid(), unknown, unknown, event('odd."type\\x'),
+                     event("payment_intent.created")):
+            self.assertEqual(request(rcv, "POST", PATH, h, b).status, 200)
+        self.assertEqual(request(rcv, "POST", PATH, *paid("whsec_wrong")).status, 400)
+        for _ in range(4):          # any worker answers, with the same numbers
+            text = request(rcv, "GET", STATUS).body.decode()
+            # the type with a quote and a backslash, escaped as Prometheus reads it
+            self.assertIn(r'paynotify_events_total{provider="stripe",site="demo",'
+                          r'type="odd.\"type\\x",handled="no"} 1', text.splitlines())
+            m = parse("\n".join(ln for ln in text.splitlines() if "odd." not in ln))
+            got = {(dict(k[1])["type"], dict(k[1])["handled"]): v for k, v in m.items()
+                   if k[0] == "paynotify_events_total"}
+            self.assertEqual(got, {("checkout.session.completed", "yes"): 1,
+                                   ("customer.created", "no"): 2,
+                                   ("payment_intent.created", "yes"): 1}, text)
+            self.assertIn('paynotify_events_total{provider="stripe",site="demo",'
+                          'type="customer.created",handled="no"} 2', text.splitlines())
+            self.assertEqual(requests_total(m)[("demo", "unhandled", "200")], 2)
+            self.assertEqual(requests_total(m)[("demo", "duplicate", "200")], 1)
 
     def test_dropped_connections_counted(self):
         # a peer that sends part of a request's parameters and stalls is

@@ -7,7 +7,8 @@
 #   makes a genuine one a duplicate; its own retries count deliveries)
 #   rule (c): refund/close/failed of another PSP transaction -> txn_mismatch
 #   second payment of a paid order -> duplicate_payment; same txn -> already_applied
-#   payment of a closed/failed order -> paid, paid_after_close
+#   payment of a closed order -> paid, paid_after_close; of a failed one
+#   (a failed attempt, retried) -> paid, applied
 #   same key, different content -> conflicting_duplicate (raw bytes kept,
 #   first authoritative, repeats counted)
 #   weak identity (WeChat Pay v2 refunds) only refunds a verified payment
@@ -119,11 +120,13 @@ class Rules(unittest.TestCase):
         self.assertIsNone(other["event_id"])            # nothing for the shop's feed
 
     def test_paid_after_close_moves_to_paid_and_is_flagged(self):
-        for st in ("closed", "failed"):
+        # closed: paid_after_close; failed (an attempt failed, the buyer may
+        # retry on the same order): the payment is simply applied
+        for st, want in (("closed", "paid_after_close"), ("failed", "applied")):
             oid = "O4-" + st
             PG.add_order("shop-a", oid, 6600, "CNY", status=st)
             r = ingest("shop-a", "T4%s:TRADE_SUCCESS" % st, "paid", oid, "T4" + st, 6600)
-            self.assertEqual((r["outcome"], r["order_status"]), ("paid_after_close", "paid"))
+            self.assertEqual((r["outcome"], r["order_status"]), (want, "paid"))
             o = self.order(oid)
             self.assertEqual((o["status"], o["paid"], o["psp_txn_id"]), ("paid", True, "T4" + st))
             self.assertIsNotNone(r["event_id"])          # an applied transition: in the feed
