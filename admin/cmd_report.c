@@ -20,8 +20,10 @@ help(FILE *f)
 		"    mode_mismatch, txn_mismatch (not applied), duplicate_payment (a second\n"
 		"    real charge: money to refund), paid_after_close (applied to a closed or\n"
 		"    failed order: check the goods), conflicting_duplicate (same event key,\n"
-		"    different content: the first stays authoritative); \"(from query)\" when\n"
-		"    paynotify query stored it\n"
+		"    different content: the first stays authoritative), refund_failed (the\n"
+		"    provider says the refund did not happen), pending_confirmation (a WeChat\n"
+		"    Pay v2 refund result still not confirmed by the signed refundquery answer\n"
+		"    an hour after it came); \"(from query)\" when paynotify query stored it\n"
 		"  - orders still pending after the threshold with no notification at all\n"
 		"  - orders paid or refunded without a stored notification that applied it\n"
 		"Exit status 1 when the list is not empty, 0 when it is; 64 a bad option\n"
@@ -30,6 +32,10 @@ help(FILE *f)
 		"Amounts in major units with their currency (66.00 CNY).\n"
 		"The threshold is a duration: 30m, 2h, 1d, 1h30m, \"90 minutes\", \"1 day\".\n");
 }
+
+/* How long a stored event may wait for its signed confirmation before it
+ * is reported (docs/WECHATPAY.md "Refund confirmation"). */
+#define PN_PENDING_CONFIRMATION_REPORT "1 hour"
 
 /*
  * One query, one row per finding.  Orders are read only through
@@ -61,6 +67,10 @@ static const char report_sql[] =
 	"         AND f.provider = n.provider"
 	"         AND f.dedup_key = substr(n.dedup_key, 24, greatest(length(n.dedup_key) - 56, 0))"
 	"  WHERE n.outcome NOT IN ('applied', 'already_applied', 'ignored')"
+	/* a refund that waits for its signed confirmation: `paynotify query`
+	 * confirms it within minutes; still waiting after an hour, a person looks */
+	"    AND (n.outcome <> 'pending_confirmation'"
+	"         OR n.received_at < now() - interval '" PN_PENDING_CONFIRMATION_REPORT "')"
 	"    AND ($1::text IS NULL OR n.site = $1)"
 	" UNION ALL"
 	" SELECT 'pending_without_notification', o.site, NULL, o.order_id, NULL, NULL, NULL, NULL,"
