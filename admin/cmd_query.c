@@ -97,6 +97,10 @@ help(FILE *f)
 		"provider the site can be queried with.  --pending-older-than selects pending\n"
 		"orders created at least that long ago, --pending-younger-than at most that\n"
 		"long ago (a window: docs/OPERATIONS.md).  DURATION: 90s, 5m, 2h, 1d.\n"
+		"Then the WeChat Pay v2 refund results that wait for a signed confirmation\n"
+		"(pending_confirmation) received in that window (or of --order): one\n"
+		"refundquery each; applied only when the signed answer has the same refund,\n"
+		"transaction, order and amounts, status SUCCESS (docs/WECHATPAY.md).\n"
 		"Exit status: 0 nothing to do, 1 something needs a human, 3 could not do the\n"
 		"job (an order could not be asked: transport error, timeout, 5xx), 64 usage,\n"
 		"78 configuration error.\n");
