@@ -28,6 +28,7 @@
 
 #include "admin.h"
 #include "arena.h"
+#include "crypto.h"
 #include "money.h"
 #include "query.h"
 #include "store.h"
@@ -96,6 +97,10 @@ help(FILE *f)
 		"provider the site can be queried with.  --pending-older-than selects pending\n"
 		"orders created at least that long ago, --pending-younger-than at most that\n"
 		"long ago (a window: docs/OPERATIONS.md).  DURATION: 90s, 5m, 2h, 1d.\n"
+		"Then the WeChat Pay v2 refund results that wait for a signed confirmation\n"
+		"(pending_confirmation) received in that window (or of --order): one\n"
+		"refundquery each; applied only when the signed answer has the same refund,\n"
+		"transaction, order and amounts, status SUCCESS (docs/WECHATPAY.md).\n"
 		"Exit status: 0 nothing to do, 1 something needs a human, 3 could not do the\n"
 		"job (an order could not be asked: transport error, timeout, 5xx), 64 usage,\n"
 		"78 configuration error.\n");
@@ -291,6 +296,150 @@ static const char orders_sql[] =
 	"   AND ($4::text IS NULL OR psp IS NULL OR psp = $4)"
 	"   AND ($5::bigint IS NULL OR created_at >= now() - make_interval(secs => $5::bigint))"
 	" ORDER BY created_at, site, order_id";
+
+/* The stored events that wait for a signed confirmation, in the same
+ * window as the orders (received that long ago instead of created). */
+static const char pending_sql[] =
+	"SELECT id, site, provider, order_id, amount_minor, refund_minor,"
+	"       encode(raw_body, 'hex') AS raw_body"
+	"  FROM paynotify.notifications"
+	" WHERE outcome = 'pending_confirmation'"
+	"   AND ($1::text IS NULL OR site = $1)"
+	"   AND ($2::text IS NULL OR order_id = $2)"
+	"   AND ($3::bigint IS NULL OR received_at < now() - make_interval(secs => $3::bigint))"
+	"   AND ($4::text IS NULL OR provider = $4)"
+	"   AND ($5::bigint IS NULL OR received_at >= now() - make_interval(secs => $5::bigint))"
+	" ORDER BY received_at, id";
+
+static const char confirm_sql[] =
+	"SELECT outcome, order_id, order_status, detail, wakeup FROM paynotify.confirm_refund("
+	"$1::bigint, $2, $3, $4, $5::bigint, $6::bigint, $7, $8)";
+
+static const char *
+i64_or_null(struct pn_arena *a, int64_t v)
+{
+	return v < 0 ? NULL : pn_arena_printf(a, "%lld", (long long)v);
+}
+
+/*
+ * One stored event that waits for a signed confirmation: ask the provider
+ * (one request), and with --apply settle it as the answer says
+ * (paynotify.confirm_refund: applied under the weak-identity rules when
+ * confirmed, flagged with the answer's words when contradicted, left
+ * pending otherwise).
+ */
+static void
+confirm_one(struct run *r, struct pn_arena *a, const struct pn_site *site,
+	    const struct pn_query_provider *qp, const struct pn_table *rows, size_t i)
+{
+	const char *id = pn_table_get(rows, i, "id"), *hex = pn_table_get(rows, i, "raw_body");
+	struct creds_cache *cc = creds_for(r, site, qp);
+	struct pn_query_confirmation c;
+	struct pn_query_order o;
+	struct pn_query_ctx ctx;
+	struct pn_table t;
+	struct pn_err err;
+	unsigned char *raw = NULL;
+	size_t	raw_len = 0;
+	int64_t	refund = -1;
+	const char *verdict, *params[8], *outcome, *wakeup;
+
+	memset(&o, 0, sizeof(o));
+	o.site = site->name;
+	o.order_id = pn_table_get(rows, i, "order_id");
+	o.status = NULL;
+	if (!pn_parse_i64(pn_table_get(rows, i, "refund_minor"), &refund))
+		refund = 0;
+	o.amount_minor = refund;	/* the refund's amount, for the amount column */
+	o.currency = "CNY";
+	r->orders++;
+	if (cc->failed) {
+		r->errors++;
+		add_row(r, a, &o, qp->name, NULL, "error", cc->why);
+		return;
+	}
+	if (hex != NULL)
+		raw = pn_arena_alloc(a, strlen(hex) / 2 + 1);
+	if (hex == NULL || !pn_hex_decode(hex, strlen(hex), raw, strlen(hex) / 2 + 1, &raw_len)) {
+		r->errors++;
+		add_row(r, a, &o, qp->name, NULL, "error",
+			pn_arena_printf(a, "notification %s: stored raw body unreadable", id));
+		return;
+	}
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.cfg = r->cfg;
+	ctx.site = site;
+	ctx.http = &r->http;
+	ctx.arena = a;
+	ctx.now = (int64_t)time(NULL);
+	ctx.creds = cc->creds;
+	r->asked++;
+	qp->confirm(&ctx, raw, raw_len, &c);
+	switch (c.state) {
+	case PN_C_CONFIRMED: verdict = "confirmed"; break;
+	case PN_C_CONTRADICTED: verdict = c.outcome; break;
+	case PN_C_WAITING: verdict = "pending"; break;
+	case PN_C_REFUSED:
+		r->refused++;
+		add_row(r, a, &o, qp->name, c.psp_state, "refused",
+			pn_arena_printf(a, "notification %s: %s", id, c.detail));
+		return;
+	case PN_C_ERROR:
+	default:
+		r->errors++;
+		add_row(r, a, &o, qp->name, c.psp_state, "error",
+			pn_arena_printf(a, "notification %s: %s", id, c.detail));
+		return;
+	}
+	if (!r->apply) {
+		if (c.state == PN_C_WAITING)
+			r->waiting++;
+		else if (c.state == PN_C_CONFIRMED)
+			r->final++;
+		else
+			r->attention++;
+		add_row(r, a, &o, qp->name, c.psp_state, c.state == PN_C_WAITING ? "waiting"
+			: c.state == PN_C_CONFIRMED ? "would_confirm"
+			: pn_arena_printf(a, "would_flag_%s", c.outcome),
+			pn_arena_printf(a, "notification %s: %s", id, c.detail));
+		return;
+	}
+	params[0] = id;
+	params[1] = c.ev.dedup_key;
+	params[2] = c.ev.order_id;
+	params[3] = c.ev.psp_txn_id;
+	params[4] = i64_or_null(a, c.ev.amount_minor);
+	params[5] = i64_or_null(a, c.ev.refund_minor);
+	params[6] = verdict;
+	params[7] = c.detail;
+	if (!pn_db_query(r->conn, PN_SQL_CONST(confirm_sql), 8, params, &t, &err)) {
+		r->errors++;
+		add_row(r, a, &o, qp->name, c.psp_state, "error",
+			pn_arena_printf(a, "notification %s: %s; not stored: %s", id, c.detail,
+					err.msg));
+		return;
+	}
+	outcome = t.nrows && t.cells[0] ? pn_arena_strdup(a, t.cells[0]) : "";
+	wakeup = t.nrows && t.cells[4] ? pn_arena_strdup(a, t.cells[4]) : NULL;
+	add_row(r, a, &o, qp->name, c.psp_state,
+		strcmp(outcome, "pending_confirmation") == 0 ? "waiting" : outcome,
+		pn_arena_printf(a, "notification %s: %s; order %s", id,
+				t.nrows && t.cells[3] ? t.cells[3] : c.detail,
+				t.nrows && t.cells[2] ? t.cells[2] : "unchanged"));
+	pn_table_free(&t);
+	if (strcmp(outcome, "pending_confirmation") == 0)
+		r->waiting++;
+	else if (outcome_settled(outcome)) {
+		r->final++;
+		if (strcmp(outcome, "applied") == 0)
+			r->applied++;
+	} else
+		r->attention++;
+	/* The LISTEN wake-up, after the commit, as the receivers send it. */
+	if (wakeup != NULL && !pn_db_query(r->conn, PN_SQL("SELECT pg_notify('paynotify', $1)"), 1,
+					    &wakeup, NULL, &err))
+		fprintf(stderr, "paynotify: notification %s: wake-up not sent: %s\n", id, err.msg);
+}
 
 static const char record_sql[] =
 	"INSERT INTO paynotify.query_runs (started_at, dry_run, site, provider, orders, asked,"
@@ -490,6 +639,36 @@ query_exec(int argc, char **argv, const char *config_path)
 			add_row(&r, a, &o, psp, NULL, "attention",
 				"no provider of the site can be queried (see docs/QUERY.md)");
 		}
+		pn_arena_reset(a);
+	}
+	pn_table_free(&orders);
+	/* then the stored events that wait for the provider's signed confirmation */
+	if (!pn_db_query(r.conn, PN_SQL_CONST(pending_sql), 5, params, &orders, &err)) {
+		fprintf(stderr, "paynotify: %s\n", err.msg);
+		pn_table_free(&r.out);
+		rc = PN_EXIT_FAILED;
+		goto done;
+	}
+	for (i = 0; i < orders.nrows; i++) {
+		const struct pn_site *site = pn_cfg_site(r.cfg, pn_table_get(&orders, i, "site"));
+		const struct pn_query_provider *qp =
+		    pn_query_provider_find(pn_table_get(&orders, i, "provider"));
+
+		if (site == NULL || qp == NULL || qp->confirm == NULL) {
+			struct pn_query_order o;
+
+			memset(&o, 0, sizeof(o));
+			o.site = pn_table_get(&orders, i, "site");
+			o.order_id = pn_table_get(&orders, i, "order_id");
+			o.currency = "CNY";
+			r.orders++;
+			r.attention++;
+			add_row(&r, a, &o, pn_table_get(&orders, i, "provider"), NULL, "attention",
+				pn_arena_printf(a, "notification %s waits for a confirmation that "
+						"cannot be asked for (site not configured)",
+						pn_table_get(&orders, i, "id")));
+		} else
+			confirm_one(&r, a, site, qp, &orders, i);
 		pn_arena_reset(a);
 	}
 	pn_table_free(&orders);

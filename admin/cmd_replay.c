@@ -217,20 +217,25 @@ reapply(struct replay *r, const char *id, const struct pn_event *ev, const char 
 
 /*
  * Does a stored key belong to the re-derived event key?  ingest stores a
- * flagged event under "!<flag>:<key>" and a conflicting duplicate under
- * "!conflicting_duplicate:<key>:<md5>" (sql/functions.sql).
+ * flagged event under "!<flag>:<key>", a conflicting duplicate under
+ * "!conflicting_duplicate:<key>:<md5>" and a second, different result
+ * that waits for a confirmation under "!pending_confirmation:<key>:<md5>"
+ * (sql/functions.sql).
  */
 static bool
 same_event_key(const char *stored, const char *derived)
 {
 	static const char conflict[] = "!conflicting_duplicate:";
+	static const char pending[] = "!pending_confirmation:";
 	size_t	n = strlen(stored), dn = strlen(derived);
+	size_t	plen = strncmp(stored, conflict, sizeof(conflict) - 1) == 0 ? sizeof(conflict) - 1
+	    : strncmp(stored, pending, sizeof(pending) - 1) == 0 ? sizeof(pending) - 1 : 0;
 
 	if (strcmp(stored, derived) == 0)
 		return true;
-	if (strncmp(stored, conflict, sizeof(conflict) - 1) == 0) {
-		stored += sizeof(conflict) - 1;
-		n -= sizeof(conflict) - 1;
+	if (plen > 0) {
+		stored += plen;
+		n -= plen;
 		if (n < 33 || stored[n - 33] != ':')
 			return false;
 		n -= 33;

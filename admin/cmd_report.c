@@ -23,7 +23,9 @@ help(FILE *f)
 		"    real charge: money to refund), paid_after_close (applied to a closed\n"
 		"    order: check the goods), refund_failed (a refund that did not happen),\n"
 		"    conflicting_duplicate (same event key, different content: the first stays\n"
-		"    authoritative); \"(from query)\" when paynotify query stored it\n"
+		"    authoritative), pending_confirmation (a WeChat Pay v2 refund result still\n"
+		"    not confirmed by the signed refundquery answer an hour after it came);\n"
+		"    \"(from query)\" when paynotify query stored it\n"
 		"  - orders still pending after the threshold with no notification at all\n"
 		"  - orders paid or refunded without a stored notification that applied it\n"
 		"Not listed (counted by paynotify stats): applied, already_applied, ignored,\n"
@@ -38,6 +40,10 @@ help(FILE *f)
 		"Amounts in major units with their currency (66.00 CNY).\n"
 		"The threshold is a duration: 30m, 2h, 1d, 1h30m, \"90 minutes\", \"1 day\".\n");
 }
+
+/* How long a stored event may wait for its signed confirmation before it
+ * is reported (docs/WECHATPAY.md "Refund confirmation"). */
+#define PN_PENDING_CONFIRMATION_REPORT "1 hour"
 
 /*
  * One query, one row per finding.  Orders are read only through
@@ -70,6 +76,10 @@ static const char report_sql[] =
 	"         AND f.dedup_key = substr(n.dedup_key, 24, greatest(length(n.dedup_key) - 56, 0))"
 	"  WHERE n.outcome NOT IN ('applied', 'already_applied', 'ignored', 'foreign_site',"
 	"                          'unhandled')"
+	/* a refund that waits for its signed confirmation: `paynotify query`
+	 * confirms it within minutes; still waiting after an hour, a person looks */
+	"    AND (n.outcome <> 'pending_confirmation'"
+	"         OR n.received_at < now() - interval '" PN_PENDING_CONFIRMATION_REPORT "')"
 	"    AND ($1::text IS NULL OR n.site = $1)"
 	" UNION ALL"
 	" SELECT 'pending_without_notification', o.site, NULL, o.order_id, NULL, NULL, NULL, NULL,"

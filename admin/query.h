@@ -89,6 +89,30 @@ struct pn_query_answer {
 	const char *raw_headers_json;
 };
 
+/*
+ * A stored event that waits for the provider's signed confirmation
+ * (outcome pending_confirmation: WeChat Pay v2 refund results), and what
+ * the provider's answer says about it (docs/WECHATPAY.md "Refund
+ * confirmation").
+ */
+enum pn_confirm_state {
+	PN_C_CONFIRMED,		/* the answer has this refund: same ids, transaction,
+				 * order and amounts, status SUCCESS */
+	PN_C_CONTRADICTED,	/* the answer differs: outcome says how; never applied */
+	PN_C_WAITING,		/* not final (PROCESSING, not known yet): ask again */
+	PN_C_REFUSED,		/* the answer did not verify */
+	PN_C_ERROR,		/* transport error, unusable answer or stored bytes */
+};
+
+struct pn_query_confirmation {
+	enum pn_confirm_state state;
+	const char *outcome;		/* PN_C_CONTRADICTED: txn_mismatch, amount_mismatch,
+					 * refund_failed */
+	const char *psp_state;		/* the provider's word: SUCCESS, PROCESSING, ... */
+	const char *detail;		/* for the operator and the stored row (arena) */
+	struct pn_event ev;		/* the stored event, re-derived from its raw bytes */
+};
+
 struct pn_query_ctx {
 	const struct pn_config *cfg;
 	const struct pn_site *site;
@@ -112,6 +136,10 @@ struct pn_query_provider {
 	 * PaymentIntent id: search, never retried). */
 	void	(*ask)(const struct pn_query_ctx *ctx, const struct pn_query_order *o,
 		       struct pn_query_answer *ans);
+	/* Optional: confirm a stored event that waits for a signed
+	 * confirmation (raw: its stored body), one request. */
+	void	(*confirm)(const struct pn_query_ctx *ctx, const unsigned char *raw,
+			   size_t raw_len, struct pn_query_confirmation *c);
 };
 
 /*

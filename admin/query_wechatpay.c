@@ -30,6 +30,8 @@
  */
 #include "config.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +41,7 @@
 #include "crypto.h"
 #include "crypto_sign.h"
 #include "json.h"
+#include "money.h"
 #include "xml.h"
 #include "provider.h"
 #include "form.h"
@@ -156,20 +159,27 @@ v2_sign_ok(struct pn_arena *a, const struct pn_site *site, const struct pn_xml_f
 	return false;
 }
 
-static void
-v2_ask(const struct pn_query_ctx *ctx, const struct pn_query_order *o,
-       struct pn_query_answer *ans)
+/*
+ * One signed API v2 call: POST <query_url><path> with appid, mch_id, the
+ * query field (name = value), nonce_str (random), sign_type and sign
+ * (HMAC-SHA256 when wechatpay.v2_sign_type accepts it, else MD5).  True
+ * when the answer is flat XML with return_code SUCCESS whose sign verifies
+ * with the algorithm of the request and one of the site's APIv2 keys (x,
+ * h and key_id filled); false with ans set (ERROR or REFUSED) otherwise.
+ */
+static bool
+v2_call(const struct pn_query_ctx *ctx, const char *path, const char *name, const char *value,
+	struct pn_xml_flat *x, struct pn_qhttp_answer *h, const char **key_id,
+	struct pn_query_answer *ans)
 {
 	struct pn_arena *a = ctx->arena;
 	const struct pn_site *site = ctx->site;
 	enum pn_wxv2_sign alg = site->wechatpay.v2_sign_types & PN_WXV2_HMAC_SHA256
 	    ? PN_WXV2_HMAC_SHA256 : PN_WXV2_MD5;
 	const char *headers[] = {"Content-Type: text/xml; charset=utf-8", NULL};
-	const char *sign, *key_id = NULL, *rc, *result, *state, *otn;
-	struct pn_xml_flat req, x;
+	const char *sign, *rc;
+	struct pn_xml_flat req;
 	struct pn_buf b = PN_BUF_INIT;
-	struct pn_qhttp_answer h;
-	struct pn_event *ev = &ans->ev;
 	unsigned char rnd[16];
 	struct pn_err err;
 	char   *body, *url;
@@ -177,51 +187,67 @@ v2_ask(const struct pn_query_ctx *ctx, const struct pn_query_order *o,
 
 	if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
 		pn_query_set(ctx, ans, PN_Q_ERROR, "could not make a nonce");
-		return;
+		return false;
 	}
 	req.n = 0;
 	req.fields = pn_arena_alloc(a, 8 * sizeof(*req.fields));
 	pn_buf_puts(&b, "<xml>");
 	xml_add(&b, &req, "appid", site->wechatpay.appid);
 	xml_add(&b, &req, "mch_id", site->wechatpay.mchid);
-	xml_add(&b, &req, "out_trade_no", o->order_id);
+	xml_add(&b, &req, name, value);
 	xml_add(&b, &req, "nonce_str", pn_hex_encode(a, rnd, sizeof(rnd), true));
 	xml_add(&b, &req, "sign_type", alg == PN_WXV2_MD5 ? "MD5" : "HMAC-SHA256");
 	sign = pn_wechatpay_v2_sign(a, &req, alg, &site->wechatpay.apiv2_keys[0]);
 	if (sign == NULL) {
 		pn_buf_free(&b);
-		pn_query_set(ctx, ans, PN_Q_ERROR, "could not sign the orderquery request");
-		return;
+		pn_query_set(ctx, ans, PN_Q_ERROR, "could not sign the %s request", path + 5);
+		return false;
 	}
 	pn_buf_printf(&b, "<sign>%s</sign></xml>", sign);
 	blen = b.len;
 	body = pn_arena_memdup(a, b.data, b.len + 1);
 	pn_buf_free(&b);
-	url = pn_arena_printf(a, "%s/pay/orderquery", site->wechatpay.query_url);
-	if (!pn_qhttp_do(ctx->http, a, "POST", url, headers, body, blen, &h, &err)) {
+	url = pn_arena_printf(a, "%s%s", site->wechatpay.query_url, path);
+	if (!pn_qhttp_do(ctx->http, a, "POST", url, headers, body, blen, h, &err)) {
 		pn_query_set(ctx, ans, PN_Q_ERROR, "%s", err.msg);
-		return;
+		return false;
 	}
-	if (!pn_query_http_ok(ctx, &h, false, ans))
-		return;
-	if (!pn_xml_parse_flat(a, h.body, h.body_len, "xml", &x, &err)) {
+	if (!pn_query_http_ok(ctx, h, false, ans))
+		return false;
+	if (!pn_xml_parse_flat(a, h->body, h->body_len, "xml", x, &err)) {
 		pn_query_set(ctx, ans, PN_Q_ERROR, "WeChat Pay v2 answer is not acceptable XML: %s",
 			     err.msg);
-		return;
+		return false;
 	}
-	rc = pn_xml_get(&x, "return_code");
+	rc = pn_xml_get(x, "return_code");
 	if (rc == NULL || strcmp(rc, "SUCCESS") != 0) {	/* unsigned transport error */
 		pn_query_set(ctx, ans, PN_Q_ERROR, "WeChat Pay v2 return_code %.16s: %.120s",
-			     rc ? rc : "-", pn_xml_get(&x, "return_msg")
-			     ? pn_xml_get(&x, "return_msg") : "");
-		return;
+			     rc ? rc : "-", pn_xml_get(x, "return_msg")
+			     ? pn_xml_get(x, "return_msg") : "");
+		return false;
 	}
-	if (!v2_sign_ok(a, site, &x, alg, &key_id)) {
+	if (!v2_sign_ok(a, site, x, alg, key_id)) {
 		pn_query_set(ctx, ans, PN_Q_REFUSED, "could not verify WeChat Pay v2 %s sign of the "
-			     "orderquery answer for site %s: no APIv2 key matched",
-			     alg == PN_WXV2_MD5 ? "MD5" : "HMAC-SHA256", site->name);
-		return;
+			     "%s answer for site %s: no APIv2 key matched",
+			     alg == PN_WXV2_MD5 ? "MD5" : "HMAC-SHA256", path + 5, site->name);
+		return false;
 	}
+	return true;
+}
+
+static void
+v2_ask(const struct pn_query_ctx *ctx, const struct pn_query_order *o,
+       struct pn_query_answer *ans)
+{
+	struct pn_arena *a = ctx->arena;
+	const struct pn_site *site = ctx->site;
+	const char *key_id = NULL, *result, *state, *otn;
+	struct pn_xml_flat x;
+	struct pn_qhttp_answer h;
+	struct pn_event *ev = &ans->ev;
+
+	if (!v2_call(ctx, "/pay/orderquery", "out_trade_no", o->order_id, &x, &h, &key_id, ans))
+		return;
 	result = pn_xml_get(&x, "result_code");
 	state = pn_xml_get(&x, "trade_state");
 	otn = pn_xml_get(&x, "out_trade_no");
@@ -271,6 +297,204 @@ v2_ask(const struct pn_query_ctx *ctx, const struct pn_query_order *o,
 	ans->raw_headers_json = h.headers_json;
 	pn_query_set(ctx, ans, PN_Q_FINAL, "WeChat Pay v2 trade_state %s, transaction_id %s", state,
 		     ev->psp_txn_id ? ev->psp_txn_id : "-");
+}
+
+/* ---- API v2 refundquery: confirming a stored refund result -------------- */
+
+static void
+confirm_set(const struct pn_query_ctx *ctx, struct pn_query_confirmation *c,
+	    enum pn_confirm_state state, const char *outcome, const char *fmt, ...)
+	PN_PRINTF(5, 6);
+
+static void
+confirm_set(const struct pn_query_ctx *ctx, struct pn_query_confirmation *c,
+	    enum pn_confirm_state state, const char *outcome, const char *fmt, ...)
+{
+	va_list	ap;
+	char	buf[512];
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	c->state = state;
+	c->outcome = outcome;
+	c->detail = pn_arena_strdup(ctx->arena, buf);
+}
+
+/* "12.34 CNY" (v2 refunds are CNY: the result has no currency field). */
+static const char *
+fen_text(struct pn_arena *a, int64_t fen)
+{
+	char	buf[48];
+
+	if (fen < 0)
+		return "no amount";
+	pn_money_format(fen, 2, buf, sizeof(buf));
+	return pn_arena_printf(a, "%s CNY", buf);
+}
+
+static bool
+same_text(const char *answer, const char *stored)
+{
+	return answer != NULL && stored != NULL && strcmp(answer, stored) == 0;
+}
+
+/*
+ * A stored v2 refund result against WeChat Pay's signed refundquery answer
+ * (https://pay.weixin.qq.com/wiki/doc/api/jsapi.php?chapter=9_5; the
+ * field names checked against the SDKs: WXPay refundQuery, wechatpay-php's
+ * v2/pay/refundquery, and answers quoted in client code, see
+ * docs/WECHATPAY.md).  Request: appid, mch_id, refund_id (else
+ * out_refund_no: WeChat's priority is refund_id > out_refund_no >
+ * transaction_id > out_trade_no), nonce_str, sign_type, sign.  Answer:
+ * return_code, result_code, transaction_id, out_trade_no, total_fee,
+ * refund_count and per refund $n (from 0) refund_id_$n, out_refund_no_$n,
+ * refund_fee_$n, refund_status_$n (SUCCESS, REFUNDCLOSE, PROCESSING,
+ * CHANGE), signed as every v2 answer.  result_code FAIL with err_code
+ * REFUNDNOTEXIST: not known (yet: some SDKs retry it), asked again.
+ */
+static void
+wechatpay_confirm(const struct pn_query_ctx *ctx, const unsigned char *raw, size_t raw_len,
+		  struct pn_query_confirmation *c)
+{
+	struct pn_arena *a = ctx->arena;
+	const struct pn_site *site = ctx->site;
+	struct pn_wechatpay_v2_refund r;
+	struct pn_event *ev = &c->ev;
+	struct pn_query_answer ans;
+	struct pn_verify_ctx vctx;
+	struct pn_request req;
+	struct pn_xml_flat x;
+	struct pn_qhttp_answer h;
+	struct pn_err err;
+	const char *key_id = NULL, *result, *txn, *otn, *mch, *appid, *count_s, *status = NULL;
+	const char *rfee_s = NULL, *orn = NULL, *total_s;
+	int64_t	count = 0, rfee = -1, total = -1, n;
+	bool	found = false;
+
+	memset(c, 0, sizeof(*c));
+	memset(&req, 0, sizeof(req));
+	req.method = "POST";
+	req.body = raw;
+	req.body_len = raw_len;
+	memset(&vctx, 0, sizeof(vctx));
+	vctx.req = &req;
+	vctx.site = site;
+	vctx.arena = a;
+	vctx.now = ctx->now;
+	if (site->wechatpay.napiv2_keys == 0) {
+		confirm_set(ctx, c, PN_C_ERROR, NULL, "site %s has no wechatpay.apiv2_key_file: "
+			    "the stored refund result cannot be opened", site->name);
+		return;
+	}
+	if (!pn_wechatpay_v2_refund_result(&vctx, ev, &r, &err)) {
+		confirm_set(ctx, c, PN_C_ERROR, NULL, "%s", err.msg);
+		return;
+	}
+	if (r.refund_id == NULL && r.out_refund_no == NULL) {
+		confirm_set(ctx, c, PN_C_ERROR, NULL, "the stored refund result has neither "
+			    "refund_id nor out_refund_no: nothing to ask about");
+		return;
+	}
+	memset(&ans, 0, sizeof(ans));
+	if (!v2_call(ctx, "/pay/refundquery", r.refund_id ? "refund_id" : "out_refund_no",
+		     r.refund_id ? r.refund_id : r.out_refund_no, &x, &h, &key_id, &ans)) {
+		confirm_set(ctx, c, ans.state == PN_Q_REFUSED ? PN_C_REFUSED : PN_C_ERROR, NULL,
+			    "%s", ans.detail);
+		return;
+	}
+	result = pn_xml_get(&x, "result_code");
+	if (result == NULL || strcmp(result, "SUCCESS") != 0) {
+		const char *ec = pn_xml_get(&x, "err_code");
+
+		c->psp_state = ec;
+		if (ec != NULL && strcmp(ec, "REFUNDNOTEXIST") == 0)
+			confirm_set(ctx, c, PN_C_WAITING, NULL, "refundquery %s: WeChat Pay knows no "
+				    "refund %s (yet); not confirmed", ec, r.refund_id ? r.refund_id
+				    : r.out_refund_no);
+		else
+			confirm_set(ctx, c, PN_C_ERROR, NULL, "refundquery result_code %.16s, "
+				    "err_code %.32s", result ? result : "-", ec ? ec : "-");
+		return;
+	}
+	/* the answer is the site's merchant's (we asked with its mch_id and key) */
+	mch = pn_xml_get(&x, "mch_id");
+	appid = pn_xml_get(&x, "appid");
+	if (!same_text(mch, site->wechatpay.mchid)
+	    || (appid != NULL && site->wechatpay.appid != NULL
+		&& strcmp(appid, site->wechatpay.appid) != 0)) {
+		confirm_set(ctx, c, PN_C_REFUSED, NULL, "refundquery answer for mch_id \"%.32s\" "
+			    "appid \"%.32s\", not site %s's", mch ? mch : "", appid ? appid : "",
+			    site->name);
+		return;
+	}
+	txn = pn_xml_get(&x, "transaction_id");
+	otn = pn_xml_get(&x, "out_trade_no");
+	total_s = pn_xml_get(&x, "total_fee");
+	count_s = pn_xml_get(&x, "refund_count");
+	if (count_s == NULL || !pn_parse_i64(count_s, &count) || count < 0 || count > 100)
+		count = -1;
+	for (n = 0; n < count && !found; n++) {
+		const char *id = pn_xml_get(&x, pn_arena_printf(a, "refund_id_%lld", (long long)n));
+		const char *no = pn_xml_get(&x, pn_arena_printf(a, "out_refund_no_%lld",
+								(long long)n));
+
+		if (r.refund_id ? same_text(id, r.refund_id) : same_text(no, r.out_refund_no)) {
+			found = true;
+			orn = no;
+			status = pn_xml_get(&x, pn_arena_printf(a, "refund_status_%lld",
+								(long long)n));
+			rfee_s = pn_xml_get(&x, pn_arena_printf(a, "refund_fee_%lld", (long long)n));
+		}
+	}
+	c->psp_state = status;
+	if (count < 0) {
+		confirm_set(ctx, c, PN_C_ERROR, NULL, "refundquery answer has no usable "
+			    "refund_count");
+		return;
+	}
+	if (!found) {
+		confirm_set(ctx, c, PN_C_CONTRADICTED, "txn_mismatch", "not confirmed: WeChat Pay's "
+			    "signed refundquery answer lists no refund %s (%lld listed)",
+			    r.refund_id ? r.refund_id : r.out_refund_no, (long long)count);
+		return;
+	}
+	if (!same_text(txn, ev->psp_txn_id) || !same_text(otn, ev->order_id)
+	    || (r.out_refund_no != NULL && !same_text(orn, r.out_refund_no))) {
+		confirm_set(ctx, c, PN_C_CONTRADICTED, "txn_mismatch", "not confirmed: WeChat Pay "
+			    "says refund %s (out_refund_no %.64s) is of transaction %.64s, order "
+			    "%.64s; this result names transaction %.64s, order %.64s, out_refund_no "
+			    "%.64s", r.refund_id ? r.refund_id : "-", orn ? orn : "-",
+			    txn ? txn : "-", otn ? otn : "-", ev->psp_txn_id ? ev->psp_txn_id : "-",
+			    ev->order_id ? ev->order_id : "-",
+			    r.out_refund_no ? r.out_refund_no : "-");
+		return;
+	}
+	if (rfee_s == NULL || !pn_parse_i64(rfee_s, &rfee) || rfee < 0)
+		rfee = -1;
+	if (total_s == NULL || !pn_parse_i64(total_s, &total) || total < 0)
+		total = -1;
+	if (rfee < 0 || rfee != ev->refund_minor || total != ev->amount_minor) {
+		confirm_set(ctx, c, PN_C_CONTRADICTED, "amount_mismatch", "not confirmed: WeChat "
+			    "Pay says refund %s is %s of a payment of %s; this result says %s of %s",
+			    r.refund_id ? r.refund_id : orn, fen_text(a, rfee), fen_text(a, total),
+			    fen_text(a, ev->refund_minor), fen_text(a, ev->amount_minor));
+		return;
+	}
+	if (status != NULL && strcmp(status, "PROCESSING") == 0) {
+		confirm_set(ctx, c, PN_C_WAITING, NULL, "refundquery: refund %s is PROCESSING; not "
+			    "confirmed yet", r.refund_id ? r.refund_id : orn);
+		return;
+	}
+	if (status == NULL || strcmp(status, "SUCCESS") != 0) {
+		confirm_set(ctx, c, PN_C_CONTRADICTED, "refund_failed", "not confirmed: WeChat Pay "
+			    "says refund %s is %.32s, not SUCCESS; nothing was refunded",
+			    r.refund_id ? r.refund_id : orn, status ? status : "(no status)");
+		return;
+	}
+	confirm_set(ctx, c, PN_C_CONFIRMED, NULL, "confirmed by WeChat Pay's signed refundquery "
+		    "answer (key %s): refund %s SUCCESS, %s, transaction %s", key_id,
+		    r.refund_id ? r.refund_id : orn, fen_text(a, rfee), txn);
 }
 
 /* ---- API v3 ----------------------------------------------------------------- */
@@ -422,4 +646,5 @@ const struct pn_query_provider pn_query_wechatpay = {
 	.free_creds = wechatpay_free,
 	.describe = wechatpay_describe,
 	.ask = wechatpay_ask,
+	.confirm = wechatpay_confirm,
 };

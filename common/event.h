@@ -38,7 +38,10 @@ struct pn_event {
 	const char *key_id;		/* which configured key/secret verified it */
 	const char *flag;		/* set by the adapter: the event is stored under this
 					 * outcome and never applied (merchant_mismatch,
-					 * mode_mismatch, amount_mismatch) */
+					 * mode_mismatch, amount_mismatch); or
+					 * PN_FLAG_PENDING_CONFIRMATION: stored under its own
+					 * key, applied only by a signed confirmation
+					 * (paynotify query, paynotify.confirm_refund) */
 	const char *flag_detail;	/* human detail for the flag */
 	/*
 	 * Nothing signed ties this event to the site (WeChat Pay v2 refund
@@ -51,6 +54,11 @@ struct pn_event {
 	const char *source;		/* where the event came from: "notification" (NULL
 					 * means this), "query", "statement" */
 };
+
+/* The flag of an event that nothing signs as a whole (WeChat Pay v2 refund
+ * results): the store keeps it, the order waits for the provider's signed
+ * answer (docs/WECHATPAY.md "Refund confirmation"). */
+#define PN_FLAG_PENDING_CONFIRMATION "pending_confirmation"
 
 struct pn_arena;
 

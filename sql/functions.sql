@@ -8,6 +8,8 @@
 --
 --   ingest()        one verified event: dedup, transition, feed.  The receivers.
 --   reapply()       one stored, re-verified event, again.       paynotify replay.
+--   confirm_refund() one stored event that waited for the provider's signed
+--                   answer, settled as that answer says.      paynotify query.
 --   apply_event()   the money rules (README "Who may change an order").
 --   order_lock(), order_update(), order_pay(), order_by_txn(), order_rows()
 --                   the order storage: the ONLY functions that read or write
@@ -453,6 +455,11 @@ $$;
 --
 --   flagged (p_flag): stored under "!<flag>:<key>", outside the site's key
 --       space, never applied; its retries count deliveries.
+--   p_flag pending_confirmation (WeChat Pay v2 refund results, nothing
+--       signs them as a whole): stored under its own key with that
+--       outcome, never applied here; confirm_refund() applies it once the
+--       provider's signed answer confirms it.  Same key, different content:
+--       its own pending row under "!pending_confirmation:<key>:<md5>".
 --   duplicate, same content: a delivery is counted; nothing else.
 --   duplicate, different content (event kind, order, PSP transaction,
 --       amount, currency, refund amount): the first stays authoritative;
@@ -486,7 +493,12 @@ DECLARE
     v_detail   text := p_flag_detail;
     a          record;
 BEGIN
-    IF p_flag IS NOT NULL THEN
+    IF p_flag = 'pending_confirmation' THEN
+        -- An event nothing signs as a whole (WeChat Pay v2 refund results):
+        -- stored under its own key, so a re-delivery of an applied one is a
+        -- duplicate, and applied only by confirm_refund().
+        v_outcome := p_flag;
+    ELSIF p_flag IS NOT NULL THEN
         v_key := '!' || p_flag || ':' || p_dedup_key;
         v_outcome := p_flag;
     ELSIF v_order_id IS NULL AND p_psp_txn_id IS NOT NULL THEN
@@ -516,7 +528,12 @@ BEGIN
 
     IF NOT FOUND THEN
         -- Same key, different content: stored on its own, never applied.
-        v_key := '!conflicting_duplicate:' || v_key || ':'
+        -- One that waits for a confirmation waits on its own row too: the
+        -- first row may be the spliced one, and the provider's signed
+        -- answer decides which (if any) is the refund; two rows that differ
+        -- in this content can never both match that answer.
+        v_key := CASE WHEN p_flag = 'pending_confirmation' THEN '!pending_confirmation:'
+                      ELSE '!conflicting_duplicate:' END || v_key || ':'
                  || md5(concat_ws('|', p_event_kind, p_order_id, p_psp_txn_id, p_amount_minor,
                                   p_currency, p_refund_minor));
         INSERT INTO paynotify.notifications AS n
@@ -525,8 +542,13 @@ BEGIN
                 outcome, outcome_detail, raw_headers, raw_body, key_id, source)
         VALUES (p_site, p_provider, v_key, p_event_kind, p_event_type, v_order_id,
                 p_psp_txn_id, p_psp_event_id, p_amount_minor, p_currency, p_refund_minor,
-                coalesce(p_refund_cumulative, false), p_psp_time, 'conflicting_duplicate',
-                'same event key as an earlier notification, different content',
+                coalesce(p_refund_cumulative, false), p_psp_time,
+                CASE WHEN p_flag = 'pending_confirmation' THEN 'pending_confirmation'
+                     ELSE 'conflicting_duplicate' END,
+                CASE WHEN p_flag = 'pending_confirmation'
+                     THEN 'same refund id as an earlier result, different content; '
+                          || coalesce(p_flag_detail, 'waits for a signed confirmation')
+                     ELSE 'same event key as an earlier notification, different content' END,
                 coalesce(p_raw_headers, '{}'), p_raw_body, p_key_id,
                 coalesce(p_source, 'notification'))
         ON CONFLICT (site, provider, dedup_key) DO UPDATE
@@ -599,6 +621,25 @@ BEGIN
     outcome_before := n.outcome;
     order_id := n.order_id;
 
+    -- An event that needs a signed confirmation is never applied by a
+    -- replay: one not settled goes (back) to pending_confirmation, for
+    -- `paynotify query` to confirm (an order paid since, for instance).
+    IF p_flag = 'pending_confirmation' THEN
+        outcome_now := CASE WHEN n.outcome IN ('applied', 'already_applied', 'ignored',
+                                               'duplicate_payment', 'paid_after_close',
+                                               'conflicting_duplicate', 'refund_failed')
+                            THEN n.outcome ELSE 'pending_confirmation' END;
+        IF outcome_now IS DISTINCT FROM n.outcome THEN
+            UPDATE paynotify.notifications x
+               SET outcome = outcome_now,
+                   outcome_detail = 'replayed: was ' || n.outcome
+                                    || '; waits for a signed confirmation (paynotify query)'
+             WHERE x.id = p_id;
+        END IF;
+        SELECT r.status INTO order_status FROM paynotify.order_rows(n.site) r
+         WHERE r.order_id = n.order_id;
+        RETURN;
+    END IF;
     IF n.outcome IN ('applied', 'already_applied', 'ignored', 'duplicate_payment',
                      'paid_after_close', 'conflicting_duplicate') OR p_flag IS NOT NULL THEN
         outcome_now := CASE WHEN p_flag IS NOT NULL AND n.outcome NOT IN (
@@ -637,6 +678,117 @@ BEGIN
                                           p_refund_minor, true);
         wakeup := paynotify.wakeup_payload(event_id, p_id, n.site, n.provider, order_id,
                                            p_event_kind, order_status, true);
+    END IF;
+END;
+$$;
+
+-- ---------------------------------------------------------------------------
+-- Settle a stored event that waits for a signed confirmation (outcome
+-- pending_confirmation: WeChat Pay v2 refund results), as `paynotify query`
+-- decided from the provider's signed answer (docs/WECHATPAY.md "Refund
+-- confirmation").  The caller re-derived the event from the stored raw
+-- bytes and passes what it compared with the answer (p_key: the event's
+-- own dedup key; order, PSP transaction, amounts); they must be the row's,
+-- or nothing is done (an exception).  p_verdict:
+--   confirmed      the answer confirms it: apply_event() with the weak-
+--                  identity rules (an order of this site already paid with
+--                  the same transaction, refunds not above what was paid),
+--                  unless a row of the same event key is applied already;
+--   pending        not final yet (PROCESSING, not found yet): stays
+--                  pending_confirmation, p_detail recorded;
+--   txn_mismatch, amount_mismatch, refund_failed
+--                  the answer contradicts it: stored under that outcome with
+--                  p_detail, never applied.
+-- A row no longer pending (another run settled it) is left as it is.  Same
+-- lock order as ingest: the notification row, the order, the feed.
+CREATE OR REPLACE FUNCTION paynotify.confirm_refund(
+    p_id bigint, p_key text, p_order_id text, p_psp_txn_id text, p_amount_minor bigint,
+    p_refund_minor bigint, p_verdict text, p_detail text,
+    OUT outcome text, OUT order_id text, OUT order_status text, OUT detail text,
+    OUT event_id bigint, OUT wakeup text)
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
+DECLARE
+    n       record;
+    a       record;
+    v_other bigint;
+BEGIN
+    -- 1. the notification row
+    SELECT x.site, x.provider, x.dedup_key, x.event_kind, x.order_id, x.psp_txn_id,
+           x.amount_minor, x.currency, x.refund_minor, x.refund_cumulative, x.outcome,
+           x.outcome_detail
+      INTO n FROM paynotify.notifications x WHERE x.id = p_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'notification % does not exist', p_id;
+    END IF;
+    order_id := n.order_id;
+    IF n.outcome IS DISTINCT FROM 'pending_confirmation' THEN
+        outcome := n.outcome;
+        detail := n.outcome_detail;
+        RETURN;
+    END IF;
+    IF n.event_kind IS DISTINCT FROM 'refund'
+       OR NOT (n.dedup_key = p_key
+               OR (left(n.dedup_key, 22 + length(p_key) + 1)
+                       = '!pending_confirmation:' || p_key || ':'
+                   AND length(n.dedup_key) = 22 + length(p_key) + 33))
+       OR n.order_id IS DISTINCT FROM p_order_id OR n.psp_txn_id IS DISTINCT FROM p_psp_txn_id
+       OR n.amount_minor IS DISTINCT FROM p_amount_minor
+       OR n.refund_minor IS DISTINCT FROM p_refund_minor THEN
+        RAISE EXCEPTION 'notification % is not the refund that was confirmed (stored %, %, %)',
+                        p_id, n.dedup_key, n.order_id, n.psp_txn_id;
+    END IF;
+
+    IF p_verdict = 'pending' THEN
+        UPDATE paynotify.notifications x SET outcome_detail = p_detail WHERE x.id = p_id;
+        outcome := n.outcome;
+        detail := p_detail;
+        RETURN;
+    ELSIF p_verdict IN ('txn_mismatch', 'amount_mismatch', 'refund_failed') THEN
+        outcome := p_verdict;
+        detail := p_detail;
+        UPDATE paynotify.notifications x SET outcome = p_verdict, outcome_detail = p_detail
+         WHERE x.id = p_id;
+        RETURN;
+    ELSIF p_verdict IS DISTINCT FROM 'confirmed' THEN
+        RAISE EXCEPTION 'confirm_refund: unknown verdict %', p_verdict
+              USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    -- Another row of the same event already applied (its key is the
+    -- event's own): once only.  (Two pending rows of one key differ in the
+    -- content the answer is compared with, so only one can be confirmed.)
+    SELECT x.id INTO v_other FROM paynotify.notifications x
+     WHERE x.site = n.site AND x.provider = n.provider AND x.dedup_key = p_key
+       AND x.id <> p_id AND x.outcome = 'applied';
+    IF v_other IS NOT NULL THEN
+        outcome := 'already_applied';
+        detail := p_detail || '; applied before by notification ' || v_other;
+        UPDATE paynotify.notifications x
+           SET outcome = 'already_applied', outcome_detail = detail
+         WHERE x.id = p_id;
+        RETURN;
+    END IF;
+
+    -- 2. the order row: the rules of an event nothing signs as a whole
+    a := paynotify.apply_event(n.site, n.order_id, n.event_kind, n.provider, n.psp_txn_id,
+                               n.amount_minor, n.currency, n.refund_minor,
+                               coalesce(n.refund_cumulative, false), true);
+    outcome := a.outcome;
+    order_id := a.order_id;
+    order_status := a.order_status;
+    detail := p_detail || coalesce('; ' || a.detail, '');
+    UPDATE paynotify.notifications x
+       SET outcome = a.outcome, order_id = coalesce(a.order_id, x.order_id),
+           outcome_detail = detail
+     WHERE x.id = p_id;
+
+    -- 3. the feed
+    IF outcome IN ('applied', 'paid_after_close') THEN
+        event_id := paynotify.feed_append(p_id, n.site, n.provider, order_id, n.event_kind,
+                                          outcome, order_status, n.amount_minor, n.currency,
+                                          n.refund_minor, false);
+        wakeup := paynotify.wakeup_payload(event_id, p_id, n.site, n.provider, order_id,
+                                           n.event_kind, order_status, false);
     END IF;
 END;
 $$;

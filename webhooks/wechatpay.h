@@ -57,6 +57,22 @@ bool pn_wechatpay_v2_refund_key(const struct pn_secret *key, unsigned char out[3
  */
 bool pn_wechatpay_v3_verify_sig(const struct pn_verify_ctx *ctx, const char **key_id,
 				struct pn_err *err) PN_WUR;
+/*
+ * A stored WeChat Pay v2 refund result (ctx->req: its raw body) opened with
+ * the site's APIv2 keys and normalised exactly as the receiver does (ev:
+ * the same dedup key, order, transaction, amounts); r: the refund's own ids
+ * and status (arena strings, NULL when absent).  For `paynotify query`,
+ * which confirms it with the signed refundquery answer.
+ */
+struct pn_wechatpay_v2_refund {
+	const char *refund_id;
+	const char *out_refund_no;
+	const char *refund_status;
+};
+
+bool pn_wechatpay_v2_refund_result(const struct pn_verify_ctx *ctx, struct pn_event *ev,
+				   struct pn_wechatpay_v2_refund *r, struct pn_err *err) PN_WUR;
+
 void pn_wechatpay_v2_payment(struct pn_arena *a, const struct pn_site *site,
 			     const struct pn_xml_flat *x, struct pn_event *ev);
 void pn_wechatpay_v3_transaction(struct pn_arena *a, const struct pn_site *site, json_t *p,

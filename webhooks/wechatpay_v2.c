@@ -296,12 +296,17 @@ v2_open_refund(const struct pn_verify_ctx *ctx, const char *req_info, struct pn_
 }
 
 static void
-v2_refund(struct pn_arena *a, const struct pn_xml_flat *in, struct pn_event *ev)
+v2_refund(struct pn_arena *a, const struct pn_xml_flat *in, struct pn_event *ev,
+	  struct pn_wechatpay_v2_refund *r)
 {
 	const char *status = v2_get(a, in, "refund_status");
 	const char *rid = v2_get(a, in, "refund_id");
 	const char *orn = v2_get(a, in, "out_refund_no");
 	const char *base = rid ? rid : orn ? pn_arena_printf(a, "out:%s", orn) : "-";
+
+	r->refund_id = rid;
+	r->out_refund_no = orn;
+	r->refund_status = status;
 
 	ev->order_id = v2_get(a, in, "out_trade_no");
 	ev->psp_txn_id = v2_get(a, in, "transaction_id");
@@ -355,6 +360,33 @@ v2_refund(struct pn_arena *a, const struct pn_xml_flat *in, struct pn_event *ev)
 	}
 }
 
+bool
+pn_wechatpay_v2_refund_result(const struct pn_verify_ctx *ctx, struct pn_event *ev,
+			      struct pn_wechatpay_v2_refund *r, struct pn_err *err)
+{
+	struct pn_xml_flat x, in;
+	const char *req_info, *key_id = NULL;
+
+	memset(r, 0, sizeof(*r));
+	pn_event_init(ev);
+	if (!pn_xml_parse_flat(ctx->arena, ctx->req->body, ctx->req->body_len, "xml", &x, err)) {
+		pn_err_prefix(err, "stored WeChat Pay v2 refund result is not acceptable XML");
+		return false;
+	}
+	req_info = v2_get(ctx->arena, &x, "req_info");
+	if (req_info == NULL) {
+		pn_err_set(err, "stored WeChat Pay v2 notification has no req_info: not a refund");
+		return false;
+	}
+	if (!v2_open_refund(ctx, req_info, &in, &key_id, err))
+		return false;
+	v2_refund(ctx->arena, &in, ev, r);
+	ev->weak_identity = true;
+	ev->key_id = key_id;
+	ev->dedup_key = pn_wechatpay_bound_key(ctx->arena, ev->dedup_key);
+	return true;
+}
+
 /*
  * Shared with `paynotify query` (admin/query_wechatpay.c): an API v2
  * orderquery answer with trade_state SUCCESS is the payment result of the
@@ -403,23 +435,37 @@ pn_wechatpay_v2_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, str
 	}
 	req_info = v2_get(ctx->arena, &x, "req_info");
 	if (req_info != NULL) {
+		struct pn_wechatpay_v2_refund r;
+
 		if (!v2_open_refund(ctx, req_info, &in, &key_id, err))
 			return PN_UNVERIFIED;
-		v2_refund(ctx->arena, &in, ev);
+		v2_refund(ctx->arena, &in, ev, &r);
 		/*
-		 * Nothing signed ties a v2 refund result to this site: the
-		 * outer mch_id/sub_mch_id/appid are not covered by anything
-		 * (a sender may edit them freely), and req_info is AES-256-ECB
-		 * without integrity (blocks of other genuine refunds under the
-		 * same APIv2 key can be spliced in).  So the outer ids decide
-		 * nothing, not even a merchant_mismatch flag; the refund may
-		 * change an order only when it matches a payment this site
-		 * verified (same transaction_id, not above what was paid), which
-		 * the store checks (weak_identity, else txn_mismatch).
+		 * Nothing signed ties a v2 refund result to this site, or even
+		 * holds it together: the outer mch_id/sub_mch_id/appid are not
+		 * covered by anything (a sender may edit them freely), and
+		 * req_info is AES-256-ECB without integrity: 16-byte blocks of
+		 * two genuine refunds under the same APIv2 key can be swapped,
+		 * giving one order's transaction_id with another refund's
+		 * refund_id and refund_fee (issue 23).  So the outer ids decide
+		 * nothing, not even a merchant_mismatch flag, and a refund is
+		 * stored pending_confirmation: `paynotify query` asks WeChat
+		 * Pay's signed refundquery about its refund_id and applies it
+		 * only when the answer has the same refund, transaction, order
+		 * and amounts, status SUCCESS; the store then still requires a
+		 * payment this site verified (same transaction_id, not above
+		 * what was paid: weak_identity, else txn_mismatch).  A result
+		 * that is not a SUCCESS refund changes no order and needs no
+		 * confirmation.
 		 */
 		ev->weak_identity = true;
 		ev->key_id = key_id;
 		ev->dedup_key = pn_wechatpay_bound_key(ctx->arena, ev->dedup_key);
+		if (ev->kind == PN_KIND_REFUND && ev->flag == NULL) {
+			ev->flag = PN_FLAG_PENDING_CONFIRMATION;
+			ev->flag_detail = "WeChat Pay v2 refund result (req_info carries no MAC): "
+					  "waits for a signed refundquery answer (paynotify query)";
+		}
 		return PN_VERIFIED;
 	}
 	if (!v2_check_sign(ctx, &x, &key_id, err))

@@ -148,6 +148,20 @@ def legacy_body(fields, hv):
     return pnsign.legacy_body(fields, LEGACY_KEY, hash_value=hv)
 
 
+def confirm(site):
+    """The store's half of a confirmation, as `paynotify query` calls it when
+    WeChat Pay's signed refundquery answer has the stored refund (the answer
+    side: tests/integration/test_v2_refund_confirm.py)."""
+    out = []
+    for r in rows("site = %s AND outcome = 'pending_confirmation'" % pntest.q(site)):
+        out += [x[0] for x in PG.psql(
+            "SELECT outcome FROM paynotify.confirm_refund(%s, %s, %s, %s, %s, %s, 'confirmed', "
+            "'confirmed in the test')" % (r["id"], pntest.q(r["dedup_key"]), pntest.q(r["order_id"]),
+                                          pntest.q(r["psp_txn_id"]), r["amount_minor"],
+                                          r["refund_minor"]))]
+    return out
+
+
 def store_knows_weak_identity():
     """The store's weak_identity rule (issue 11, SQL half) is installed."""
     return PG.scalar("SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
@@ -265,11 +279,19 @@ class SiteBinding(unittest.TestCase):
         self.assertEqual(r.status, 200, r)
         b = PG.order("wx-b", "WX-9")
         self.assertEqual((b["status"], b["paid"], b["refunded_minor"]), ("pending", False, 0))
-        self.assertEqual([x["outcome"] for x in rows("site = 'wx-b'")], ["txn_mismatch"])
-        # the same genuine refund where it belongs (outer ids as sent) refunds A
+        # a v2 refund waits for WeChat Pay's signed refundquery answer (issue 23);
+        # confirmed (the refund is genuine), the weak-identity rules still refuse it at B
+        self.assertEqual([x["outcome"] for x in rows("site = 'wx-b'")], ["pending_confirmation"])
+        self.assertEqual(confirm("wx-b"), ["txn_mismatch"])
+        b = PG.order("wx-b", "WX-9")
+        self.assertEqual((b["status"], b["paid"], b["refunded_minor"]), ("pending", False, 0))
+        # the same genuine refund where it belongs (outer ids as sent) refunds A, once
+        # confirmed (`paynotify query` against the stand-in: test_v2_refund_confirm.py)
         r = post("wechatpay", "wx-a", wx_refund(SUB_A, "WX-9", 1000, 300, txn, "5030000000001"),
                  {"Content-Type": "text/xml"})
         self.assertEqual(r.status, 200, r)
+        self.assertEqual(PG.order("wx-a", "WX-9")["refunded_minor"], 0)
+        self.assertEqual(confirm("wx-a"), ["applied"])
         a = PG.order("wx-a", "WX-9")
         self.assertEqual((a["status"], a["refunded_minor"]), ("partially_refunded", 300))
 

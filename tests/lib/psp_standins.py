@@ -231,6 +231,9 @@ class Standins:
         elif method == "POST" and url.path == "/pay/orderquery":
             prov = "wechatpay-v2"
             fn = self._wechatpay_v2
+        elif method == "POST" and url.path == "/pay/refundquery":
+            prov = "wechatpay-v2"
+            fn = self._wechatpay_v2_refundquery
         elif method == "GET" and url.path.startswith("/v3/pay/transactions/out-trade-no/"):
             prov = "wechatpay"
             fn = self._wechatpay
@@ -448,6 +451,79 @@ class Standins:
         out["sign"] = pnsign.wechat_v2_sign(out, key, alg)
         if self.mode == "tamper" and "total_fee" in out:
             out["total_fee"] = "1" + out["total_fee"]
+        self._send(h, 200, pnsign.wechat_v2_xml(out, cdata_digits=True), ctype="text/plain")
+
+    def set_v2_refund(self, refund_id, out_refund_no, out_trade_no, transaction_id, total_fee,
+                      refund_fee, refund_status="SUCCESS"):
+        """A refund WeChat Pay knows (for /pay/refundquery), as it knows it."""
+        with self.lock:
+            self.state[("wechatpay-v2-refund", refund_id)] = dict(
+                refund_id=refund_id, out_refund_no=out_refund_no, out_trade_no=out_trade_no,
+                transaction_id=transaction_id, total_fee=total_fee, refund_fee=refund_fee,
+                refund_status=refund_status)
+
+    def _wechatpay_v2_refundquery(self, h, method, url, body):
+        """API v2 refundquery (pay.weixin.qq.com/wiki/doc/api/jsapi.php?chapter=9_5):
+        the request signed as every v2 request; one of refund_id, out_refund_no,
+        transaction_id, out_trade_no (WeChat's priority in that order); the
+        answer lists the order's refunds as refund_count and, per refund $n
+        from 0, refund_id_$n, out_refund_no_$n, refund_fee_$n, refund_status_$n
+        (SUCCESS, REFUNDCLOSE, PROCESSING, CHANGE), refund_success_time_$n,
+        refund_channel_$n, refund_recv_accout_$n; with transaction_id,
+        out_trade_no, total_fee, cash_fee and refund_fee (the order's refunds)
+        at the top; none: result_code FAIL, err_code REFUNDNOTEXIST.  Signed
+        with the request's sign_type (as orderquery)."""
+        import xml.etree.ElementTree as ET
+        try:
+            req = {e.tag: (e.text or "") for e in ET.fromstring(body)}
+        except ET.ParseError:
+            req = {}
+        alg = req.get("sign_type") or "MD5"
+        good = (req.get("mch_id") == self.mchid and alg in ("MD5", "HMAC-SHA256")
+                and req.get("sign") == pnsign.wechat_v2_sign(req, self.wx_apiv2, alg))
+        if not good:
+            self._bad("wechatpay-v2", "refundquery sign or mch_id")
+            self._send(h, 200, b"<xml><return_code><![CDATA[FAIL]]></return_code>"
+                       b"<return_msg><![CDATA[SIGNERROR]]></return_msg></xml>",
+                       ctype="text/plain")
+            return
+        refunds = [st for (p, _), st in self.state.items() if p == "wechatpay-v2-refund"]
+        if req.get("refund_id"):
+            hit = [st for st in refunds if st["refund_id"] == req["refund_id"]]
+        elif req.get("out_refund_no"):
+            hit = [st for st in refunds if st["out_refund_no"] == req["out_refund_no"]]
+        elif req.get("transaction_id"):
+            hit = [st for st in refunds if st["transaction_id"] == req["transaction_id"]]
+        else:
+            hit = [st for st in refunds if st["out_trade_no"] == req.get("out_trade_no")]
+        if hit and not req.get("refund_id") and not req.get("out_refund_no"):
+            # by order: every refund of that order
+            hit = [st for st in refunds if st["transaction_id"] == hit[0]["transaction_id"]]
+        out = {"return_code": "SUCCESS", "return_msg": "OK", "appid": req.get("appid", ""),
+               "mch_id": self.mchid, "nonce_str": hashlib.sha1(os.urandom(8)).hexdigest()}
+        if not hit:
+            out.update({"result_code": "FAIL", "err_code": "REFUNDNOTEXIST",
+                        "err_code_des": "not exist"})
+        else:
+            first = hit[0]
+            out.update({"result_code": "SUCCESS", "transaction_id": first["transaction_id"],
+                        "out_trade_no": first["out_trade_no"],
+                        "total_fee": str(first["total_fee"]), "cash_fee": str(first["total_fee"]),
+                        "refund_fee": str(sum(st["refund_fee"] for st in hit)),
+                        "refund_count": str(len(hit))})
+            for n, st in enumerate(hit):
+                out.update({"refund_id_%d" % n: st["refund_id"],
+                            "out_refund_no_%d" % n: st["out_refund_no"],
+                            "refund_fee_%d" % n: str(st["refund_fee"]),
+                            "refund_status_%d" % n: st["refund_status"],
+                            "refund_channel_%d" % n: "ORIGINAL",
+                            "refund_recv_accout_%d" % n: "\u652f\u4ed8\u7528\u6237\u7684\u96f6\u94b1"})
+                if st["refund_status"] == "SUCCESS":
+                    out["refund_success_time_%d" % n] = "2024-05-21 10:00:00"
+        key = "W" * 32 if self.mode == "wrong_key" else self.wx_apiv2
+        out["sign"] = pnsign.wechat_v2_sign(out, key, alg)
+        if self.mode == "tamper" and "refund_fee_0" in out:
+            out["refund_fee_0"] = "1" + out["refund_fee_0"]
         self._send(h, 200, pnsign.wechat_v2_xml(out, cdata_digits=True), ctype="text/plain")
 
     # ---- Stripe -----------------------------------------------------------------
