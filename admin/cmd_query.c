@@ -28,6 +28,7 @@
 
 #include "admin.h"
 #include "arena.h"
+#include "crypto.h"
 #include "money.h"
 #include "query.h"
 #include "store.h"
@@ -215,6 +216,69 @@ outcome_settled(const char *outcome)
 	    || strcmp(outcome, "ignored") == 0;
 }
 
+/*
+ * Stored pending_confirmation notifications of the order (docs/2C2P.md
+ * "Which transaction"): those of the same site, provider, amount and
+ * currency that the final paid answer confirms (qp->confirms on their raw
+ * bytes) become already_applied, with why in outcome_detail: the answer
+ * has just been ingested (or was, by an earlier run), so the payment they
+ * announce is applied, with the provider's own transaction.  With apply
+ * false, only counted.  Returns how many; -1 on a database error (err).
+ */
+static const char pending_sql[] =
+	"SELECT id, encode(raw_body, 'hex') AS raw, amount_minor, currency"
+	"  FROM paynotify.notifications"
+	" WHERE site = $1 AND provider = $2 AND order_id = $3"
+	"   AND outcome = 'pending_confirmation' AND event_kind = 'paid'"
+	" ORDER BY id";
+
+static const char confirm_sql[] =
+	"UPDATE paynotify.notifications SET outcome = 'already_applied', outcome_detail = $2"
+	" WHERE id = $1::bigint AND outcome = 'pending_confirmation'";
+
+static int
+confirm_pending(struct run *r, const struct pn_query_ctx *ctx, const struct pn_query_provider *qp,
+		const struct pn_query_order *o, const struct pn_query_answer *ans, bool apply,
+		struct pn_err *err)
+{
+	const char *params[3] = {o->site, qp->name, o->order_id};
+	struct pn_table t;
+	size_t	i;
+	int	n = 0;
+
+	if (qp->confirms == NULL || ans->ev.kind != PN_KIND_PAID || ans->confirm_segment == NULL)
+		return 0;
+	if (!pn_db_query(r->conn, PN_SQL_CONST(pending_sql), 3, params, &t, err))
+		return -1;
+	for (i = 0; i < t.nrows; i++) {
+		const char *hex = pn_table_get(&t, i, "raw"), *why = NULL;
+		const char *amt = pn_table_get(&t, i, "amount_minor");
+		const char *cur = pn_table_get(&t, i, "currency");
+		size_t	hlen = hex ? strlen(hex) : 0, got = 0;
+		unsigned char *raw = pn_arena_alloc(ctx->arena, hlen / 2 + 1);
+		int64_t	v;
+
+		if (amt == NULL || !pn_parse_i64(amt, &v) || v != ans->ev.amount_minor
+		    || cur == NULL || ans->ev.currency == NULL || strcmp(cur, ans->ev.currency) != 0)
+			continue;
+		if (hlen % 2 != 0 || !pn_hex_decode(hex, hlen, raw, hlen / 2 + 1, &got))
+			continue;
+		if (!qp->confirms(ctx, ans, raw, got, &why))
+			continue;
+		if (apply) {
+			const char *up[2] = {pn_table_get(&t, i, "id"), why};
+
+			if (!pn_db_query(r->conn, PN_SQL_CONST(confirm_sql), 2, up, NULL, err)) {
+				pn_table_free(&t);
+				return -1;
+			}
+		}
+		n++;
+	}
+	pn_table_free(&t);
+	return n;
+}
+
 static void
 query_one(struct run *r, struct pn_arena *a, const struct pn_site *site,
 	  const struct pn_query_provider *qp, const struct pn_query_order *o)
@@ -224,7 +288,8 @@ query_one(struct run *r, struct pn_arena *a, const struct pn_site *site,
 	struct pn_query_ctx ctx;
 	struct pn_ingest_result res;
 	struct pn_err err;
-	const char *word;
+	const char *word, *why = "";
+	int	confirmed = 0;
 
 	if (cc->failed) {
 		r->errors++;
@@ -255,11 +320,21 @@ query_one(struct run *r, struct pn_arena *a, const struct pn_site *site,
 		return;
 	}
 	if (!r->apply) {
+		int	would = ans.ev.flag ? 0 : confirm_pending(r, &ctx, qp, o, &ans, false, &err);
+
+		if (would < 0) {
+			r->errors++;
+			add_row(r, a, o, qp->name, word, "error", err.msg);
+			return;
+		}
 		add_row(r, a, o, qp->name, word,
 			pn_arena_printf(a, "would_ingest_%s", pn_kind_name(ans.ev.kind)),
-			pn_arena_printf(a, "%s; dedup key %s%s%s", ans.detail, ans.ev.dedup_key,
+			pn_arena_printf(a, "%s; dedup key %s%s%s%s", ans.detail, ans.ev.dedup_key,
 					ans.ev.flag ? "; flagged " : "",
-					ans.ev.flag ? ans.ev.flag : ""));
+					ans.ev.flag ? ans.ev.flag : "",
+					would ? pn_arena_printf(a, "; would confirm %d stored "
+								"notification%s", would,
+								would == 1 ? "" : "s") : ""));
 		return;
 	}
 	if (!pn_store_ingest(r->store, site->name, qp->name, &ans.ev, ans.raw_headers_json,
@@ -274,10 +349,24 @@ query_one(struct run *r, struct pn_arena *a, const struct pn_site *site,
 			r->applied++;
 	} else
 		r->attention++;
+	/* the payment is applied (now or before): the forms that announced it
+	 * without saying which transaction it was are confirmed by it */
+	if (res.duplicate || strcmp(res.outcome, "applied") == 0
+	    || strcmp(res.outcome, "already_applied") == 0
+	    || strcmp(res.outcome, "paid_after_close") == 0)
+		confirmed = confirm_pending(r, &ctx, qp, o, &ans, true, &err);
+	if (confirmed < 0) {
+		r->errors++;
+		confirmed = 0;
+		why = pn_arena_printf(a, "; stored notifications not confirmed: %s", err.msg);
+	}
 	add_row(r, a, o, qp->name, word, res.duplicate ? "duplicate" : res.outcome,
-		pn_arena_printf(a, "%s; notification %lld, order %s", ans.detail,
+		pn_arena_printf(a, "%s; notification %lld, order %s%s%s", ans.detail,
 				(long long)res.notification_id,
-				res.order_status[0] ? res.order_status : "unknown"));
+				res.order_status[0] ? res.order_status : "unknown",
+				confirmed ? pn_arena_printf(a, "; confirmed %d stored notification%s",
+							    confirmed, confirmed == 1 ? "" : "s")
+				: "", why));
 }
 
 static const char orders_sql[] =

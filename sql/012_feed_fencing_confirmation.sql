@@ -1,5 +1,7 @@
--- paynotify schema, version 12: fenced acknowledgements on the event feed.
+-- paynotify schema, version 12: fenced acknowledgements on the event feed;
+-- the outcome pending_confirmation.
 --
+-- 1. The feed.
 -- Before, ack_events(consumer, ids) deleted any claimed event of the group:
 -- a consumer whose lease had run out, and whose events another consumer of
 -- the group had claimed since, could still acknowledge them, and the next
@@ -16,6 +18,15 @@
 --
 -- The functions are in sql/functions.sql; the two whose signature or
 -- result changes are dropped here so that functions.sql can create them.
+--
+-- 2. The outcome pending_confirmation (issue 23, item 3): a genuinely signed
+-- event that does not say which PSP transaction it is, stored, acknowledged
+-- and never applied until a signed answer of the provider confirms it.  A
+-- legacy 2C2P form whose transaction_ref + approval_code + eci can be split
+-- more than one way is one (docs/2C2P.md "Which transaction"); `paynotify
+-- query --apply` confirms it (outcome then already_applied), `paynotify
+-- report` lists those still unconfirmed after an hour.  The domain's check
+-- is replaced by the full list.
 
 BEGIN;
 
@@ -31,6 +42,14 @@ ALTER TABLE paynotify.feed_consumers
 
 DROP FUNCTION IF EXISTS paynotify.claim_events(text, integer, integer);
 DROP FUNCTION IF EXISTS paynotify.ack_events(text, bigint[]);
+
+ALTER DOMAIN paynotify.outcome DROP CONSTRAINT outcome_check;
+ALTER DOMAIN paynotify.outcome ADD CONSTRAINT outcome_check
+    CHECK (VALUE IN ('applied', 'already_applied', 'unknown_order', 'amount_mismatch',
+                     'merchant_mismatch', 'mode_mismatch', 'ignored', 'duplicate_payment',
+                     'paid_after_close', 'conflicting_duplicate', 'txn_mismatch',
+                     'pending_confirmation')) NOT VALID;
+ALTER DOMAIN paynotify.outcome VALIDATE CONSTRAINT outcome_check;
 
 INSERT INTO paynotify.schema_version (version) VALUES (12);
 
