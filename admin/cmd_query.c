@@ -95,8 +95,10 @@ help(FILE *f)
 		"One request per order and provider, no retries; timeouts from [query].\n"
 		"The provider is the order's (orders.psp), else --provider, else every\n"
 		"provider the site can be queried with.  --pending-older-than selects pending\n"
-		"orders created at least that long ago, --pending-younger-than at most that\n"
-		"long ago (a window: docs/OPERATIONS.md).  DURATION: 90s, 5m, 2h, 1d.\n"
+		"orders created at least that long ago (and orders with a notification stored\n"
+		"pending_confirmation that long ago, which a final paid answer confirms),\n"
+		"--pending-younger-than at most that long ago (a window: docs/OPERATIONS.md).\n"
+		"DURATION: 90s, 5m, 2h, 1d.\n"
 		"Exit status: 0 nothing to do, 1 something needs a human, 3 could not do the\n"
 		"job (an order could not be asked: transport error, timeout, 5xx), 64 usage,\n"
 		"78 configuration error.\n");
@@ -369,13 +371,31 @@ query_one(struct run *r, struct pn_arena *a, const struct pn_site *site,
 				: "", why));
 }
 
+/*
+ * The orders to ask about: pending ones older than the threshold, and
+ * (schema 12) those with a notification stored pending_confirmation longer
+ * than the threshold, whatever their status: a legacy 2C2P form that came
+ * after the order was paid (by this command) is confirmed on the next run.
+ */
 static const char orders_sql[] =
-	"SELECT site, order_id, status, amount_minor, currency, psp, psp_txn_id"
-	"  FROM paynotify.orders"
+	"SELECT site, order_id, status, amount_minor, currency, psp, psp_txn_id FROM ("
+	" SELECT o.site, o.order_id, o.status, o.amount_minor, o.currency, o.psp, o.psp_txn_id,"
+	"        o.created_at"
+	"   FROM paynotify.orders o"
+	"  WHERE ($3::bigint IS NULL OR (o.status = 'pending'"
+	"         AND o.created_at < now() - make_interval(secs => $3::bigint)))"
+	" UNION"
+	" SELECT o.site, o.order_id, o.status, o.amount_minor, o.currency, o.psp, o.psp_txn_id,"
+	"        o.created_at"
+	"   FROM paynotify.orders o"
+	"   JOIN (SELECT DISTINCT n.site, n.order_id FROM paynotify.notifications n"
+	"          WHERE n.outcome = 'pending_confirmation'"
+	"            AND n.received_at < now() - make_interval(secs => $3::bigint)) p"
+	"     ON p.site = o.site AND p.order_id = o.order_id"
+	"  WHERE $3::bigint IS NOT NULL"
+	" ) q"
 	" WHERE ($1::text IS NULL OR site = $1)"
 	"   AND ($2::text IS NULL OR order_id = $2)"
-	"   AND ($3::bigint IS NULL OR (status = 'pending'"
-	"        AND created_at < now() - make_interval(secs => $3::bigint)))"
 	"   AND ($4::text IS NULL OR psp IS NULL OR psp = $4)"
 	"   AND ($5::bigint IS NULL OR created_at >= now() - make_interval(secs => $5::bigint))"
 	" ORDER BY created_at, site, order_id";

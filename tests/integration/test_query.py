@@ -23,7 +23,8 @@
 # conflicting_duplicate) and never recorded as the transaction; query
 # --apply applies 2C2P's signed paymentInquiry answer (its tranRef) and
 # confirms the form; an answer naming another transaction confirms nothing;
-# report lists a form unconfirmed after an hour.
+# a form that comes after the order was paid is confirmed by the timer's
+# next run; report lists a form unconfirmed after an hour.
 # And: usage errors (64), a Stripe sk_ key refused, a query key file with a
 # bad mode refused by query but never read by the receiver, check-config
 # shows the query credentials, a run recorded in paynotify.query_runs and
@@ -682,6 +683,36 @@ class TestTwoC2PLegacyConfirmation(unittest.TestCase):
         self.assertEqual(PG.order(SITE_LEGACY, oid)["status"], "paid")
         self.assertEqual(sorted(x["outcome"] for x in self.rows(oid)),
                          ["applied", "pending_confirmation"])
+
+    def test_form_after_the_query_paid_is_confirmed_by_the_timer_run(self):
+        """2C2P's form comes late, after query had already paid the order: the
+        timer's run (--pending-older-than) asks about the paid order again
+        because of its pending_confirmation form, and confirms it."""
+        oid = "LQ-" + pnkit.seq()
+        PG.add_order(SITE_LEGACY, oid, 1999, "SGD")
+        PG.psql("UPDATE paynotify.orders SET created_at = now() - interval '10 minutes' "
+                "WHERE order_id = %s" % pntest.q(oid))
+        SI.state[("2c2p", oid)] = {"amount": '"19.99"', "currency": "SGD", "tranRef": "3141592",
+                                   "approvalCode": "653589", "eci": "07", "respCode": "0000"}
+        rc, out, err = query("--site", SITE_LEGACY, "--pending-older-than", "60s", "--apply")
+        self.assertEqual((rc, [(x["order_id"], x["result"]) for x in out]),
+                         (0, [(oid, "applied")]), err)
+        self.post(legacy_form(oid, "3141592", "653589", "07"))
+        self.assertEqual(sorted(x["outcome"] for x in self.rows(oid)),
+                         ["applied", "pending_confirmation"])
+        # not yet older than the threshold: not asked
+        rc, out, err = query("--site", SITE_LEGACY, "--pending-older-than", "60s", "--apply")
+        self.assertEqual((rc, out), (0, []), err)
+        PG.psql("UPDATE paynotify.notifications SET received_at = received_at - interval "
+                "'2 minutes' WHERE outcome = 'pending_confirmation' AND order_id = %s"
+                % pntest.q(oid))
+        rc, out, err = query("--site", SITE_LEGACY, "--pending-older-than", "60s", "--apply")
+        self.assertEqual(rc, 0, (out, err))
+        self.assertEqual([(x["order_id"], x["result"]) for x in out], [(oid, "duplicate")])
+        self.assertIn("confirmed 1 stored notification", out[0]["detail"])
+        self.assertEqual(sorted(x["outcome"] for x in self.rows(oid)),
+                         ["already_applied", "applied"])
+        self.assertEqual(PG.order(SITE_LEGACY, oid)["psp_txn_id"], "3141592")
 
     def test_unique_split_applies_at_once(self):
         oid = "LQ-" + pnkit.seq()
