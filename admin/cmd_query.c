@@ -95,8 +95,10 @@ help(FILE *f)
 		"One request per order and provider, no retries; timeouts from [query].\n"
 		"The provider is the order's (orders.psp), else --provider, else every\n"
 		"provider the site can be queried with.  --pending-older-than selects pending\n"
-		"orders created at least that long ago, --pending-younger-than at most that\n"
-		"long ago (a window: docs/OPERATIONS.md).  DURATION: 90s, 5m, 2h, 1d.\n"
+		"orders created at least that long ago (and orders with a notification stored\n"
+		"pending_confirmation that long ago, which a final paid answer confirms: a\n"
+		"legacy 2C2P form), --pending-younger-than at most that long ago (a window:\n"
+		"docs/OPERATIONS.md).  DURATION: 90s, 5m, 2h, 1d.\n"
 		"Then the WeChat Pay v2 refund results that wait for a signed confirmation\n"
 		"(pending_confirmation) received in that window (or of --order): one\n"
 		"refundquery each; applied only when the signed answer has the same refund,\n"
@@ -221,6 +223,69 @@ outcome_settled(const char *outcome)
 	    || strcmp(outcome, "unhandled") == 0;
 }
 
+/*
+ * Stored pending_confirmation notifications of the order (docs/2C2P.md
+ * "Which transaction"): those of the same site, provider, amount and
+ * currency that the final paid answer confirms (qp->confirms on their raw
+ * bytes) become already_applied, with why in outcome_detail: the answer
+ * has just been ingested (or was, by an earlier run), so the payment they
+ * announce is applied, with the provider's own transaction.  With apply
+ * false, only counted.  Returns how many; -1 on a database error (err).
+ */
+static const char pending_sql[] =
+	"SELECT id, encode(raw_body, 'hex') AS raw, amount_minor, currency"
+	"  FROM paynotify.notifications"
+	" WHERE site = $1 AND provider = $2 AND order_id = $3"
+	"   AND outcome = 'pending_confirmation' AND event_kind = 'paid'"
+	" ORDER BY id";
+
+static const char confirm_sql[] =
+	"UPDATE paynotify.notifications SET outcome = 'already_applied', outcome_detail = $2"
+	" WHERE id = $1::bigint AND outcome = 'pending_confirmation'";
+
+static int
+confirm_pending(struct run *r, const struct pn_query_ctx *ctx, const struct pn_query_provider *qp,
+		const struct pn_query_order *o, const struct pn_query_answer *ans, bool apply,
+		struct pn_err *err)
+{
+	const char *params[3] = {o->site, qp->name, o->order_id};
+	struct pn_table t;
+	size_t	i;
+	int	n = 0;
+
+	if (qp->confirms == NULL || ans->ev.kind != PN_KIND_PAID || ans->confirm_segment == NULL)
+		return 0;
+	if (!pn_db_query(r->conn, PN_SQL_CONST(pending_sql), 3, params, &t, err))
+		return -1;
+	for (i = 0; i < t.nrows; i++) {
+		const char *hex = pn_table_get(&t, i, "raw"), *why = NULL;
+		const char *amt = pn_table_get(&t, i, "amount_minor");
+		const char *cur = pn_table_get(&t, i, "currency");
+		size_t	hlen = hex ? strlen(hex) : 0, got = 0;
+		unsigned char *raw = pn_arena_alloc(ctx->arena, hlen / 2 + 1);
+		int64_t	v;
+
+		if (amt == NULL || !pn_parse_i64(amt, &v) || v != ans->ev.amount_minor
+		    || cur == NULL || ans->ev.currency == NULL || strcmp(cur, ans->ev.currency) != 0)
+			continue;
+		if (hlen % 2 != 0 || !pn_hex_decode(hex, hlen, raw, hlen / 2 + 1, &got))
+			continue;
+		if (!qp->confirms(ctx, ans, raw, got, &why))
+			continue;
+		if (apply) {
+			const char *up[2] = {pn_table_get(&t, i, "id"), why};
+
+			if (!pn_db_query(r->conn, PN_SQL_CONST(confirm_sql), 2, up, NULL, err)) {
+				pn_table_free(&t);
+				return -1;
+			}
+		}
+		n++;
+	}
+	pn_table_free(&t);
+	return n;
+}
+
 static void
 query_one(struct run *r, struct pn_arena *a, const struct pn_site *site,
 	  const struct pn_query_provider *qp, const struct pn_query_order *o)
@@ -230,7 +295,8 @@ query_one(struct run *r, struct pn_arena *a, const struct pn_site *site,
 	struct pn_query_ctx ctx;
 	struct pn_ingest_result res;
 	struct pn_err err;
-	const char *word;
+	const char *word, *why = "";
+	int	confirmed = 0;
 
 	if (cc->failed) {
 		r->errors++;
@@ -261,11 +327,21 @@ query_one(struct run *r, struct pn_arena *a, const struct pn_site *site,
 		return;
 	}
 	if (!r->apply) {
+		int	would = ans.ev.flag ? 0 : confirm_pending(r, &ctx, qp, o, &ans, false, &err);
+
+		if (would < 0) {
+			r->errors++;
+			add_row(r, a, o, qp->name, word, "error", err.msg);
+			return;
+		}
 		add_row(r, a, o, qp->name, word,
 			pn_arena_printf(a, "would_ingest_%s", pn_kind_name(ans.ev.kind)),
-			pn_arena_printf(a, "%s; dedup key %s%s%s", ans.detail, ans.ev.dedup_key,
+			pn_arena_printf(a, "%s; dedup key %s%s%s%s", ans.detail, ans.ev.dedup_key,
 					ans.ev.flag ? "; flagged " : "",
-					ans.ev.flag ? ans.ev.flag : ""));
+					ans.ev.flag ? ans.ev.flag : "",
+					would ? pn_arena_printf(a, "; would confirm %d stored "
+								"notification%s", would,
+								would == 1 ? "" : "s") : ""));
 		return;
 	}
 	if (!pn_store_ingest(r->store, site->name, qp->name, &ans.ev, ans.raw_headers_json,
@@ -280,30 +356,64 @@ query_one(struct run *r, struct pn_arena *a, const struct pn_site *site,
 			r->applied++;
 	} else
 		r->attention++;
+	/* the payment is applied (now or before): the forms that announced it
+	 * without saying which transaction it was are confirmed by it */
+	if (res.duplicate || strcmp(res.outcome, "applied") == 0
+	    || strcmp(res.outcome, "already_applied") == 0
+	    || strcmp(res.outcome, "paid_after_close") == 0)
+		confirmed = confirm_pending(r, &ctx, qp, o, &ans, true, &err);
+	if (confirmed < 0) {
+		r->errors++;
+		confirmed = 0;
+		why = pn_arena_printf(a, "; stored notifications not confirmed: %s", err.msg);
+	}
 	add_row(r, a, o, qp->name, word, res.duplicate ? "duplicate" : res.outcome,
-		pn_arena_printf(a, "%s; notification %lld, order %s", ans.detail,
+		pn_arena_printf(a, "%s; notification %lld, order %s%s%s", ans.detail,
 				(long long)res.notification_id,
-				res.order_status[0] ? res.order_status : "unknown"));
+				res.order_status[0] ? res.order_status : "unknown",
+				confirmed ? pn_arena_printf(a, "; confirmed %d stored notification%s",
+							    confirmed, confirmed == 1 ? "" : "s")
+				: "", why));
 }
 
+/*
+ * The orders to ask about: pending ones older than the threshold, and
+ * (schema 12) those with a notification stored pending_confirmation longer
+ * than the threshold, whatever their status: a legacy 2C2P form that came
+ * after the order was paid (by this command) is confirmed on the next run.
+ */
 static const char orders_sql[] =
-	"SELECT site, order_id, status, amount_minor, currency, psp, psp_txn_id"
-	"  FROM paynotify.orders"
+	"SELECT site, order_id, status, amount_minor, currency, psp, psp_txn_id FROM ("
+	" SELECT o.site, o.order_id, o.status, o.amount_minor, o.currency, o.psp, o.psp_txn_id,"
+	"        o.created_at"
+	"   FROM paynotify.orders o"
+	"  WHERE ($3::bigint IS NULL OR (o.status = 'pending'"
+	"         AND o.created_at < now() - make_interval(secs => $3::bigint)))"
+	" UNION"
+	" SELECT o.site, o.order_id, o.status, o.amount_minor, o.currency, o.psp, o.psp_txn_id,"
+	"        o.created_at"
+	"   FROM paynotify.orders o"
+	"   JOIN (SELECT DISTINCT n.site, n.order_id FROM paynotify.notifications n"
+	"          WHERE n.outcome = 'pending_confirmation'"
+	"            AND n.received_at < now() - make_interval(secs => $3::bigint)) p"
+	"     ON p.site = o.site AND p.order_id = o.order_id"
+	"  WHERE $3::bigint IS NOT NULL"
+	" ) q"
 	" WHERE ($1::text IS NULL OR site = $1)"
 	"   AND ($2::text IS NULL OR order_id = $2)"
-	"   AND ($3::bigint IS NULL OR (status = 'pending'"
-	"        AND created_at < now() - make_interval(secs => $3::bigint)))"
 	"   AND ($4::text IS NULL OR psp IS NULL OR psp = $4)"
 	"   AND ($5::bigint IS NULL OR created_at >= now() - make_interval(secs => $5::bigint))"
 	" ORDER BY created_at, site, order_id";
 
-/* The stored events that wait for a signed confirmation, in the same
- * window as the orders (received that long ago instead of created). */
-static const char pending_sql[] =
+/* The stored refunds that wait for a signed confirmation, in the same
+ * window as the orders (received that long ago instead of created).  A
+ * payment that waits (a legacy 2C2P form) is confirmed by its order's
+ * answer instead: confirm_pending(). */
+static const char refunds_pending_sql[] =
 	"SELECT id, site, provider, order_id, amount_minor, refund_minor,"
 	"       encode(raw_body, 'hex') AS raw_body"
 	"  FROM paynotify.notifications"
-	" WHERE outcome = 'pending_confirmation'"
+	" WHERE outcome = 'pending_confirmation' AND event_kind = 'refund'"
 	"   AND ($1::text IS NULL OR site = $1)"
 	"   AND ($2::text IS NULL OR order_id = $2)"
 	"   AND ($3::bigint IS NULL OR received_at < now() - make_interval(secs => $3::bigint))"
@@ -311,7 +421,7 @@ static const char pending_sql[] =
 	"   AND ($5::bigint IS NULL OR received_at >= now() - make_interval(secs => $5::bigint))"
 	" ORDER BY received_at, id";
 
-static const char confirm_sql[] =
+static const char confirm_refund_sql[] =
 	"SELECT outcome, order_id, order_status, detail, wakeup FROM paynotify.confirm_refund("
 	"$1::bigint, $2, $3, $4, $5::bigint, $6::bigint, $7, $8)";
 
@@ -412,7 +522,7 @@ confirm_one(struct run *r, struct pn_arena *a, const struct pn_site *site,
 	params[5] = i64_or_null(a, c.ev.refund_minor);
 	params[6] = verdict;
 	params[7] = c.detail;
-	if (!pn_db_query(r->conn, PN_SQL_CONST(confirm_sql), 8, params, &t, &err)) {
+	if (!pn_db_query(r->conn, PN_SQL_CONST(confirm_refund_sql), 8, params, &t, &err)) {
 		r->errors++;
 		add_row(r, a, &o, qp->name, c.psp_state, "error",
 			pn_arena_printf(a, "notification %s: %s; not stored: %s", id, c.detail,
@@ -643,7 +753,7 @@ query_exec(int argc, char **argv, const char *config_path)
 	}
 	pn_table_free(&orders);
 	/* then the stored events that wait for the provider's signed confirmation */
-	if (!pn_db_query(r.conn, PN_SQL_CONST(pending_sql), 5, params, &orders, &err)) {
+	if (!pn_db_query(r.conn, PN_SQL_CONST(refunds_pending_sql), 5, params, &orders, &err)) {
 		fprintf(stderr, "paynotify: %s\n", err.msg);
 		pn_table_free(&r.out);
 		rc = PN_EXIT_FAILED;

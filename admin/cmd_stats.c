@@ -149,6 +149,7 @@ print_prometheus(const struct pn_table *t, FILE *f)
 static void print_sources(const char *config_path, const char *site, FILE *f);
 static void print_unhandled(const char *config_path, const char *site, FILE *f);
 static void print_query_run(const char *config_path, FILE *f);
+static void print_feed(const char *config_path, FILE *f);
 
 static bool
 write_textfile(const char *path, const struct pn_table *t, const char *config_path,
@@ -179,6 +180,7 @@ write_textfile(const char *path, const struct pn_table *t, const char *config_pa
 		print_sources(config_path, site, f);
 		print_unhandled(config_path, site, f);
 		print_query_run(config_path, f);
+		print_feed(config_path, f);
 	}
 	fprintf(f, STATS_UP_HELP "paynotify_stats_up %d\n", t != NULL);
 	if (fflush(f) != 0 || fchmod(fd, 0644) != 0 || fsync(fd) != 0)
@@ -256,6 +258,54 @@ print_sources(const char *config_path, const char *site, FILE *f)
 		label(f, "provider", pn_table_get(&t, r, "provider"), false);
 		label(f, "source", pn_table_get(&t, r, "source"), false);
 		fprintf(f, "} %s\n", pn_table_get(&t, r, "events"));
+	}
+	pn_table_free(&t);
+}
+
+/*
+ * The event feed, per consumer group (README "Event feed"): events not
+ * yet acknowledged, and acknowledgements refused because the events were
+ * no longer held under the caller's lease (sql/012: stale_acks).  Before
+ * schema 12 the column does not exist: nothing is printed.
+ */
+static const char feed_sql[] =
+	"SELECT c.consumer, c.stale_acks,"
+	"       (SELECT count(*) FROM paynotify.feed f WHERE f.consumer = c.consumer) AS events"
+	"  FROM paynotify.feed_consumers c ORDER BY c.consumer";
+
+static void
+print_feed(const char *config_path, FILE *f)
+{
+	struct pn_table t;
+	size_t	r;
+
+	if (!pn_admin_query(config_path,
+			    PN_SQL("SELECT count(*) FROM pg_attribute WHERE attrelid ="
+				   " to_regclass('paynotify.feed_consumers')"
+				   " AND attname = 'stale_acks' AND NOT attisdropped"), 0, NULL, &t))
+		return;
+	if (t.nrows != 1 || !t.cells[0] || strcmp(t.cells[0], "1") != 0) {
+		pn_table_free(&t);
+		return;
+	}
+	pn_table_free(&t);
+	if (!pn_admin_query(config_path, PN_SQL_CONST(feed_sql), 0, NULL, &t))
+		return;
+	fprintf(f, "# HELP paynotify_feed_events Events in the feed not yet acknowledged, per "
+		"consumer group.\n# TYPE paynotify_feed_events gauge\n");
+	for (r = 0; r < t.nrows; r++) {
+		fprintf(f, "paynotify_feed_events{");
+		label(f, "consumer", pn_table_get(&t, r, "consumer"), true);
+		fprintf(f, "} %s\n", pn_table_get(&t, r, "events"));
+	}
+	fprintf(f, "# HELP paynotify_feed_stale_acks_total Acknowledgements refused because the "
+		"event was no longer held under the caller's lease token (claimed again after its "
+		"lease ran out), per consumer group.\n"
+		"# TYPE paynotify_feed_stale_acks_total counter\n");
+	for (r = 0; r < t.nrows; r++) {
+		fprintf(f, "paynotify_feed_stale_acks_total{");
+		label(f, "consumer", pn_table_get(&t, r, "consumer"), true);
+		fprintf(f, "} %s\n", pn_table_get(&t, r, "stale_acks"));
 	}
 	pn_table_free(&t);
 }
@@ -374,6 +424,7 @@ stats_exec(int argc, char **argv, const char *config_path)
 		print_sources(config_path, params[0], stdout);
 		print_unhandled(config_path, params[0], stdout);
 		print_query_run(config_path, stdout);
+		print_feed(config_path, stdout);
 	} else {
 		size_t	r;
 		bool	typed = false;

@@ -87,6 +87,11 @@ struct pn_query_answer {
 	const unsigned char *raw;	/* the verified answer as received (PN_Q_FINAL) */
 	size_t	raw_len;
 	const char *raw_headers_json;
+	/* A final paid answer that can confirm stored pending_confirmation
+	 * notifications of the order (provider.confirms below); NULL: none.
+	 * 2C2P: tranRef + approvalCode + eci as the answer signs them. */
+	const char *confirm_segment;
+	const char *confirm_words;	/* the same for the operator: "tranRef 1, ..." */
 };
 
 /*
@@ -140,6 +145,11 @@ struct pn_query_provider {
 	 * confirmation (raw: its stored body), one request. */
 	void	(*confirm)(const struct pn_query_ctx *ctx, const unsigned char *raw,
 			   size_t raw_len, struct pn_query_confirmation *c);
+	/* Optional: does the final answer confirm a stored pending_confirmation
+	 * notification (its raw body)?  *why: what the operator reads on the
+	 * confirmed row (arena). */
+	bool	(*confirms)(const struct pn_query_ctx *ctx, const struct pn_query_answer *ans,
+			    const unsigned char *raw, size_t raw_len, const char **why);
 };
 
 /*

@@ -13,6 +13,14 @@
  * notification).  An answer without a payload is 2C2P's unsigned error
  * form ({"respCode","respDesc"}): it changes nothing (2002 "Transaction
  * not found" is reported as not found, anything else as an error).
+ *
+ * Legacy Redirect API sites (2c2p.api = redirect) are asked the same way,
+ * with the same merchant ID and secret: a paid legacy form that does not
+ * say which transaction it is (transaction_ref + approval_code + eci split
+ * more than one way) is stored pending_confirmation, and this answer both
+ * pays the order (with 2C2P's own tranRef) and confirms the stored form
+ * when its signed segment is the answer's tranRef + approvalCode + eci
+ * (twoc2p_confirms; docs/2C2P.md "Which transaction").
  */
 #include "config.h"
 
@@ -21,6 +29,7 @@
 
 #include "2c2p.h"
 #include "crypto.h"
+#include "form.h"
 #include "json.h"
 #include "query.h"
 
@@ -31,10 +40,6 @@ twoc2p_configured(const struct pn_site *site, const char **why)
 {
 	if (!site->twoc2p.configured) {
 		*why = "2C2P is not configured";
-		return false;
-	}
-	if (site->twoc2p.api != PN_2C2P_JWT) {
-		*why = "2c2p.api is redirect: paymentInquiry is a PGW v4 (jwt) API";
 		return false;
 	}
 	return true;
@@ -72,6 +77,67 @@ make_jwt(struct pn_arena *a, const struct pn_secret *key, const char *payload)
 	if (!pn_hmac(PN_MD_SHA256, key->data, key->len, &iov, 1, mac, &maclen))
 		return NULL;
 	return pn_arena_printf(a, "%s.%s", signing, pn_b64url_encode(a, mac, maclen));
+}
+
+/*
+ * tranRef, approvalCode and eci of the verified payload (PaymentResponse
+ * Backend Parameters: tranRef C 28, approvalCode C 6, eci C 2; absent or
+ * not a string: "").  Their concatenation is what a legacy form of the same
+ * transaction signs between amount and transaction_datetime.
+ */
+static void
+confirm_fields(struct pn_arena *a, const unsigned char *payload, size_t plen,
+	       struct pn_query_answer *ans)
+{
+	struct pn_err err;
+	json_t *p = pn_json_parse(payload, plen, &err);
+	const char *t, *c, *e;
+
+	if (p == NULL)
+		return;
+	t = pn_json_str(a, p, "tranRef");
+	c = pn_json_str(a, p, "approvalCode");
+	e = pn_json_str(a, p, "eci");
+	t = t ? t : "";
+	c = c ? c : "";
+	e = e ? e : "";
+	if (*t != '\0') {
+		ans->confirm_segment = pn_arena_printf(a, "%s%s%s", t, c, e);
+		ans->confirm_words = pn_arena_printf(a, "tranRef %.28s, approvalCode %.16s, eci "
+						     "%.8s", t, *c ? c : "-", *e ? e : "-");
+	}
+	json_decref(p);
+}
+
+/*
+ * A stored legacy form is confirmed by this answer when its signed segment
+ * (transaction_ref + approval_code + eci, boundaries unsigned) is the
+ * answer's tranRef + approvalCode + eci.  The caller has checked that the
+ * stored form is for the same site, order, amount and currency.  The
+ * posted split is only reported: when it differs, the form was re-split.
+ */
+static bool
+twoc2p_confirms(const struct pn_query_ctx *ctx, const struct pn_query_answer *ans,
+		const unsigned char *raw, size_t raw_len, const char **why)
+{
+	struct pn_arena *a = ctx->arena;
+	struct pn_form f;
+	struct pn_err err;
+	const char *seg, *tref;
+
+	if (ctx->site->twoc2p.api != PN_2C2P_REDIRECT || ans->confirm_segment == NULL
+	    || !pn_form_parse(a, (const char *)raw, raw_len, &f, &err))
+		return false;
+	seg = pn_2c2p_redirect_segment(a, &f);
+	if (strcmp(seg, ans->confirm_segment) != 0)
+		return false;
+	tref = pn_form_get(&f, "transaction_ref");
+	*why = pn_arena_printf(a, "confirmed by 2C2P paymentInquiry (%s)%s", ans->confirm_words,
+			       tref && strcmp(tref, ans->ev.psp_txn_id ? ans->ev.psp_txn_id : "")
+			       == 0 ? "" : pn_arena_printf(a, "; the form was posted with "
+							   "transaction_ref \"%.28s\" (re-split)",
+							   tref ? tref : ""));
+	return true;
 }
 
 static void
@@ -163,6 +229,8 @@ twoc2p_ask(const struct pn_query_ctx *ctx, const struct pn_query_order *o,
 	ans->raw = h.body;
 	ans->raw_len = h.body_len;
 	ans->raw_headers_json = h.headers_json;
+	if (ev->kind == PN_KIND_PAID)
+		confirm_fields(a, payload, plen, ans);
 	pn_query_set(ctx, ans, PN_Q_FINAL, "2C2P respCode %s, tranRef %s", ev->event_type,
 		     ev->psp_txn_id ? ev->psp_txn_id : "-");
 done:
@@ -175,4 +243,5 @@ const struct pn_query_provider pn_query_2c2p = {
 	.load = twoc2p_load,
 	.free_creds = twoc2p_free,
 	.ask = twoc2p_ask,
+	.confirms = twoc2p_confirms,
 };

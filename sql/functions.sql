@@ -830,14 +830,20 @@ $$;
 -- every earlier event of the same order has been acknowledged (so a batch
 -- holds at most one event per order).  Concurrent claimers of one group
 -- never get the same event while its lease runs (FOR UPDATE SKIP LOCKED).
+-- Fenced (schema 12): each call draws one lease token (a random uuid),
+-- stored on every event it claims and returned as lease_token; only
+-- ack_events() with that token acknowledges them, so once an event has
+-- been claimed again, the earlier claimer's acknowledgement is refused.
 CREATE OR REPLACE FUNCTION paynotify.claim_events(
     p_consumer text, p_max integer, p_lease_seconds integer DEFAULT 60)
 RETURNS TABLE (event_id bigint, site text, provider text, order_id text,
                notification_id bigint, event_kind text, outcome text, order_status text,
                amount_minor bigint, currency text, refund_minor bigint, replayed boolean,
-               created_at timestamptz, claims integer)
+               created_at timestamptz, claims integer, lease_token uuid)
 LANGUAGE plpgsql SET enable_seqscan = off AS $$
 #variable_conflict use_column
+DECLARE
+    v_token uuid := gen_random_uuid();
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM paynotify.feed_consumers c WHERE c.consumer = p_consumer) THEN
         RAISE EXCEPTION 'unknown feed consumer "%" (add it with paynotify.feed_subscribe())',
@@ -866,28 +872,73 @@ BEGIN
     ), claimed AS (
         UPDATE paynotify.feed f
            SET lease_until = clock_timestamp() + make_interval(secs => p_lease_seconds),
-               claims = f.claims + 1
+               claims = f.claims + 1, lease_token = v_token
           FROM pick
          WHERE f.consumer = pick.consumer AND f.event_id = pick.event_id
         RETURNING f.event_id, f.site, f.provider, f.order_id, f.notification_id, f.event_kind,
                   f.outcome, f.order_status, f.amount_minor, f.currency, f.refund_minor,
-                  f.replayed, f.created_at, f.claims
+                  f.replayed, f.created_at, f.claims, f.lease_token
     )
     SELECT * FROM claimed ORDER BY event_id;
 END;
 $$;
 
--- Acknowledge claimed events (done with them): they are deleted for this
--- group.  Returns how many were acknowledged; an id that is not claimed by
--- this group (already acknowledged, never claimed) is not counted.
-CREATE OR REPLACE FUNCTION paynotify.ack_events(p_consumer text, p_ids bigint[])
+-- Acknowledge claimed events (done with them): those of p_ids whose current
+-- lease is p_lease_token (the token claim_events() returned with them) are
+-- deleted for this group.  Returns how many were acknowledged.
+--   - An id whose event is still in the feed under another lease (claimed
+--     again since: this caller's lease ran out) or never claimed is
+--     REFUSED: not deleted, added to feed_consumers.stale_acks (and
+--     last_stale_ack_at) and named in a WARNING.  Its current claimer acks it.
+--   - An id no longer in the feed (already acknowledged, by this token or
+--     by a later claimer, or never an event of this group) is not counted
+--     either way: nothing is out any more.
+--   - A token whose lease ran out while nobody claimed the events again
+--     still acknowledges them: no one else has been handed them.
+--   - Without a token (the form before schema 12) the call is an error:
+--     the caller cannot be told from a later claimer.  No ids (NULL or
+--     empty, as array_agg over an empty claim gives): 0, whatever the token.
+-- Against a concurrent claim the row lock decides: a claim that committed
+-- first has changed the token, and the DELETE (re-checked on the new row
+-- version) leaves the row alone.
+CREATE OR REPLACE FUNCTION paynotify.ack_events(
+    p_consumer text, p_ids bigint[], p_lease_token uuid DEFAULT NULL)
 RETURNS integer
-LANGUAGE sql AS $$
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
+DECLARE
+    v_acked   integer;
+    v_refused integer;
+BEGIN
+    IF p_ids IS NULL OR cardinality(p_ids) = 0 THEN
+        RETURN 0;       -- an empty batch (array_agg of no rows is NULL)
+    END IF;
+    IF p_lease_token IS NULL THEN
+        RAISE EXCEPTION 'ack_events: the lease_token that claim_events returned is required '
+                        '(schema 12): paynotify.ack_events(consumer, ids, lease_token)'
+              USING ERRCODE = 'null_value_not_allowed',
+                    HINT = 'docs/OPERATIONS.md, upgrading to schema 12: a consumer passes the '
+                           'lease_token column of its claim back with its acknowledgement';
+    END IF;
     WITH d AS (
-        DELETE FROM paynotify.feed
-         WHERE consumer = p_consumer AND event_id = ANY (p_ids) AND lease_until IS NOT NULL
+        DELETE FROM paynotify.feed f
+         WHERE f.consumer = p_consumer AND f.event_id = ANY (p_ids)
+           AND f.lease_token = p_lease_token
         RETURNING 1)
-    SELECT count(*)::integer FROM d
+    SELECT count(*)::integer INTO v_acked FROM d;
+    SELECT count(*)::integer INTO v_refused
+      FROM paynotify.feed f
+     WHERE f.consumer = p_consumer AND f.event_id = ANY (p_ids)
+       AND f.lease_token IS DISTINCT FROM p_lease_token;
+    IF v_refused > 0 THEN
+        UPDATE paynotify.feed_consumers c
+           SET stale_acks = c.stale_acks + v_refused, last_stale_ack_at = now()
+         WHERE c.consumer = p_consumer;
+        RAISE WARNING 'ack_events: % event(s) of consumer "%" refused: not held under this '
+                      'lease_token (claimed again after its lease ran out, or never claimed)',
+                      v_refused, p_consumer;
+    END IF;
+    RETURN v_acked;
+END;
 $$;
 
 -- The site's replacements back in place of ours (see the top of the file).

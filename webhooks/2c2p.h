@@ -60,6 +60,11 @@ enum pn_kind pn_2c2p_kind(const char *resp_code);
  * that is absent contributes nothing.
  */
 char *pn_2c2p_redirect_content(struct pn_arena *a, const struct pn_form *f, size_t *len);
+/* transaction_ref + approval_code + eci of a legacy form, concatenated as
+ * the MAC covers them, and the number of ways that text can be split into
+ * fields of their formats (1: the posted split is the only one). */
+char *pn_2c2p_redirect_segment(struct pn_arena *a, const struct pn_form *f);
+unsigned pn_2c2p_redirect_splits(const char *segment);
 
 /*
  * Check every legacy Redirect API field against its documented format

@@ -40,9 +40,18 @@
  *     follow; moving the order_id/currency boundary changes the currency
  *     and the amount, which the order must both match.
  * The fields between amount and transaction_datetime (transaction_ref,
- * approval_code, eci) can still trade characters with each other, so the
- * dedup key does not use them: it names the signed content (hash_value),
- * and every re-split of one signed form is the same event.
+ * approval_code, eci) can still trade characters with each other, even at
+ * their documented formats (approval_code empty or 6 characters, eci empty
+ * or 2 digits, transaction_ref up to 28: "1234567|123456|05" is also
+ * "123456712|345605|"), so the dedup key does not use them: it names the
+ * signed content (hash_value), and every re-split of one signed form is the
+ * same event.  And the transaction is not taken from such a form
+ * (issue 23): when the signed segment transaction_ref + approval_code + eci
+ * has more than one valid split, the event carries no PSP transaction, and
+ * a paid one is stored pending_confirmation, never applied: `paynotify
+ * query` asks 2C2P's paymentInquiry, applies the signed answer (with
+ * 2C2P's tranRef) and confirms the stored form when the answer's tranRef +
+ * approvalCode + eci is that segment (docs/2C2P.md "Which transaction").
  */
 enum rclass {
 	RC_VERSION,		/* digits '.' digits */
@@ -60,41 +69,42 @@ struct rrule {
 	const char *key;
 	unsigned short min, max;	/* length in bytes when present; min > 0: required */
 	enum rclass cls;
+	bool	opt;			/* min > 0 but may be empty (absent or "") */
 };
 
 /* In 2C2P's hash order (P2c2pHash::isValidHashValue, wc_2c2p_is_valid_hash). */
 static const struct rrule redirect_rules[] = {
-	{"version", 3, 5, RC_VERSION},
-	{"request_timestamp", 19, 19, RC_DATETIME},
-	{"merchant_id", 1, 25, RC_ID},
-	{"order_id", 1, 50, RC_ID},
-	{"invoice_no", 0, 50, RC_ID},
-	{"currency", 3, 3, RC_DIGITS},
-	{"amount", 12, 12, RC_DIGITS},
-	{"transaction_ref", 0, 28, RC_ID},
-	{"approval_code", 0, 6, RC_ID},
-	{"eci", 0, 2, RC_DIGITS},
-	{"transaction_datetime", 19, 19, RC_DATETIME},
-	{"payment_channel", 3, 3, RC_DIGITS},
-	{"payment_status", 3, 3, RC_DIGITS},
-	{"channel_response_code", 0, 8, RC_ALNUM},
-	{"channel_response_desc", 0, 255, RC_TEXT},
-	{"masked_pan", 0, 19, RC_PAN},
-	{"stored_card_unique_id", 0, 50, RC_ALNUM},
-	{"backend_invoice", 0, 50, RC_ALNUM},
-	{"paid_channel", 0, 50, RC_TEXT},
-	{"paid_agent", 0, 50, RC_TEXT},
-	{"recurring_unique_id", 0, 50, RC_ALNUM},
-	{"user_defined_1", 0, 255, RC_TEXT},
-	{"user_defined_2", 0, 255, RC_TEXT},
-	{"user_defined_3", 0, 255, RC_TEXT},
-	{"user_defined_4", 0, 255, RC_TEXT},
-	{"user_defined_5", 0, 255, RC_TEXT},
-	{"browser_info", 0, 255, RC_TEXT},
-	{"ippPeriod", 0, 2, RC_DIGITS},
-	{"ippInterestType", 0, 1, RC_ALPHA},
-	{"ippInterestRate", 0, 8, RC_DECIMAL},
-	{"ippMerchantAbsorbRate", 0, 8, RC_DECIMAL},
+	{"version", 3, 5, RC_VERSION, false},
+	{"request_timestamp", 19, 19, RC_DATETIME, false},
+	{"merchant_id", 1, 25, RC_ID, false},
+	{"order_id", 1, 50, RC_ID, false},
+	{"invoice_no", 0, 50, RC_ID, false},
+	{"currency", 3, 3, RC_DIGITS, false},
+	{"amount", 12, 12, RC_DIGITS, false},
+	{"transaction_ref", 0, 28, RC_ALNUM, false},
+	{"approval_code", 6, 6, RC_ALNUM, true},
+	{"eci", 2, 2, RC_DIGITS, true},
+	{"transaction_datetime", 19, 19, RC_DATETIME, false},
+	{"payment_channel", 3, 3, RC_DIGITS, false},
+	{"payment_status", 3, 3, RC_DIGITS, false},
+	{"channel_response_code", 0, 8, RC_ALNUM, false},
+	{"channel_response_desc", 0, 255, RC_TEXT, false},
+	{"masked_pan", 0, 19, RC_PAN, false},
+	{"stored_card_unique_id", 0, 50, RC_ALNUM, false},
+	{"backend_invoice", 0, 50, RC_ALNUM, false},
+	{"paid_channel", 0, 50, RC_TEXT, false},
+	{"paid_agent", 0, 50, RC_TEXT, false},
+	{"recurring_unique_id", 0, 50, RC_ALNUM, false},
+	{"user_defined_1", 0, 255, RC_TEXT, false},
+	{"user_defined_2", 0, 255, RC_TEXT, false},
+	{"user_defined_3", 0, 255, RC_TEXT, false},
+	{"user_defined_4", 0, 255, RC_TEXT, false},
+	{"user_defined_5", 0, 255, RC_TEXT, false},
+	{"browser_info", 0, 255, RC_TEXT, false},
+	{"ippPeriod", 0, 2, RC_DIGITS, false},
+	{"ippInterestType", 0, 1, RC_ALPHA, false},
+	{"ippInterestRate", 0, 8, RC_DECIMAL, false},
+	{"ippMerchantAbsorbRate", 0, 8, RC_DECIMAL, false},
 };
 
 static const struct pn_form_field *
@@ -131,6 +141,15 @@ pn_2c2p_redirect_content(struct pn_arena *a, const struct pn_form *f, size_t *le
 	out[o] = '\0';
 	*len = o;
 	return out;
+}
+
+/* The field's value, "" when absent. */
+static const char *
+form_value(const struct pn_form *f, const char *key)
+{
+	const struct pn_form_field *fl = form_field(f, key);
+
+	return fl ? fl->value : "";
 }
 
 static bool
@@ -262,7 +281,7 @@ pn_2c2p_redirect_check(struct pn_arena *a, const struct pn_form *f, bool invoice
 		size_t	n = fl ? fl->value_len : 0;
 		const char *v = fl ? fl->value : "";
 
-		if (n == 0 && r->min > 0) {
+		if (n == 0 && r->min > 0 && !r->opt) {
 			pn_err_set(err, "2C2P field %s is %s", r->key, fl ? "empty" : "missing");
 			return false;
 		}
@@ -270,8 +289,8 @@ pn_2c2p_redirect_check(struct pn_arena *a, const struct pn_form *f, bool invoice
 			continue;
 		if (n < r->min || n > r->max) {
 			if (r->min == r->max)
-				pn_err_set(err, "2C2P field %s \"%.40s\" is %zu bytes long, not %u",
-					   r->key, v, n, r->min);
+				pn_err_set(err, "2C2P field %s \"%.40s\" is %zu bytes long, not %u%s",
+					   r->key, v, n, r->min, r->opt ? " (or empty)" : "");
 			else
 				pn_err_set(err, "2C2P field %s \"%.40s\" is %zu bytes long, "
 					   "not %u to %u", r->key, v, n, r->min ? r->min : 1,
@@ -283,6 +302,16 @@ pn_2c2p_redirect_check(struct pn_arena *a, const struct pn_form *f, bool invoice
 				   rclass_words[r->cls]);
 			return false;
 		}
+	}
+	/* tranRef is issued by 2C2P for every transaction (Secure Pay
+	 * PaymentResponse: "tranRef Character 28 Mandatory Y ... Issued by
+	 * System"): an approval code or ECI without one is no form 2C2P sends,
+	 * and would let the segment below be split with an empty reference */
+	if (*form_value(f, "transaction_ref") == '\0'
+	    && (*form_value(f, "approval_code") != '\0' || *form_value(f, "eci") != '\0')) {
+		pn_err_set(err, "2C2P field transaction_ref is empty while approval_code or eci "
+			   "is not");
+		return false;
 	}
 	cur = pn_form_get(f, "currency");
 	if (pn_money_alpha_from_numeric(cur) == NULL) {
@@ -310,6 +339,50 @@ pn_2c2p_redirect_check(struct pn_arena *a, const struct pn_form *f, bool invoice
 }
 
 /*
+ * The signed segment transaction_ref + approval_code + eci, as the MAC sees
+ * it (no boundaries): the same for every split of one signed form.
+ */
+char *
+pn_2c2p_redirect_segment(struct pn_arena *a, const struct pn_form *f)
+{
+	return pn_arena_printf(a, "%s%s%s", form_value(f, "transaction_ref"),
+			       form_value(f, "approval_code"), form_value(f, "eci"));
+}
+
+/*
+ * How many ways the segment can be split into fields of the formats above
+ * (called on a form pn_2c2p_redirect_check accepted, so the segment is
+ * letters and digits): approval_code is empty or 6, eci empty or 2 digits,
+ * transaction_ref gets the rest, 1 to 28 (0 only when the whole segment is
+ * empty: no reference, no code, no ECI).  1: the posted split is the only
+ * one and names the transaction; more: it does not.
+ */
+unsigned
+pn_2c2p_redirect_splits(const char *seg)
+{
+	static const size_t appr_len[] = {0, 6}, eci_len[] = {0, 2};
+	size_t	n = strlen(seg), i, j;
+	unsigned count = 0;
+
+	if (n == 0)
+		return 1;
+	for (i = 0; i < PN_ARRAY_LEN(appr_len); i++)
+		for (j = 0; j < PN_ARRAY_LEN(eci_len); j++) {
+			size_t	a = appr_len[i], e = eci_len[j], t;
+
+			if (a + e >= n)
+				continue;		/* transaction_ref would be empty */
+			t = n - a - e;
+			if (t > 28)
+				continue;
+			if (e == 2 && !(is_digit(seg[n - 2]) && is_digit(seg[n - 1])))
+				continue;
+			count++;
+		}
+	return count;
+}
+
+/*
  * payment_status (docs 3.2.6 "Payment status response code"): 000 success,
  * 001 pending, 002 rejected, 003 cancelled by the user, 999 failed.  Any
  * other code is recorded, never applied.
@@ -333,13 +406,31 @@ normalise_redirect(struct pn_arena *a, const struct pn_form *f, const struct pn_
 {
 	const char *oid = pn_form_get(f, "order_id"), *st = pn_form_get(f, "payment_status");
 	const char *ref = pn_form_get(f, "transaction_ref");
+	const char *seg = pn_2c2p_redirect_segment(a, f);
+	unsigned splits = pn_2c2p_redirect_splits(seg);
 	int64_t	v = -1;
 
 	ev->event_type = st;
 	ev->order_id = oid;
-	ev->psp_txn_id = ref && *ref ? ref : NULL;
 	ev->psp_time = pn_form_get(f, "transaction_datetime");
 	ev->kind = redirect_kind(st);
+	if (splits == 1 && ref && *ref)
+		ev->psp_txn_id = ref;
+	else {
+		/* the posted transaction_ref is one of several that carry this MAC
+		 * (or there is none): not a transaction 2C2P can be said to have
+		 * issued */
+		ev->psp_txn_id = NULL;
+		if (ev->kind == PN_KIND_PAID) {
+			ev->flag = "pending_confirmation";
+			ev->flag_detail = splits == 1
+			    ? "no transaction_ref in the signed form: waiting for 2C2P "
+			      "paymentInquiry (paynotify query --apply)"
+			    : pn_arena_printf(a, "transaction_ref, approval_code and eci (\"%.64s\" "
+					      "signed) split %u ways: waiting for 2C2P paymentInquiry "
+					      "(paynotify query --apply)", seg, splits);
+		}
+	}
 	/* the signed content names the event: every split of it is one event */
 	ev->dedup_key = pn_arena_printf(a, "%s:%s:%s", oid, st, hash_hex);
 	/* amount: 12 digits of minor units; currency: numeric ISO 4217 (checked) */

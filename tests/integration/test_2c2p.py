@@ -14,7 +14,11 @@
 #   - (concurrent duplicates: test_concurrency.py, every provider)
 #   - database stopped: 503, nothing stored; the same request then succeeds
 #   Legacy Redirect API site (2c2p.api = redirect, form + hash_value):
-#   - paid applied; changed amount rejected with 400
+#   - a card form (transaction_ref + approval_code + eci splits several
+#     ways): stored pending_confirmation, no transaction, order unchanged,
+#     its retry counted (the confirmation by paymentInquiry:
+#     test_query.TestTwoC2PLegacyConfirmation); a form with one split:
+#     applied with its transaction; changed amount rejected with 400
 # The ack is 200 {"status":"received"} (2C2P's own sample handler).
 # FastCGI workers must survive every test (a crash fails the test).
 
@@ -101,11 +105,13 @@ def notification(oid, resp_code="0000", amount='"19.99"', merchant=MERCHANT, tra
     return pnsign.jwt_body(token, compact=False)
 
 
-def legacy_notification(oid, amount="000000001999", status="000", sign_amount=None):
+def legacy_notification(oid, amount="000000001999", status="000", sign_amount=None,
+                        tref=None, approval="123456", eci="05"):
+    tref = tref if tref is not None else "L" + "".join(c for c in oid if c.isalnum())[-20:]
     p = [("version", "7.0"), ("request_timestamp", "2024-01-01 12:00:00"),
          ("merchant_id", MERCHANT), ("order_id", oid), ("invoice_no", ""), ("currency", "702"),
-         ("amount", sign_amount or amount), ("transaction_ref", "L-" + oid),
-         ("approval_code", "123456"), ("eci", "05"),
+         ("amount", sign_amount or amount), ("transaction_ref", tref),
+         ("approval_code", approval), ("eci", eci),
          ("transaction_datetime", "2024-01-01 12:00:05"), ("payment_channel", "001"),
          ("payment_status", status), ("channel_response_code", "00"),
          ("channel_response_desc", "success"), ("masked_pan", "411111XXXXXX1111")]
@@ -313,17 +319,30 @@ class Scenarios(pntest.ReceiverScenarios):
         self.assertEqual(self.status(oid), "paid")
 
     # -- legacy Redirect API ---------------------------------------------
-    def test_legacy_paid(self):
+    def test_legacy_paid_card_form_waits_for_confirmation(self):
         oid = self.oid("legacy")
         self.add_order(oid, site=LEGACY_SITE)
         body = legacy_notification(oid)
         self.ok(self.send(body, site=LEGACY_SITE, ctype=FORM_TYPE))
-        self.assertEqual(self.status(oid, LEGACY_SITE), "paid")
+        self.assertEqual(self.status(oid, LEGACY_SITE), "pending")
         rows = self.rows()
-        self.assertEqual([(r["dedup_key"], r["outcome"], r["amount_minor"], r["currency"])
-                          for r in rows],
-                         [(oid + ":000:" + urllib.parse.parse_qs(body.decode())["hash_value"][0],
-                           "applied", 1999, "SGD")])
+        self.assertEqual([(r["dedup_key"], r["outcome"], r["amount_minor"], r["currency"],
+                           r["psp_txn_id"]) for r in rows],
+                         [("!pending_confirmation:" + oid + ":000:"
+                           + urllib.parse.parse_qs(body.decode())["hash_value"][0],
+                           "pending_confirmation", 1999, "SGD", None)])
+        self.ok(self.send(body, site=LEGACY_SITE, ctype=FORM_TYPE))
+        self.assertEqual(self.rows()[0]["deliveries"], 2)
+        self.assertEqual(self.status(oid, LEGACY_SITE), "pending")
+
+    def test_legacy_paid_one_split_applied(self):
+        oid = self.oid("legacy1")
+        self.add_order(oid, site=LEGACY_SITE)
+        body = legacy_notification(oid, tref="A1B2C", approval="", eci="")
+        self.ok(self.send(body, site=LEGACY_SITE, ctype=FORM_TYPE))
+        self.assertEqual(self.status(oid, LEGACY_SITE), "paid")
+        self.assertEqual([(r["outcome"], r["psp_txn_id"]) for r in self.rows()],
+                         [("applied", "A1B2C")])
         self.ok(self.send(body, site=LEGACY_SITE, ctype=FORM_TYPE))
         self.assertEqual(self.rows()[0]["deliveries"], 2)
 

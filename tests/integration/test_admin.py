@@ -567,13 +567,18 @@ class TestSign(AdminTest):
         self.check("stripe", "shop", "S3", "5.00", "USD", "--event", "closed", status="closed",
                    order_amount=500)
         self.check("2c2p", "shop", "C1", "19.99", "SGD", status="paid", order_amount=1999)
-        self.check("2c2p", "legacy", "L1", "19.99", "SGD", status="paid", order_amount=1999)
+        # a legacy card form (transaction_ref + approval_code + eci split
+        # several ways) waits for 2C2P's paymentInquiry (docs/2C2P.md)
+        self.check("2c2p", "legacy", "L1", "19.99", "SGD", status="pending", order_amount=1999,
+                   outcome="pending_confirmation")
         kinds = PG.psql("SELECT provider, event_kind, outcome FROM paynotify.notifications "
                         "ORDER BY id")
         self.assertEqual(len(kinds), 11)
-        # every one applied but the v2 refund, which waits for its signed confirmation
-        self.assertEqual([k for k in kinds if k[2] != "applied"],
-                         [("wechatpay", "refund", "pending_confirmation")], kinds)
+        # every one applied but the v2 refund, which waits for its signed
+        # confirmation, and the legacy 2C2P form, which waits for the inquiry
+        self.assertEqual(sorted(k for k in kinds if k[2] != "applied"),
+                         [("2c2p", "paid", "pending_confirmation"),
+                          ("wechatpay", "refund", "pending_confirmation")], kinds)
 
     def test_curl_command_through_http(self):
         PG.add_order("shop", "K1", 500, "USD")

@@ -7,6 +7,10 @@
 #   two consumers of one group at once: no event to both; never a later
 #   event of an order while an earlier one is claimed and unacknowledged
 #   an unacknowledged claim comes back after its lease
+#   fenced acks (schema 12): a consumer whose lease ran out and whose events
+#   were claimed again cannot acknowledge them (refused, counted in
+#   feed_consumers.stale_acks and `paynotify stats`), the new claimer can;
+#   an ack without the lease token is an error; the same through pgbouncer
 #   consumer groups are independent; replay's applications are in the feed
 #   a real receiver (CGI, FastCGI): the feed event is committed with the
 #   payment; the wake-up reaches a LISTEN session after the answer, and
@@ -50,22 +54,35 @@ def ingest_sql(order, key, kind, txn, amount=None, refund=None):
 
 
 def claim(consumer, n, lease=60):
-    rows = PG.psql("SELECT event_id, order_id, notification_id, event_kind, claims FROM "
-                   "paynotify.claim_events(%s, %d, %d)" % (q(consumer), n, lease))
-    return [(int(r[0]), r[1], int(r[2]), r[3], int(r[4])) for r in rows]
+    """(event_id, order_id, notification_id, event_kind, claims, lease_token)"""
+    rows = PG.psql("SELECT event_id, order_id, notification_id, event_kind, claims, lease_token "
+                   "FROM paynotify.claim_events(%s, %d, %d)" % (q(consumer), n, lease))
+    return [(int(r[0]), r[1], int(r[2]), r[3], int(r[4]), r[5]) for r in rows]
 
 
-def ack(consumer, ids):
-    if not ids:
-        return 0
-    return int(PG.scalar("SELECT paynotify.ack_events(%s, ARRAY[%s]::bigint[])"
-                         % (q(consumer), ",".join(str(i) for i in ids))))
+def ack(consumer, batch):
+    """Acknowledge claimed events (rows of claim()) with their own lease token."""
+    n = 0
+    for token in sorted({b[5] for b in batch}):
+        n += ack_with(consumer, [b[0] for b in batch if b[5] == token], token)
+    return n
+
+
+def ack_with(consumer, ids, token):
+    return int(PG.scalar("SELECT paynotify.ack_events(%s, ARRAY[%s]::bigint[], %s)"
+                         % (q(consumer), ",".join(str(i) for i in ids) or "NULL", q(token))))
+
+
+def stale_acks(consumer):
+    return int(PG.scalar("SELECT stale_acks FROM paynotify.feed_consumers WHERE consumer = %s"
+                         % q(consumer)))
 
 
 class Feed(unittest.TestCase):
     def setUp(self):
         PG.psql("TRUNCATE paynotify.notifications, paynotify.orders, paynotify.feed")
         PG.psql("DELETE FROM paynotify.feed_consumers WHERE consumer <> 'default'")
+        PG.psql("UPDATE paynotify.feed_consumers SET stale_acks = 0, last_stale_ack_at = NULL")
 
     def make_events(self, orders, refunds_each, prefix):
         """orders x (1 payment + refunds_each refunds): that many applied events."""
@@ -105,11 +122,12 @@ class Feed(unittest.TestCase):
                 break
             self.assertEqual(len({b[1] for b in batch}), len(batch),
                              "two events of one order in one batch")
-            for eid, oid, nid, kind, claims in batch:
+            self.assertEqual(len({b[5] for b in batch}), 1, "one lease token per claim")
+            for eid, oid, nid, kind, claims, _ in batch:
                 seen.append(eid)
                 per.setdefault(oid, []).append(nid)
                 self.assertEqual(claims, 1)
-            self.assertEqual(ack("default", [b[0] for b in batch]), len(batch))
+            self.assertEqual(ack("default", batch), len(batch))
         self.assertEqual(len(seen), 1000)
         self.assertEqual(len(set(seen)), 1000, "an event delivered twice")
         self.assertEqual(per, self.expected_order(), "not in order per order")
@@ -139,7 +157,7 @@ class Feed(unittest.TestCase):
                     time.sleep(random.random() * 0.02)
                     for b in batch:
                         acked_at[b[0]] = time.monotonic()
-                    ack("default", [b[0] for b in batch])
+                    ack("default", batch)
                     del t0
             except Exception as e:  # reported below
                 errors.append(e)
@@ -178,24 +196,94 @@ class Feed(unittest.TestCase):
         self.assertEqual(claim("default", 10), [], "claimed events or their successors handed out")
         # acknowledging one order lets its next event through; the other stays leased
         e0 = [b for b in first if b[1] == "L-0"][0]
-        self.assertEqual(ack("default", [e0[0]]), 1)
+        self.assertEqual(ack("default", [e0]), 1)
         nxt = claim("default", 10, lease=60)
         self.assertEqual([(b[1], b[3]) for b in nxt], [("L-0", "refund")])
         time.sleep(max(0.0, leased_until + 0.3 - time.monotonic()))
         back = claim("default", 10)
         self.assertEqual([(b[1], b[3], b[4]) for b in back], [("L-1", "paid", 2)])
-        self.assertEqual(ack("default", [back[0][0], nxt[0][0]]), 2)
-        # an id acknowledged twice, or never claimed, is not counted
-        self.assertEqual(ack("default", [back[0][0]]), 0)
+        self.assertEqual(ack("default", [back[0], nxt[0]]), 2)
+        # an id acknowledged twice is not counted, and is no stale ack
+        self.assertEqual(ack("default", [back[0]]), 0)
+        self.assertEqual(stale_acks("default"), 0)
         rest = claim("default", 10)
         self.assertEqual([(b[1], b[3]) for b in rest], [("L-1", "refund")])
+
+    def test_stale_ack_refused_new_claimers_ack_works(self):
+        """Issue 23 item 4: consumer A's lease runs out, B claims the same
+        events; A's late ack must not free the order's next event while B
+        handles the first."""
+        self.make_events(2, 1, "F")                        # F-0, F-1: paid + 1 refund each
+        lease = 2
+        a = claim("default", 10, lease=lease)
+        a_until = time.monotonic() + lease
+        self.assertEqual(sorted((b[1], b[3]) for b in a), [("F-0", "paid"), ("F-1", "paid")])
+        # while A's lease runs: nothing for B
+        self.assertEqual(claim("default", 10), [])
+        time.sleep(max(0.0, a_until + 0.3 - time.monotonic()))
+        b = claim("default", 10, lease=60)
+        self.assertEqual(sorted((x[1], x[3], x[4]) for x in b),
+                         [("F-0", "paid", 2), ("F-1", "paid", 2)])
+        self.assertNotEqual(a[0][5], b[0][5], "the second claim reused the first lease token")
+        # A wakes up and acknowledges with its own (stale) token: refused,
+        # counted, and the orders' next events stay in the feed, not out
+        self.assertEqual(ack("default", a), 0)
+        self.assertEqual(stale_acks("default"), 2)
+        self.assertEqual(PG.scalar("SELECT last_stale_ack_at IS NOT NULL FROM "
+                                   "paynotify.feed_consumers WHERE consumer = 'default'"), "t")
+        self.assertEqual(claim("default", 10), [], "a refund went out while its payment is held")
+        self.assertEqual(PG.scalar("SELECT count(*) FROM paynotify.feed"), "4")
+        # the WARNING tells the caller why
+        argv = PG._psql_argv(pntest.PG_DB) + ["-At", "-v", "ON_ERROR_STOP=1", "-c",
+                                              "SELECT paynotify.ack_events('default', ARRAY[%d]"
+                                              "::bigint[], %s)" % (a[0][0], q(a[0][5]))]
+        p = subprocess.run(argv, env=pntest.clean_env(), capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual((p.returncode, p.stdout), (0, "0\n"), p.stderr)
+        self.assertIn("WARNING:  ack_events: 1 event(s) of consumer \"default\" refused", p.stderr)
+        self.assertEqual(stale_acks("default"), 3)
+        # B's ack, with B's token, works; then the refunds come out, in order
+        self.assertEqual(ack("default", b), 2)
+        rest = claim("default", 10)
+        self.assertEqual(sorted((x[1], x[3], x[4]) for x in rest),
+                         [("F-0", "refund", 1), ("F-1", "refund", 1)])
+        # a token acknowledges only the events claimed with it
+        self.assertEqual(ack_with("default", [x[0] for x in rest], b[0][5]), 0)
+        self.assertEqual(stale_acks("default"), 5)
+        self.assertEqual(ack("default", rest), 2)
+        self.assertEqual(PG.scalar("SELECT count(*) FROM paynotify.feed"), "0")
+        # the counter, where an operator looks
+        p = subprocess.run([os.path.join(os.environ.get("PN_BIN_DIR") or pntest.REPO,
+                                         "paynotify"), "-c", CFG.path, "stats",
+                            "--format", "prometheus"],
+                           env=pntest.clean_env(), stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn('paynotify_feed_stale_acks_total{consumer="default"} 5\n', p.stdout)
+        self.assertIn('paynotify_feed_events{consumer="default"} 0\n', p.stdout)
+
+    def test_expired_lease_not_claimed_again_still_acks(self):
+        self.make_events(1, 0, "E")
+        a = claim("default", 10, lease=1)
+        time.sleep(1.3)
+        self.assertEqual(ack("default", a), 1)            # nobody else was handed it
+        self.assertEqual(stale_acks("default"), 0)
+
+    def test_ack_without_token_is_an_error(self):
+        self.make_events(1, 0, "N")
+        a = claim("default", 10)
+        with self.assertRaisesRegex(RuntimeError, "the lease_token that claim_events returned "
+                                    "is required"):
+            PG.scalar("SELECT paynotify.ack_events('default', ARRAY[%d]::bigint[])" % a[0][0])
+        self.assertEqual(PG.scalar("SELECT count(*) FROM paynotify.feed"), "1")
+        self.assertEqual(ack("default", a), 1)
 
     def test_groups_are_independent_and_validated(self):
         self.assertEqual(PG.scalar("SELECT paynotify.feed_subscribe('crm')"), "t")
         self.assertEqual(PG.scalar("SELECT paynotify.feed_subscribe('crm')"), "f")
         self.make_events(3, 0, "G")
         a = claim("default", 10)
-        self.assertEqual(ack("default", [b[0] for b in a]), 3)
+        self.assertEqual(ack("default", a), 3)
         b = claim("crm", 10)
         self.assertEqual(sorted(x[0] for x in a), sorted(x[0] for x in b))
         with self.assertRaisesRegex(RuntimeError, 'unknown feed consumer "nobody"'):
@@ -276,15 +364,18 @@ class ThroughPooler(unittest.TestCase):
             try:
                 idle = 0
                 while idle < 3:
-                    rows = self.pooled("SELECT event_id FROM paynotify.claim_events('default', 7)")
+                    rows = self.pooled("SELECT event_id, lease_token FROM "
+                                       "paynotify.claim_events('default', 7)")
                     if not rows:
                         idle += 1
                         continue
                     idle = 0
                     ids = [r[0] for r in rows]
                     got[name] += ids
-                    self.pooled("SELECT paynotify.ack_events('default', ARRAY[%s]::bigint[])"
-                                % ",".join(ids))
+                    n = self.pooled("SELECT paynotify.ack_events('default', ARRAY[%s]::bigint[], "
+                                    "'%s')" % (",".join(ids), rows[0][1]))
+                    if n != [[str(len(ids))]]:
+                        raise AssertionError("acked %r of %d" % (n, len(ids)))
             except Exception as e:  # reported below
                 errors.append(e)
 
@@ -301,6 +392,27 @@ class ThroughPooler(unittest.TestCase):
         self.assertEqual(PG.scalar("SELECT count(*) FROM pg_stat_activity WHERE "
                                    "backend_type = 'client backend' AND datname = 'paynotify' "
                                    "AND pid <> pg_backend_pid()"), "1")
+
+    def test_stale_ack_refused_through_transaction_pooling(self):
+        """The fence is in the rows, not in a session: through one shared
+        server connection, A's late ack is refused and B's works."""
+        PG.psql("UPDATE paynotify.feed_consumers SET stale_acks = 0, last_stale_ack_at = NULL")
+        Feed.make_events(self, 1, 1, "Q")                  # Q-0: paid + refund
+        a = self.pooled("SELECT event_id, lease_token FROM paynotify.claim_events('default', 5, 1)")
+        self.assertEqual(len(a), 1)
+        time.sleep(1.3)
+        b = self.pooled("SELECT event_id, lease_token FROM paynotify.claim_events('default', 5)")
+        self.assertEqual([r[0] for r in b], [a[0][0]])
+        self.assertEqual(self.pooled("SELECT paynotify.ack_events('default', ARRAY[%s]::bigint[], "
+                                     "'%s')" % (a[0][0], a[0][1])), [["0"]])
+        self.assertEqual(self.pooled("SELECT event_kind FROM "
+                                     "paynotify.claim_events('default', 5)"), [])
+        self.assertEqual(self.pooled("SELECT paynotify.ack_events('default', ARRAY[%s]::bigint[], "
+                                     "'%s')" % (b[0][0], b[0][1])), [["1"]])
+        self.assertEqual(self.pooled("SELECT event_kind FROM "
+                                     "paynotify.claim_events('default', 5)"), [["refund"]])
+        self.assertEqual(PG.scalar("SELECT stale_acks FROM paynotify.feed_consumers "
+                                   "WHERE consumer = 'default'"), "1")
 
 
 class ReceiverFeed(unittest.TestCase):
@@ -353,7 +465,7 @@ class ReceiverFeed(unittest.TestCase):
                          ("RF-1", "paid", "paid"))
         ev = claim("default", 10)
         self.assertEqual([(e[0], e[1]) for e in ev], [(payload["event_id"], "RF-1")])
-        ack("default", [ev[0][0]])
+        ack("default", ev)
 
     def test_fastcgi_notify_off(self):
         PG.psql("ALTER DATABASE paynotify SET paynotify.notify = off")

@@ -6,6 +6,9 @@
 #   - a login role without those grants cannot ingest: 503 + failure form,
 #     nothing stored, the order untouched (so the test above can fail)
 #   - paynotify_admin's grants run report, stats and replay --apply
+#   - paynotify_consumer's grants claim and acknowledge feed events, and a
+#     stale acknowledgement is refused and counted (schema 12) for a role
+#     that is only a member of paynotify_consumer, which cannot ingest
 #   - retention (the two shell blocks of docs/DATABASE.md, run as written
 #     but for the database name and the notification id): rows delivered
 #     over a year ago are archived to CSV and deleted, unknown_order ones
@@ -63,7 +66,8 @@ def setUpModule():
     PG.psql(roles_block().replace(
         "CREATE ROLE paynotify LOGIN IN ROLE paynotify_receiver;",
         "CREATE ROLE pn_rcv LOGIN IN ROLE paynotify_receiver;"))
-    PG.psql("CREATE ROLE pn_adm LOGIN IN ROLE paynotify_admin; CREATE ROLE pn_nobody LOGIN")
+    PG.psql("CREATE ROLE pn_adm LOGIN IN ROLE paynotify_admin; CREATE ROLE pn_nobody LOGIN; "
+            "CREATE ROLE pn_shop LOGIN IN ROLE paynotify_consumer")
     PG.psql(grants_block())
 
 
@@ -133,6 +137,58 @@ class TestGrants(unittest.TestCase):
                                timeout=60)
             self.assertIn(p.returncode, ok, "%s: %s%s" % (args, p.stdout, p.stderr))
         self.assertEqual(PG.order(SITE_A.name, "G-3")["status"], "paid")
+
+
+class TestConsumerGrants(unittest.TestCase):
+    def as_shop(self, sql):
+        import psycopg2
+        conn = psycopg2.connect(host=PG.host, port=PG.port, user="pn_shop", dbname=pntest.PG_DB,
+                                connect_timeout=30)
+        conn.autocommit = True
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql)
+                rows = cur.fetchall() if cur.description else []
+            return rows, list(conn.notices)
+        finally:
+            conn.close()
+
+    def test_consumer_claims_acks_and_is_fenced(self):
+        import time
+        import psycopg2
+        PG.psql("TRUNCATE paynotify.feed")
+        cfg = pntest.write_config(conninfo=conninfo("pn_rcv"))
+        PG.add_order(SITE_A.name, "G-5", 900, "USD")
+        r, _ = stripe_post(cfg, "G-5", 900)
+        self.assertEqual(r.status, 200, r.stderr)
+        a, _ = self.as_shop("SELECT event_id, lease_token::text, order_id FROM "
+                            "paynotify.claim_events('default', 10, 1)")
+        self.assertEqual([x[2] for x in a], ["G-5"])
+        time.sleep(1.3)
+        b, _ = self.as_shop("SELECT event_id, lease_token::text FROM "
+                            "paynotify.claim_events('default', 10, 60)")
+        self.assertEqual([x[0] for x in b], [a[0][0]])
+        rows, notices = self.as_shop("SELECT paynotify.ack_events('default', ARRAY[%d]::bigint[], "
+                                     "'%s')" % (a[0][0], a[0][1]))
+        self.assertEqual(rows, [(0,)])
+        self.assertTrue(any("refused" in n for n in notices), notices)
+        rows, _ = self.as_shop("SELECT paynotify.ack_events('default', ARRAY[%d]::bigint[], "
+                               "'%s')" % (b[0][0], b[0][1]))
+        self.assertEqual(rows, [(1,)])
+        self.assertEqual(PG.scalar("SELECT stale_acks FROM paynotify.feed_consumers "
+                                   "WHERE consumer = 'default'"), "1")
+        self.assertEqual(PG.scalar("SELECT count(*) FROM paynotify.feed"), "0")
+        # the consumer's role cannot ingest, nor add itself a group
+        with self.assertRaisesRegex(psycopg2.Error, "permission denied"):
+            self.as_shop("SELECT paynotify.feed_subscribe('other')")
+        # the admin's stats see the feed
+        adm = pntest.write_config(conninfo=conninfo("pn_adm"))
+        p = subprocess.run([ADMIN, "stats", "--format", "prometheus"],
+                           env=pntest.clean_env({"PAYNOTIFY_CONFIG": adm.path}),
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn('paynotify_feed_stale_acks_total{consumer="default"} 1\n', p.stdout)
+        self.assertIn('paynotify_feed_events{consumer="default"} 0\n', p.stdout)
 
 
 def sh_blocks():

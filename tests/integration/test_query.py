@@ -17,6 +17,14 @@
 #   - 5xx, timeout and connection refused: order unchanged, exit 3
 #   - a paid answer for a closed order: paid_after_close (when the schema
 #     has that outcome)
+# 2C2P legacy Redirect API site (issue 23): a paid form whose transaction_ref
+# + approval_code + eci splits several ways is stored pending_confirmation
+# with no transaction; a re-split of it posted first is the same row (no
+# conflicting_duplicate) and never recorded as the transaction; query
+# --apply applies 2C2P's signed paymentInquiry answer (its tranRef) and
+# confirms the form; an answer naming another transaction confirms nothing;
+# a form that comes after the order was paid is confirmed by the timer's
+# next run; report lists a form unconfirmed after an hour.
 # And: usage errors (64), a Stripe sk_ key refused, a query key file with a
 # bad mode refused by query but never read by the receiver, check-config
 # shows the query credentials, a run recorded in paynotify.query_runs and
@@ -51,6 +59,7 @@ MERCHANT_SERIAL = "5157F09EFDC096DE15EBE81A47057A7232F1B8E1"
 STRIPE_RK = "rk_test_51QueryRestrictedKey0123456789"
 SITE = "shop-x"
 SITE_V2 = "shop-w2"
+SITE_LEGACY = "shop-l"      # 2C2P legacy Redirect API, the same merchant and key
 
 PG = None
 SI = None
@@ -93,6 +102,11 @@ def write_config(url, ca_file, timeout_ms=1500, stripe_key=STRIPE_RK, key_mode=0
                        "wechatpay.appid = %s" % pnkit.WX_APPID,
                        "wechatpay.apiv2_key_file = apiv2.key",
                        "wechatpay.query_url = %s" % url, ""])
+    text += "\n".join(["", "[site %s]" % SITE_LEGACY,
+                       "2c2p.merchant_id = %s" % pnkit.TWOC2P_MERCHANT,
+                       "2c2p.secret_key_file = 2c2p.key",
+                       "2c2p.api = redirect",
+                       "2c2p.query_url = %s" % url, ""])
     with open(cfg.path, "w") as f:
         f.write(text)
     return cfg.path
@@ -541,6 +555,177 @@ class TestTwoC2P(Base, unittest.TestCase):
         self.assertEqual(rc, 0, (rows, err))
         self.assertEqual(rows[0]["result"], "applied", rows)
         self.assertEqual(PG.order(self.site, self.oid)["status"], "failed")
+
+
+def legacy_form(oid, tref, approval, eci, signed=None):
+    """A legacy Redirect API paid form for oid, signed with the site's key;
+    signed: the (transaction_ref, approval_code, eci) the MAC was computed
+    over, when the posted split differs (a re-split)."""
+    def fields(t, a, e):
+        return [("version", "7.0"), ("request_timestamp", "2024-05-20 10:00:00"),
+                ("merchant_id", pnkit.TWOC2P_MERCHANT), ("order_id", oid), ("invoice_no", ""),
+                ("currency", "702"), ("amount", "000000001999"), ("transaction_ref", t),
+                ("approval_code", a), ("eci", e), ("transaction_datetime", "2024-05-20 10:00:05"),
+                ("payment_channel", "001"), ("payment_status", "000"),
+                ("channel_response_code", "00"), ("channel_response_desc", "success"),
+                ("masked_pan", "411111XXXXXX1111")]
+    hv = pnsign.legacy_hash(fields(*(signed or (tref, approval, eci))), pnkit.TWOC2P_KEY)
+    return pnsign.legacy_body(fields(tref, approval, eci), pnkit.TWOC2P_KEY, hash_value=hv)
+
+
+class TestTwoC2PLegacyConfirmation(unittest.TestCase):
+    """Issue 23 item 3: the stored transaction is one 2C2P issued."""
+
+    def setUp(self):
+        PG.reset()
+        SI.reset()
+
+    def tearDown(self):
+        self.assertEqual(SI.bad_requests, [], "the stand-in refused a request's signature")
+
+    def post(self, body):
+        r = pntest.run_cgi(pntest.binary("2c2p"), "POST", pnkit.path("2c2p", SITE_LEGACY),
+                           {"Content-Type": "application/x-www-form-urlencoded"}, body,
+                           config=CFG)
+        self.assertTrue(pnkit.is_success("2c2p", r), (r.status, r.body, r.stderr))
+        return r
+
+    def rows(self, oid):
+        return PG.notifications("site = %s AND order_id = %s" % (pntest.q(SITE_LEGACY),
+                                                                 pntest.q(oid)))
+
+    def detail(self, nid):
+        return PG.scalar("SELECT outcome_detail FROM paynotify.notifications WHERE id = %d" % nid)
+
+    def report(self):
+        p = subprocess.run([ADMIN, "-c", CFG, "report", "--site", SITE_LEGACY, "--format", "json"],
+                           env=pntest.clean_env(), capture_output=True, text=True, timeout=60)
+        self.assertIn(p.returncode, (0, 1), p.stderr)
+        return [(x["kind"], x["order_id"]) for x in json.loads(p.stdout or "[]")]
+
+    def test_resplit_first_never_recorded_genuine_applies_after_inquiry(self):
+        oid = "LQ-" + pnkit.seq()
+        PG.add_order(SITE_LEGACY, oid, 1999, "SGD")
+        genuine = ("7654321", "123456", "05")
+        resplit = ("765432112", "345605", "")         # the same signed characters
+        forged = legacy_form(oid, *resplit, signed=genuine)
+        real = legacy_form(oid, *genuine)
+        self.assertEqual(pnsign.legacy_hash(
+            [(k, v[0]) for k, v in urllib_parse(forged).items() if k != "hash_value"],
+            pnkit.TWOC2P_KEY), urllib_parse(real)["hash_value"][0],
+            "the re-split must carry 2C2P's genuine MAC")
+        # the buyer posts the re-split copy of their own paid form first
+        r = self.post(forged)
+        self.assertIn("outcome=pending_confirmation", r.stderr)
+        got = self.rows(oid)
+        self.assertEqual([(x["outcome"], x["psp_txn_id"]) for x in got],
+                         [("pending_confirmation", None)])
+        self.assertEqual(PG.order(SITE_LEGACY, oid)["status"], "pending")
+        # 2C2P's own copy: the same event (no conflicting_duplicate), still
+        # no transaction taken from either split
+        self.post(real)
+        got = self.rows(oid)
+        self.assertEqual([(x["outcome"], x["psp_txn_id"], x["deliveries"]) for x in got],
+                         [("pending_confirmation", None, 2)])
+        self.assertEqual(PG.order(SITE_LEGACY, oid)["status"], "pending")
+        # not on report within the hour; on it after
+        self.assertNotIn(("pending_confirmation", oid), self.report())
+        PG.psql("UPDATE paynotify.notifications SET received_at = received_at - interval '2 hours'"
+                " WHERE order_id = %s" % pntest.q(oid))
+        self.assertIn(("pending_confirmation", oid), self.report())
+        # 2C2P's paymentInquiry (signed) says which transaction it was
+        SI.state[("2c2p", oid)] = {"amount": '"19.99"', "currency": "SGD", "tranRef": genuine[0],
+                                   "approvalCode": genuine[1], "eci": genuine[2],
+                                   "respCode": "0000"}
+        rc, out, err = query("--site", SITE_LEGACY, "--order", oid)       # dry run
+        self.assertEqual(rc, 0, (out, err))
+        self.assertIn("would confirm 1 stored notification", out[0]["detail"])
+        self.assertEqual(PG.order(SITE_LEGACY, oid)["status"], "pending")
+        rc, out, err = query("--site", SITE_LEGACY, "--order", oid, "--apply")
+        self.assertEqual(rc, 0, (out, err))
+        self.assertEqual(out[0]["result"], "applied", out)
+        self.assertIn("confirmed 1 stored notification", out[0]["detail"])
+        o = PG.order(SITE_LEGACY, oid)
+        self.assertEqual((o["status"], o["psp_txn_id"]), ("paid", genuine[0]))
+        got = self.rows(oid)
+        self.assertEqual(sorted((x["outcome"], x["psp_txn_id"]) for x in got),
+                         [("already_applied", None), ("applied", genuine[0])])
+        form_row = [x for x in got if x["outcome"] == "already_applied"][0]
+        self.assertEqual(self.detail(form_row["id"]),
+                         'confirmed by 2C2P paymentInquiry (tranRef 7654321, approvalCode '
+                         '123456, eci 05); the form was posted with transaction_ref '
+                         '"765432112" (re-split)')
+        self.assertNotIn(("pending_confirmation", oid), self.report())
+        self.assertEqual(PG.scalar("SELECT count(*) FROM paynotify.notifications "
+                                   "WHERE psp_txn_id = '765432112'"), "0")
+        # a late copy of either split changes nothing; a second query neither
+        r = self.post(forged)
+        self.assertIn("outcome=duplicate", r.stderr)
+        self.assertEqual(PG.scalar("SELECT outcome FROM paynotify.notifications WHERE id = %d"
+                                   % form_row["id"]), "already_applied")
+        rc, out, err = query("--site", SITE_LEGACY, "--order", oid, "--apply")
+        self.assertEqual((rc, out[0]["result"]), (0, "duplicate"), (out, err))
+        self.assertEqual(len(self.rows(oid)), 2)
+        self.assertEqual(PG.scalar("SELECT count(*) FROM paynotify.feed WHERE order_id = %s"
+                                   % pntest.q(oid)), "1")
+
+    def test_answer_of_another_transaction_confirms_nothing(self):
+        oid = "LQ-" + pnkit.seq()
+        PG.add_order(SITE_LEGACY, oid, 1999, "SGD")
+        self.post(legacy_form(oid, "1111111", "222222", "05"))
+        SI.state[("2c2p", oid)] = {"amount": '"19.99"', "currency": "SGD", "tranRef": "1111111",
+                                   "approvalCode": "222223", "eci": "05", "respCode": "0000"}
+        rc, out, err = query("--site", SITE_LEGACY, "--order", oid, "--apply")
+        self.assertEqual(rc, 0, (out, err))
+        self.assertNotIn("confirmed", out[0]["detail"])
+        # 2C2P's signed answer is the payment; the form that names something
+        # else stays for a person
+        self.assertEqual(PG.order(SITE_LEGACY, oid)["status"], "paid")
+        self.assertEqual(sorted(x["outcome"] for x in self.rows(oid)),
+                         ["applied", "pending_confirmation"])
+
+    def test_form_after_the_query_paid_is_confirmed_by_the_timer_run(self):
+        """2C2P's form comes late, after query had already paid the order: the
+        timer's run (--pending-older-than) asks about the paid order again
+        because of its pending_confirmation form, and confirms it."""
+        oid = "LQ-" + pnkit.seq()
+        PG.add_order(SITE_LEGACY, oid, 1999, "SGD")
+        PG.psql("UPDATE paynotify.orders SET created_at = now() - interval '10 minutes' "
+                "WHERE order_id = %s" % pntest.q(oid))
+        SI.state[("2c2p", oid)] = {"amount": '"19.99"', "currency": "SGD", "tranRef": "3141592",
+                                   "approvalCode": "653589", "eci": "07", "respCode": "0000"}
+        rc, out, err = query("--site", SITE_LEGACY, "--pending-older-than", "60s", "--apply")
+        self.assertEqual((rc, [(x["order_id"], x["result"]) for x in out]),
+                         (0, [(oid, "applied")]), err)
+        self.post(legacy_form(oid, "3141592", "653589", "07"))
+        self.assertEqual(sorted(x["outcome"] for x in self.rows(oid)),
+                         ["applied", "pending_confirmation"])
+        # not yet older than the threshold: not asked
+        rc, out, err = query("--site", SITE_LEGACY, "--pending-older-than", "60s", "--apply")
+        self.assertEqual((rc, out), (0, []), err)
+        PG.psql("UPDATE paynotify.notifications SET received_at = received_at - interval "
+                "'2 minutes' WHERE outcome = 'pending_confirmation' AND order_id = %s"
+                % pntest.q(oid))
+        rc, out, err = query("--site", SITE_LEGACY, "--pending-older-than", "60s", "--apply")
+        self.assertEqual(rc, 0, (out, err))
+        self.assertEqual([(x["order_id"], x["result"]) for x in out], [(oid, "duplicate")])
+        self.assertIn("confirmed 1 stored notification", out[0]["detail"])
+        self.assertEqual(sorted(x["outcome"] for x in self.rows(oid)),
+                         ["already_applied", "applied"])
+        self.assertEqual(PG.order(SITE_LEGACY, oid)["psp_txn_id"], "3141592")
+
+    def test_unique_split_applies_at_once(self):
+        oid = "LQ-" + pnkit.seq()
+        PG.add_order(SITE_LEGACY, oid, 1999, "SGD")
+        r = self.post(legacy_form(oid, "88A", "", ""))        # one way to read it
+        self.assertIn("outcome=applied", r.stderr)
+        o = PG.order(SITE_LEGACY, oid)
+        self.assertEqual((o["status"], o["psp_txn_id"]), ("paid", "88A"))
+
+
+def urllib_parse(body):
+    import urllib.parse
+    return urllib.parse.parse_qs(body.decode(), keep_blank_values=True)
 
 
 class TestCommand(unittest.TestCase):

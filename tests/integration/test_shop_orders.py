@@ -136,11 +136,11 @@ class ShopOrders(unittest.TestCase):
         self.assertEqual(p.returncode, 1, p.stderr)       # the duplicate payment needs a human
         self.assertEqual({x["order_status"] for x in json.loads(p.stdout)}, {"refunded"})
         # the shop's application learns of the three transitions from the feed
-        ev = PG.psql("SELECT order_id, event_kind, order_status FROM "
+        ev = PG.psql("SELECT order_id, event_kind, order_status, event_id, lease_token FROM "
                      "paynotify.claim_events('default', 10)")
-        self.assertEqual(ev, [("S-1", "paid", "paid")])
-        ids = PG.psql("SELECT event_id FROM paynotify.feed WHERE lease_until IS NOT NULL")
-        PG.psql("SELECT paynotify.ack_events('default', ARRAY[%s]::bigint[])" % ids[0][0])
+        self.assertEqual([e[:3] for e in ev], [("S-1", "paid", "paid")])
+        self.assertEqual(PG.scalar("SELECT paynotify.ack_events('default', ARRAY[%s]::bigint[], "
+                                   "'%s')" % (ev[0][3], ev[0][4])), "1")
         ev = PG.psql("SELECT order_id, event_kind, order_status FROM "
                      "paynotify.claim_events('default', 10)")
         self.assertEqual(ev, [("S-1", "refund", "partially_refunded")])

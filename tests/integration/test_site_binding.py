@@ -315,8 +315,10 @@ class SiteBinding(unittest.TestCase):
         r = post("2c2p", "legacy", legacy_body(forged, hv), {"Content-Type": FORM})
         self.assertEqual(r.status, 400, r)
         self.assertEqual(PG.order("legacy", "L-1")["status"], "failed")
-        # a later genuine payment pays it
-        paid = legacy_fields("L-1", "000", "00")
+        # a later genuine payment pays it (a form with one split: its
+        # transaction_ref is the transaction; test_query confirms the rest)
+        paid = [(k, {"transaction_ref": "P9A", "approval_code": "", "eci": ""}.get(k, v))
+                for k, v in legacy_fields("L-1", "000", "00")]
         r = post("2c2p", "legacy", legacy_body(paid, legacy_hash(paid)), {"Content-Type": FORM})
         self.assertEqual(r.status, 200, r)
         self.assertEqual(PG.order("legacy", "L-1")["status"], "paid")
@@ -422,7 +424,11 @@ def _wx_pay(oid, txn, amount_minor):
 
 
 def _legacy_pay(oid, txn, amount_minor, status="000"):
-    f = [(k, {"order_id": oid, "amount": "%012d" % amount_minor, "transaction_ref": txn,
+    # a 28-character transaction_ref with a 6-character approval_code and a
+    # 2-digit eci: the one way to split that segment, so the form names its
+    # transaction and applies at once (docs/2C2P.md "Which transaction")
+    f = [(k, {"order_id": oid, "amount": "%012d" % amount_minor,
+              "transaction_ref": txn.rjust(28, "0"),
               "payment_status": status, "channel_response_code": "00"}.get(k, v))
          for k, v in legacy_fields(oid, status, "00")]
     return legacy_body(f, legacy_hash(f)), {"Content-Type": FORM}
@@ -526,23 +532,26 @@ class MoneyRules(unittest.TestCase):
                                   ("conflicting_duplicate", got[1]["amount_minor"], 2)])
                 self.assertNotEqual(got[1]["amount_minor"], p.amount_minor)
 
-    def test_legacy_2c2p_resplit_is_conflicting_duplicate(self):
-        """The transaction_ref/approval_code split that formats cannot pin: the
-        same signed form under the same key; the first split stays."""
+    def test_legacy_2c2p_resplit_is_the_same_pending_event(self):
+        """The transaction_ref/approval_code/eci split that formats cannot pin:
+        the same signed form under the same key, one row, and neither split
+        taken as the transaction (issue 23: before, the first split was
+        recorded and 2C2P's own copy became a conflicting_duplicate)."""
         PG.add_order("legacy", "CONF-L", 1999, "SGD")
         f = [(k, {"order_id": "CONF-L", "channel_response_code": "00", "payment_status": "000"}
               .get(k, v)) for k, v in legacy_fields("CONF-L", "000", "00")]
         hv = legacy_hash(f)
-        moved = [(k, {"transaction_ref": "76543211", "approval_code": "23456"}.get(k, v))
-                 for k, v in f]
+        moved = [(k, {"transaction_ref": "765432112", "approval_code": "345605", "eci": ""}
+                  .get(k, v)) for k, v in f]
         self.assertEqual(legacy_hash(moved), hv)
-        for body in (legacy_body(f, hv), legacy_body(moved, hv)):
+        for body in (legacy_body(moved, hv), legacy_body(f, hv)):
             r = post("2c2p", "legacy", body, {"Content-Type": FORM})
             self.assertEqual(r.status, 200, r)
         o = PG.order("legacy", "CONF-L")
-        self.assertEqual((o["status"], o["psp_txn_id"]), ("paid", "7654321"))
-        self.assertEqual([(x["outcome"], x["psp_txn_id"]) for x in rows("site = 'legacy'")],
-                         [("applied", "7654321"), ("conflicting_duplicate", "76543211")])
+        self.assertEqual((o["status"], o["psp_txn_id"]), ("pending", None))
+        self.assertEqual([(x["outcome"], x["psp_txn_id"], x["deliveries"])
+                          for x in rows("site = 'legacy'")],
+                         [("pending_confirmation", None, 2)])
 
     def test_report_shows_the_money_outcomes(self):
         p = PROVIDERS[0]

@@ -583,10 +583,11 @@ class Standins:
         payload = ('{"merchantID":"%s","invoiceNo":"%s","accountNo":"411111XXXXXX1111",'
                    '"amount":%s,"currencyCode":"%s","tranRef":"%s","referenceNo":"R1",'
                    '"transactionDateTime":"20240520100005","agentCode":"OCBC",'
-                   '"channelCode":"VI","approvalCode":"123456","eci":"05",'
+                   '"channelCode":"VI","approvalCode":"%s","eci":"%s",'
                    '"respCode":"%s","respDesc":"%s"}'
                    % (st.get("merchant", self.twoc2p_merchant), inv, st["amount"],
-                      st["currency"], st["tranRef"], st["respCode"], st.get("respDesc", "x")))
+                      st["currency"], st["tranRef"], st.get("approvalCode", "123456"),
+                      st.get("eci", "05"), st["respCode"], st.get("respDesc", "x")))
         token = pnsign.jwt_hs256("0" * 64 if self.mode == "wrong_key" else self.twoc2p_secret,
                                  payload)
         if self.mode == "tamper":

@@ -214,9 +214,11 @@ static const struct {
 	{"amount", "0000000001999", false, false}, {"amount", "+00000001999", false, false},
 	{"transaction_ref", "1234567890123456789012345678", true, false},
 	{"transaction_ref", "12345678901234567890123456789", false, false},
-	{"transaction_ref", NULL, true, false},
-	{"approval_code", "1234567", false, false}, {"eci", "123", false, false},
-	{"eci", "7", true, false},
+	/* no reference while approval_code and eci are there: refused (issue 23) */
+	{"transaction_ref", NULL, false, false}, {"transaction_ref", "T-1", false, false},
+	{"approval_code", "1234567", false, false}, {"approval_code", "12345", false, false},
+	{"approval_code", "A1b2C3", true, false}, {"approval_code", NULL, true, false},
+	{"eci", "123", false, false}, {"eci", "7", false, false}, {"eci", NULL, true, false},
 	{"transaction_datetime", "2024-01-01 12:00:05 ", false, false},
 	{"transaction_datetime", NULL, false, false},
 	{"payment_channel", "001002", false, false}, {"payment_channel", "01", false, false},
@@ -285,6 +287,29 @@ START_TEST(test_redirect_formats)
 }
 END_TEST
 
+/*
+ * pn_2c2p_redirect_splits: the ways transaction_ref + approval_code + eci
+ * can be read (approval_code "" or 6, eci "" or 2 digits, transaction_ref
+ * 1..28 for the rest; issue 23).
+ */
+START_TEST(test_redirect_splits)
+{
+	/* 1234567|123456|05, 12345671234|56|05 ... */
+	ck_assert_uint_eq(pn_2c2p_redirect_splits("123456712345605"), 4);
+	ck_assert_uint_eq(pn_2c2p_redirect_splits("1234567123456"), 4);	/* no eci */
+	ck_assert_uint_eq(pn_2c2p_redirect_splits("12345671234AB"), 2);	/* AB: no eci */
+	ck_assert_uint_eq(pn_2c2p_redirect_splits("88A"), 1);
+	ck_assert_uint_eq(pn_2c2p_redirect_splits("8805"), 2);		/* 8805, 88|05 */
+	ck_assert_uint_eq(pn_2c2p_redirect_splits("05"), 1);		/* no empty tref */
+	ck_assert_uint_eq(pn_2c2p_redirect_splits(""), 1);
+	/* 28 + 6 + 2: only the full split leaves transaction_ref at most 28 */
+	ck_assert_uint_eq(pn_2c2p_redirect_splits("1111111111111111111111111111123456"
+						  "05"), 1);
+	ck_assert_uint_eq(pn_2c2p_redirect_splits("11111111111111111111111111111123456"
+						  "05"), 0);
+}
+END_TEST
+
 START_TEST(test_answers)
 {
 	struct pn_response res = {0, NULL, PN_BUF_INIT};
@@ -333,6 +358,7 @@ suite_2c2p(void)
 	tcase_add_test(tc, test_raw_member);
 	tcase_add_loop_test(tc, test_resp_code_table, 0, (int)PN_ARRAY_LEN(kinds));
 	tcase_add_test(tc, test_legacy_vector);
+	tcase_add_test(tc, test_redirect_splits);
 	tcase_add_loop_test(tc, test_redirect_formats, 0, (int)PN_ARRAY_LEN(formats));
 	tcase_add_test(tc, test_answers);
 	tcase_add_test(tc, test_configured);
