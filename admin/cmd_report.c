@@ -14,8 +14,12 @@ static void
 help(FILE *f)
 {
 	fprintf(f, "usage: paynotify report [--site S] [--pending-older-than 30m]\n"
-		"                        [--format table|csv|json] [--wide]\n\n"
+		"                        [--closed-within 7d] [--format table|csv|json] [--wide]\n\n"
 		"List what needs a human:\n"
+		"  - open disputes (dispute_open: amount, reason, evidence due date) and open\n"
+		"    complaints (complaint_open), until the provider closes them; then, for\n"
+		"    --closed-within (default 7d, 0 for none), how each ended: dispute_won,\n"
+		"    dispute_lost, dispute_closed, complaint_closed\n"
 		"  - notifications stored as unknown_order, amount_mismatch, merchant_mismatch,\n"
 		"    mode_mismatch, txn_mismatch (not applied), duplicate_payment (a second\n"
 		"    real charge: money to refund), paid_after_close (applied to a closed or\n"
@@ -60,8 +64,41 @@ static const char report_sql[] =
 	"          ON n.outcome = 'conflicting_duplicate' AND f.site = n.site"
 	"         AND f.provider = n.provider"
 	"         AND f.dedup_key = substr(n.dedup_key, 24, greatest(length(n.dedup_key) - 56, 0))"
-	"  WHERE n.outcome NOT IN ('applied', 'already_applied', 'ignored')"
+	"  WHERE n.outcome NOT IN ('applied', 'already_applied', 'ignored', 'dispute', 'complaint')"
 	"    AND ($1::text IS NULL OR n.site = $1)"
+	/*
+	 * Disputes and complaints: one line per case (paynotify.cases), open
+	 * ones always, closed ones for $3 after they closed, with how they
+	 * ended.  The order is linked, never read for a rule: its status is
+	 * shown as it is now.
+	 */
+	" UNION ALL"
+	" SELECT c.case_kind || CASE"
+	"          WHEN c.closed_at IS NULL THEN '_open'"
+	"          WHEN c.case_kind = 'dispute' AND c.status IN ('won', 'lost') THEN '_' || c.status"
+	"          ELSE '_closed' END,"
+	"        c.site, c.provider, c.order_id, c.notification_id::text, c.case_kind,"
+	"        c.amount_minor, c.currency,"
+	"        concat_ws('; ', c.case_id || ' ' || c.status,"
+	"                  'reason ' || c.reason,"
+	"                  CASE WHEN c.closed_at IS NULL THEN 'due '"
+	"                       || to_char(c.due_by AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI \"UTC\"')"
+	"                  END,"
+	"                  CASE WHEN c.closed_at IS NOT NULL THEN 'closed '"
+	"                       || to_char(c.closed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI \"UTC\"')"
+	"                  END,"
+	"                  'order ' || o.status,"
+	"                  CASE WHEN c.order_id IS NULL AND c.psp_txn_id IS NOT NULL"
+	"                       THEN 'no order of this site has transaction ' || c.psp_txn_id"
+	"                       WHEN c.order_id IS NULL"
+	"                       THEN 'not linked to an order yet (paynotify query --complaints)'"
+	"                  END),"
+	"        o.amount_minor, o.currency, o.status, coalesce(c.closed_at, c.opened_at)"
+	"   FROM paynotify.cases c"
+	"   LEFT JOIN paynotify.order_rows($1::text) o"
+	"          ON o.site = c.site AND o.order_id = c.order_id"
+	"  WHERE ($1::text IS NULL OR c.site = $1)"
+	"    AND (c.closed_at IS NULL OR c.closed_at > now() - $3::interval)"
 	" UNION ALL"
 	" SELECT 'pending_without_notification', o.site, NULL, o.order_id, NULL, NULL, NULL, NULL,"
 	"        'pending since ' || o.created_at::text, o.amount_minor, o.currency, o.status,"
@@ -163,19 +200,20 @@ report_exec(int argc, char **argv, const char *config_path)
 	static const struct option longopts[] = {
 		{"site", required_argument, NULL, 's'},
 		{"pending-older-than", required_argument, NULL, 'p'},
+		{"closed-within", required_argument, NULL, 'C'},
 		{"format", required_argument, NULL, 'f'},
 		{"wide", no_argument, NULL, 'W'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *params[2] = {NULL, "30 minutes"};
+	const char *params[3] = {NULL, "30 minutes", "7 days"};
 	enum pn_format fmt = pn_format_default();
 	static const char *cols[] = {"kind", "site", "provider", "order_id", "notification_id",
 				     "amount", "detail", "since"};
 	struct pn_table t, out;
 	size_t	r;
 	struct pn_config *cfg;
-	char	threshold[32];
+	char	threshold[32], closed_within[32];
 	int64_t	secs;
 	int	opt, rc;
 
@@ -188,6 +226,15 @@ report_exec(int argc, char **argv, const char *config_path)
 				return PN_EXIT_USAGE;
 			snprintf(threshold, sizeof(threshold), "%lld seconds", (long long)secs);
 			params[1] = threshold;
+			break;
+		case 'C':
+			/* 0: closed cases are not listed at all */
+			if (strcmp(optarg, "0") == 0)
+				secs = 0;
+			else if (!pn_opt_duration("--closed-within", optarg, &secs))
+				return PN_EXIT_USAGE;
+			snprintf(closed_within, sizeof(closed_within), "%lld seconds", (long long)secs);
+			params[2] = closed_within;
 			break;
 		case 'W': pn_table_set_wide(true); break;
 		case 'f':
@@ -212,7 +259,7 @@ report_exec(int argc, char **argv, const char *config_path)
 		pn_cfg_free(cfg);
 		return PN_EXIT_USAGE;
 	}
-	if (!pn_admin_query_cfg(cfg, PN_SQL_CONST(report_sql), 2, params, &t)) {
+	if (!pn_admin_query_cfg(cfg, PN_SQL_CONST(report_sql), 3, params, &t)) {
 		pn_cfg_free(cfg);
 		return PN_EXIT_UNAVAILABLE;
 	}
@@ -230,6 +277,7 @@ report_exec(int argc, char **argv, const char *config_path)
 }
 
 const struct pn_cmd pn_cmd_report = {
-	"report", "[--site S] [--pending-older-than 30m]", "list what needs a human (for cron)",
+	"report", "[--site S] [--pending-older-than 30m] [--closed-within 7d]",
+	"list what needs a human (for cron)",
 	report_exec, help,
 };
