@@ -112,6 +112,11 @@ struct pn_query_provider {
 	 * PaymentIntent id: search, never retried). */
 	void	(*ask)(const struct pn_query_ctx *ctx, const struct pn_query_order *o,
 		       struct pn_query_answer *ans);
+	/* Optional: ask about one complaint (case_id as its notification named it),
+	 * for `query --complaints`; a final answer is a PN_KIND_COMPLAINT event
+	 * carrying the complaint's transaction and state. */
+	void	(*ask_case)(const struct pn_query_ctx *ctx, const char *case_id,
+			    struct pn_query_answer *ans);
 };
 
 /*

@@ -470,7 +470,7 @@ BEGIN
             reason, status, status_time, due_by, closed_at, notification_id)
     VALUES (p_site, p_provider, p_case_id, p_kind, p_order_id, p_psp_txn_id, p_amount_minor,
             CASE WHEN p_amount_minor IS NOT NULL THEN p_currency END, p_reason,
-            coalesce(p_status, 'unknown'), p_status_time,
+            coalesce(p_status, 'notified'), p_status_time,
             CASE WHEN p_due_by IS NOT NULL THEN to_timestamp(p_due_by) END,
             CASE WHEN coalesce(p_closed, false) THEN now() END, p_notification_id)
     ON CONFLICT (site, provider, case_id) DO NOTHING
