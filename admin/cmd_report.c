@@ -81,7 +81,7 @@ static const char report_sql[] =
 	"        c.amount_minor, c.currency,"
 	"        concat_ws('; ', c.case_id || ' ' || c.status,"
 	"                  'reason ' || c.reason,"
-	"                  CASE WHEN c.closed_at IS NULL THEN 'due '"
+	"                  CASE WHEN c.closed_at IS NULL THEN 'evidence due '"
 	"                       || to_char(c.due_by AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI \"UTC\"')"
 	"                  END,"
 	"                  CASE WHEN c.closed_at IS NOT NULL THEN 'closed '"
