@@ -726,7 +726,9 @@ BEGIN
 
     IF n.outcome IN ('applied', 'already_applied', 'ignored', 'duplicate_payment',
                      'paid_after_close', 'conflicting_duplicate', 'dispute', 'complaint')
-       OR p_flag IS NOT NULL THEN
+       OR p_flag IS NOT NULL
+       -- a dispute or complaint is no order transition: replay re-verifies it only
+       OR p_event_kind IN ('dispute', 'complaint') THEN
         outcome_now := CASE WHEN p_flag IS NOT NULL AND n.outcome NOT IN (
                                  'applied', 'already_applied', 'ignored', 'duplicate_payment',
                                  'paid_after_close', 'conflicting_duplicate', 'dispute',

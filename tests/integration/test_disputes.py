@@ -12,10 +12,12 @@
 #   - deduplicated per dispute, event type and status: a retry and a second
 #     event saying the same are duplicate deliveries
 #   - linked through the stored PaymentIntent (order_by_txn); a dispute of a
-#     PaymentIntent no order has is listed unlinked
+#     PaymentIntent no order has is listed unlinked, and linked on the report
+#     once that payment's notification has recorded it
 #   - a feed event for the shop per dispute event, live metrics counted
 #   - purge keeps every row of an open dispute, archives them once closed
 #   - a test-mode dispute on a live site is mode_mismatch, never a case
+#   - replay re-verifies dispute rows and changes nothing (exit 0)
 
 import json
 import os
@@ -176,6 +178,19 @@ class Disputes(unittest.TestCase):
                          "dispute:%s:charge.dispute.created:needs_response" % self.dp)
         self.assertEqual(self.case()[7], "1")
 
+    def test_replay_reverifies_and_changes_nothing(self):
+        send(self.event(FIVE[0]))
+        send(self.event("charge.dispute.closed", status="won"))
+        before = PG.psql("SELECT status, closed_at, events FROM paynotify.cases")
+        rc, out, err = admin("replay", "--outcome", "dispute", "--apply", "--format", "json")
+        self.assertEqual(rc, 0, (out, err))
+        rows = json.loads(out)
+        self.assertEqual([(r["verified"], r["now"]) for r in rows],
+                         [("yes", "dispute"), ("yes", "dispute")], rows)
+        self.assertEqual(PG.psql("SELECT status, closed_at, events FROM paynotify.cases"),
+                         before)
+        self.assertEqual(PG.order(SITE, self.oid)["status"], "paid")
+
     def test_unlinked_dispute_is_listed(self):
         other = pntest.stripe_dispute("charge.dispute.created", "dp_x" + self.oid,
                                       "needs_response", "pi_unknown" + self.oid,
@@ -185,6 +200,18 @@ class Disputes(unittest.TestCase):
         self.assertEqual(rc, 1)
         self.assertEqual([(i["kind"], i["order_id"]) for i in items], [("dispute_open", None)])
         self.assertIn("no order of this site has transaction pi_unknown", items[0]["detail"])
+
+    def test_dispute_before_the_payment_is_linked_once_it_is_paid(self):
+        oid = "E" + pnkit.seq()
+        PG.add_order(SITE, oid, 700, "USD")
+        send(pntest.stripe_dispute("charge.dispute.created", "dp_" + oid, "needs_response",
+                                   "pi_" + oid, amount_minor=700, due_by=self.due))
+        items = [i for i in self.items()[1] if i["notification_id"] and "dp_" + oid in i["detail"]]
+        self.assertEqual([i["order_id"] for i in items], [None])
+        send(pnkit.stripe_paid(oid, 700, payment_intent="pi_" + oid)[1])
+        items = [i for i in self.items()[1] if "dp_" + oid in i["detail"]]
+        self.assertEqual([(i["order_id"], i["kind"]) for i in items], [(oid, "dispute_open")])
+        self.assertIn("order paid", items[0]["detail"])
 
     def test_legacy_charge_without_payment_intent(self):
         send(pntest.stripe_dispute("charge.dispute.created", self.dp, "warning_needs_response",
