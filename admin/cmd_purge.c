@@ -13,7 +13,9 @@
  *     type paynotify has no handling for, listed by `report --unhandled`
  *     for days before it is this old) go; unknown_order, every mismatch,
  *     refund_failed, duplicates that need a refund and any outcome this
- *     build does not know are kept.
+ *     build does not know are kept;
+ *   - an event of a dispute or complaint whose case (paynotify.cases) is
+ *     still open: it goes only once the provider closed the case.
  *
  * Each batch is one transaction: lock up to --batch rows (FOR UPDATE SKIP
  * LOCKED: a row a receiver is touching is left for the next run), COPY
@@ -47,10 +49,12 @@ help(FILE *f)
 	fprintf(f, "usage: paynotify purge --archive FILE [--keep-days N] [--before YYYY-MM-DD]\n"
 		"                       [--batch N] [--pause-ms N] [--dry-run] [-c FILE]\n\n"
 		"Archive resolved notifications (applied, already_applied, ignored,\n"
-		"foreign_site, unhandled) whose first and last delivery are both older than\n"
-		"the horizon, then delete them in batches.  Unresolved ones (unknown_order,\n"
-		"mismatches, refund_failed, duplicates needing a\n"
-		"refund, ...) are never deleted; purge exits 1 when old ones are waiting.\n\n"
+		"foreign_site, unhandled, and the events of disputes and complaints that are\n"
+		"closed) whose first and last delivery are both older than the horizon, then\n"
+		"delete them in batches.  Unresolved ones (unknown_order, mismatches,\n"
+		"refund_failed, duplicates needing a refund, every event of a dispute or\n"
+		"complaint still open, ...) are never deleted; purge exits 1 when old ones\n"
+		"are waiting.\n\n"
 		"  --archive FILE    where the rows go (PostgreSQL CSV COPY format with a header,\n"
 		"                    raw_body as \\\\x hex); must not exist; created mode 0600\n"
 		"  --keep-days N     the redelivery horizon in days (default %d, at least %d:\n"
@@ -68,6 +72,17 @@ help(FILE *f)
 
 /* Resolved outcomes: a whitelist, so that an outcome added later is kept. */
 #define RESOLVED "ARRAY['applied', 'already_applied', 'ignored', 'foreign_site', 'unhandled']"
+/*
+ * A row that may go: a resolved outcome, or an event of a dispute or
+ * complaint whose case is closed (schema 10).  A row of a case that is
+ * still open (or has no case row) is never purged: it is evidence a
+ * person is working with.
+ */
+#define PURGEABLE \
+	" (outcome = ANY (" RESOLVED ") OR (outcome IN ('dispute', 'complaint')" \
+	"  AND EXISTS (SELECT 1 FROM paynotify.cases c WHERE c.site = notifications.site" \
+	"              AND c.provider = notifications.provider" \
+	"              AND c.case_id = notifications.case_id AND c.closed_at IS NOT NULL))) "
 #define ELIGIBLE \
 	" received_at < $1::timestamptz AND last_delivery_at < $1::timestamptz "
 
@@ -78,12 +93,12 @@ static const char cutoff_sql[] =
 	"                > now() - make_interval(days => $2::int), false) AS too_young";
 
 static const char plan_sql[] =
-	"SELECT count(*) FILTER (WHERE outcome = ANY (" RESOLVED ")) AS purge,"
-	"       coalesce(sum(octet_length(raw_body)) FILTER (WHERE outcome = ANY (" RESOLVED ")), 0)"
+	"SELECT count(*) FILTER (WHERE" PURGEABLE ") AS purge,"
+	"       coalesce(sum(octet_length(raw_body)) FILTER (WHERE" PURGEABLE "), 0)"
 	"         AS raw_bytes,"
-	"       count(*) FILTER (WHERE outcome <> ALL (" RESOLVED ")) AS unresolved,"
-	"       min(received_at) FILTER (WHERE outcome = ANY (" RESOLVED ")) AS oldest,"
-	"       max(received_at) FILTER (WHERE outcome = ANY (" RESOLVED ")) AS newest"
+	"       count(*) FILTER (WHERE NOT" PURGEABLE ") AS unresolved,"
+	"       min(received_at) FILTER (WHERE" PURGEABLE ") AS oldest,"
+	"       max(received_at) FILTER (WHERE" PURGEABLE ") AS newest"
 	"  FROM paynotify.notifications WHERE" ELIGIBLE;
 
 static const char batch_table_sql[] =
@@ -93,7 +108,7 @@ static const char batch_table_sql[] =
 static const char pick_sql[] =
 	"INSERT INTO pn_purge_batch "
 	"SELECT id FROM paynotify.notifications WHERE" ELIGIBLE
-	"   AND outcome = ANY (" RESOLVED ") AND id > $2::bigint "
+	"   AND" PURGEABLE "AND id > $2::bigint "
 	" ORDER BY id LIMIT $3::int FOR UPDATE SKIP LOCKED";
 
 static const char picked_sql[] =

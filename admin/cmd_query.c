@@ -85,7 +85,7 @@ help(FILE *f)
 {
 	fprintf(f, "usage: paynotify query [--site S] [--provider P]\n"
 		"                       (--order ID | --pending-older-than DURATION\n"
-		"                        [--pending-younger-than DURATION])\n"
+		"                        [--pending-younger-than DURATION] | --complaints)\n"
 		"                       [--dry-run | --apply] [--format table|csv|json]\n\n"
 		"Ask each order's provider for the payment's state with its order-query API\n"
 		"(Alipay alipay.trade.query, WeChat Pay v3, Stripe PaymentIntents, 2C2P\n"
@@ -103,6 +103,9 @@ help(FILE *f)
 		"(pending_confirmation) received in that window (or of --order): one\n"
 		"refundquery each; applied only when the signed answer has the same refund,\n"
 		"transaction, order and amounts, status SUCCESS (docs/WECHATPAY.md).\n"
+		"--complaints asks about every open complaint instead (WeChat Pay\n"
+		"complaints-v2, Alipay alipay.merchant.tradecomplain.query): the verified\n"
+		"answer links the complaint to its order and says whether it is still open.\n"
 		"Exit status: 0 nothing to do, 1 something needs a human, 3 could not do the\n"
 		"job (an order could not be asked: transport error, timeout, 5xx), 64 usage,\n"
 		"78 configuration error.\n");
@@ -192,22 +195,33 @@ state_name(enum pn_query_state s)
 	return "error";
 }
 
+/* "66.00 CNY" (arena); NULL without a currency. */
+static const char *
+amount_text(struct pn_arena *a, int64_t minor, const char *currency)
+{
+	char	amount[48];
+	int	exp;
+
+	if (currency == NULL)
+		return NULL;
+	exp = pn_money_exponent(currency);
+	if (exp >= 0)
+		pn_money_format(minor, exp, amount, sizeof(amount));
+	else		/* not an ISO 4217 code: say what the database holds */
+		snprintf(amount, sizeof(amount), "%lld minor units of", (long long)minor);
+	return pn_arena_printf(a, "%s %s", amount, currency);
+}
+
 static void
 add_row(struct run *r, struct pn_arena *a, const struct pn_query_order *o, const char *provider,
 	const char *answer, const char *result, const char *detail)
 {
-	char	amount[48];
 	const char *cells[7];
-	int	exp = pn_money_exponent(o->currency);
 
-	if (exp >= 0)
-		pn_money_format(o->amount_minor, exp, amount, sizeof(amount));
-	else		/* not an ISO 4217 code: say what the database holds */
-		snprintf(amount, sizeof(amount), "%lld minor units of", (long long)o->amount_minor);
 	cells[0] = o->site;
 	cells[1] = provider;
 	cells[2] = o->order_id;
-	cells[3] = pn_arena_printf(a, "%s %s", amount, o->currency);
+	cells[3] = amount_text(a, o->amount_minor, o->currency);
 	cells[4] = answer;
 	cells[5] = result;
 	cells[6] = detail;
@@ -374,6 +388,118 @@ query_one(struct run *r, struct pn_arena *a, const struct pn_site *site,
 				confirmed ? pn_arena_printf(a, "; confirmed %d stored notification%s",
 							    confirmed, confirmed == 1 ? "" : "s")
 				: "", why));
+}
+
+/*
+ * --complaints: ask about every open complaint (paynotify.cases) whose
+ * provider has a complaint query (WeChat Pay complaints-v2, Alipay
+ * alipay.merchant.tradecomplain.query), and with --apply ingest the
+ * verified answer: the complaint's transaction links it to the order, its
+ * state says whether it is still open.  The order column is the
+ * complaint's order as linked (before this run).
+ */
+static void
+query_case(struct run *r, struct pn_arena *a, const struct pn_site *site,
+	   const struct pn_query_provider *qp, const struct pn_query_order *o,
+	   const char *case_id)
+{
+	struct creds_cache *cc = creds_for(r, site, qp);
+	struct pn_query_answer ans;
+	struct pn_query_ctx ctx;
+	struct pn_ingest_result res;
+	struct pn_err err;
+
+	if (cc->failed) {
+		r->errors++;
+		add_row(r, a, o, qp->name, NULL, "error", cc->why);
+		return;
+	}
+	memset(&ans, 0, sizeof(ans));
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.cfg = r->cfg;
+	ctx.site = site;
+	ctx.http = &r->http;
+	ctx.arena = a;
+	ctx.now = (int64_t)time(NULL);
+	ctx.creds = cc->creds;
+	r->asked++;
+	qp->ask_case(&ctx, case_id, &ans);
+	switch (ans.state) {
+	case PN_Q_WAITING: r->waiting++; break;
+	case PN_Q_NOT_FOUND: r->not_found++; break;
+	case PN_Q_REFUSED: r->refused++; break;
+	case PN_Q_ATTENTION: r->attention++; break;
+	case PN_Q_ERROR: r->errors++; break;
+	case PN_Q_FINAL: r->final++; break;
+	}
+	if (ans.state != PN_Q_FINAL) {
+		add_row(r, a, o, qp->name, ans.psp_state, state_name(ans.state),
+			pn_arena_printf(a, "complaint %s: %s", case_id, ans.detail));
+		return;
+	}
+	if (!r->apply) {
+		add_row(r, a, o, qp->name, ans.psp_state, "would_ingest_complaint",
+			pn_arena_printf(a, "%s; order %s; dedup key %s", ans.detail,
+					ans.ev.order_id ? ans.ev.order_id : "-", ans.ev.dedup_key));
+		return;
+	}
+	if (!pn_store_ingest(r->store, site->name, qp->name, &ans.ev, ans.raw_headers_json,
+			     ans.raw, ans.raw_len, &res, &err)) {
+		r->errors++;
+		add_row(r, a, o, qp->name, ans.psp_state, "error",
+			pn_arena_printf(a, "%s; not stored: %s", ans.detail, err.msg));
+		return;
+	}
+	/* recorded in its case: an open complaint stays on `paynotify report` */
+	if (!res.duplicate && strcmp(res.outcome, "complaint") != 0)
+		r->attention++;
+	add_row(r, a, o, qp->name, ans.psp_state, res.duplicate ? "duplicate" : res.outcome,
+		pn_arena_printf(a, "%s; notification %lld%s%s", ans.detail,
+				(long long)res.notification_id, res.detail ? "; " : "",
+				res.detail ? res.detail : ""));
+}
+
+static const char cases_sql[] =
+	"SELECT site, provider, case_id, order_id, amount_minor, currency FROM paynotify.cases"
+	" WHERE case_kind = 'complaint' AND closed_at IS NULL"
+	"   AND ($1::text IS NULL OR site = $1) AND ($2::text IS NULL OR provider = $2)"
+	" ORDER BY opened_at, site, case_id";
+
+static void
+query_cases(struct run *r, struct pn_arena *a, const struct pn_table *cases)
+{
+	size_t	i;
+
+	for (i = 0; i < cases->nrows; i++) {
+		const struct pn_site *site = pn_cfg_site(r->cfg, pn_table_get(cases, i, "site"));
+		const struct pn_query_provider *qp =
+		    pn_query_provider_find(pn_table_get(cases, i, "provider"));
+		const char *case_id = pn_table_get(cases, i, "case_id"), *why = NULL;
+		struct pn_query_order o;
+		int64_t	amount = 0;
+
+		memset(&o, 0, sizeof(o));
+		o.site = pn_table_get(cases, i, "site");
+		o.order_id = pn_table_get(cases, i, "order_id");
+		o.currency = pn_table_get(cases, i, "currency");
+		if (!pn_parse_i64(pn_table_get(cases, i, "amount_minor"), &amount))
+			o.currency = NULL;
+		o.amount_minor = amount;
+		r->orders++;
+		if (site == NULL || qp == NULL || qp->ask_case == NULL) {
+			r->attention++;
+			add_row(r, a, &o, pn_table_get(cases, i, "provider"), NULL, "attention",
+				pn_arena_printf(a, "complaint %s: %s", case_id, site == NULL
+						? "the site is not in the configuration"
+						: "this provider has no complaint query"));
+		} else if (!qp->configured(site, &why)) {
+			r->attention++;
+			add_row(r, a, &o, qp->name, NULL, "attention",
+				pn_arena_printf(a, "complaint %s: cannot query: %s", case_id, why));
+		} else
+			query_case(r, a, site, qp, &o, case_id);
+		pn_arena_reset(a);
+	}
 }
 
 /*
@@ -590,6 +716,7 @@ query_exec(int argc, char **argv, const char *config_path)
 		{"order", required_argument, NULL, 'o'},
 		{"pending-older-than", required_argument, NULL, 'P'},
 		{"pending-younger-than", required_argument, NULL, 'Y'},
+		{"complaints", no_argument, NULL, 'C'},
 		{"dry-run", no_argument, NULL, 'n'},
 		{"apply", no_argument, NULL, 'a'},
 		{"format", required_argument, NULL, 'f'},
@@ -600,7 +727,7 @@ query_exec(int argc, char **argv, const char *config_path)
 					   "result", "detail"};
 	const char *site_name = NULL, *provider = NULL, *order = NULL, *older = NULL;
 	const char *younger = NULL;
-	bool	dry_run = false, apply = false;
+	bool	dry_run = false, apply = false, complaints = false;
 	enum pn_format fmt = pn_format_default();
 	const struct pn_query_provider *only = NULL;
 	struct run r;
@@ -622,6 +749,7 @@ query_exec(int argc, char **argv, const char *config_path)
 		case 'o': order = optarg; break;
 		case 'P': older = optarg; break;
 		case 'Y': younger = optarg; break;
+		case 'C': complaints = true; break;
 		case 'n': dry_run = true; break;
 		case 'a': apply = true; break;
 		case 'f':
@@ -640,9 +768,9 @@ query_exec(int argc, char **argv, const char *config_path)
 		fprintf(stderr, "paynotify: query: unexpected argument \"%s\"\n", argv[optind]);
 		return PN_EXIT_USAGE;
 	}
-	if ((order == NULL) == (older == NULL)) {
-		fprintf(stderr, "paynotify: query: give exactly one of --order and "
-			"--pending-older-than\n");
+	if ((order != NULL) + (older != NULL) + complaints != 1) {
+		fprintf(stderr, "paynotify: query: give exactly one of --order, "
+			"--pending-older-than and --complaints\n");
 		return PN_EXIT_USAGE;
 	}
 	if (dry_run && apply) {
@@ -686,6 +814,20 @@ query_exec(int argc, char **argv, const char *config_path)
 	if ((r.conn = pn_db_connect(r.cfg, &err)) == NULL) {
 		fprintf(stderr, "paynotify: %s\n", err.msg);
 		goto done;
+	}
+	if (complaints) {
+		params[0] = site_name;
+		params[1] = provider;
+		if (!pn_db_query(r.conn, PN_SQL_CONST(cases_sql), 2, params, &orders, &err)) {
+			fprintf(stderr, "paynotify: %s\n", err.msg);
+			goto done;
+		}
+		r.store = pn_store_new(r.cfg->conninfo, r.cfg->statement_timeout_ms,
+				       r.cfg->connect_timeout_s, "paynotify-query");
+		pn_table_init(&r.out, PN_ARRAY_LEN(cols), cols);
+		a = pn_arena_new();
+		query_cases(&r, a, &orders);
+		goto summary;
 	}
 	snprintf(secs, sizeof(secs), "%lld", (long long)older_s);
 	params[0] = site_name;
@@ -751,6 +893,7 @@ query_exec(int argc, char **argv, const char *config_path)
 		}
 		pn_arena_reset(a);
 	}
+summary:
 	pn_table_free(&orders);
 	/* then the stored events that wait for the provider's signed confirmation */
 	if (!pn_db_query(r.conn, PN_SQL_CONST(refunds_pending_sql), 5, params, &orders, &err)) {
@@ -809,6 +952,6 @@ done:
 }
 
 const struct pn_cmd pn_cmd_query = {
-	"query", "(--order ID | --pending-older-than D) [--apply]",
+	"query", "(--order ID | --pending-older-than D | --complaints) [--apply]",
 	"ask the provider about orders whose notification never came", query_exec, help,
 };

@@ -157,11 +157,16 @@ redeliver(struct replay *r, const struct pn_request *req, const char *provider,
 static bool
 needs_human(const char *outcome)
 {
-	/* Everything but a plain transition, nothing to do, or knowingly not
-	 * this site's to act on (README "Outcomes": the counted ones). */
+	/*
+	 * Everything but a plain transition, nothing to do, or knowingly not
+	 * this site's to act on (README "Outcomes": the counted ones).  A
+	 * dispute or complaint re-verified is nothing more to do for replay:
+	 * whether its case needs a human is `paynotify report`'s to say.
+	 */
 	return outcome && *outcome && strcmp(outcome, "applied") != 0
 	    && strcmp(outcome, "already_applied") != 0 && strcmp(outcome, "ignored") != 0
-	    && strcmp(outcome, "foreign_site") != 0 && strcmp(outcome, "unhandled") != 0;
+	    && strcmp(outcome, "foreign_site") != 0 && strcmp(outcome, "unhandled") != 0
+	    && strcmp(outcome, "dispute") != 0 && strcmp(outcome, "complaint") != 0;
 }
 
 static const char *

@@ -15,9 +15,13 @@ static void
 help(FILE *f)
 {
 	fprintf(f, "usage: paynotify report [--site S] [--pending-older-than 30m]\n"
-		"                        [--format table|csv|json] [--wide]\n"
+		"                        [--closed-within 7d] [--format table|csv|json] [--wide]\n"
 		"       paynotify report --unhandled [--days 7] [--site S] [--format ...]\n\n"
 		"List what needs a human:\n"
+		"  - open disputes (dispute_open: amount, reason, evidence due date) and open\n"
+		"    complaints (complaint_open), until the provider closes them; then, for\n"
+		"    --closed-within (default 7d, 0 for none), how each ended: dispute_won,\n"
+		"    dispute_lost, dispute_closed, complaint_closed\n"
 		"  - notifications stored as unknown_order, amount_mismatch, merchant_mismatch,\n"
 		"    mode_mismatch, txn_mismatch (not applied), duplicate_payment (a second\n"
 		"    real charge: money to refund), paid_after_close (applied to a closed\n"
@@ -77,12 +81,48 @@ static const char report_sql[] =
 	"         AND f.provider = n.provider"
 	"         AND f.dedup_key = substr(n.dedup_key, 24, greatest(length(n.dedup_key) - 56, 0))"
 	"  WHERE n.outcome NOT IN ('applied', 'already_applied', 'ignored', 'foreign_site',"
-	"                          'unhandled')"
+	"                          'unhandled', 'dispute', 'complaint')"
 	/* a refund that waits for its signed confirmation: `paynotify query`
 	 * confirms it within minutes; still waiting after an hour, a person looks */
 	"    AND (n.outcome <> 'pending_confirmation'"
 	"         OR n.received_at < now() - interval '" PN_PENDING_CONFIRMATION_REPORT "')"
 	"    AND ($1::text IS NULL OR n.site = $1)"
+	/*
+	 * Disputes and complaints: one line per case (paynotify.cases), open
+	 * ones always, closed ones for $3 after they closed, with how they
+	 * ended.  The order is linked, never read for a rule: its status is
+	 * shown as it is now.
+	 */
+	" UNION ALL"
+	" SELECT c.case_kind || CASE"
+	"          WHEN c.closed_at IS NULL THEN '_open'"
+	"          WHEN c.case_kind = 'dispute' AND c.status IN ('won', 'lost') THEN '_' || c.status"
+	"          ELSE '_closed' END,"
+	"        c.site, c.provider, c.linked_order, c.notification_id::text, c.case_kind,"
+	"        c.amount_minor, c.currency,"
+	"        concat_ws('; ', c.case_id || ' ' || c.status,"
+	"                  'reason ' || c.reason,"
+	"                  CASE WHEN c.closed_at IS NULL THEN 'evidence due '"
+	"                       || to_char(c.due_by AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI \"UTC\"')"
+	"                  END,"
+	"                  CASE WHEN c.closed_at IS NOT NULL THEN 'closed '"
+	"                       || to_char(c.closed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI \"UTC\"')"
+	"                  END,"
+	"                  'order ' || o.status,"
+	"                  CASE WHEN c.linked_order IS NULL AND c.psp_txn_id IS NOT NULL"
+	"                       THEN 'no order of this site has transaction ' || c.psp_txn_id"
+	"                       WHEN c.linked_order IS NULL"
+	"                       THEN 'not linked to an order yet (paynotify query --complaints)'"
+	"                  END),"
+	"        o.amount_minor, o.currency, o.status, coalesce(c.closed_at, c.opened_at)"
+	/* a case recorded before its payment's notification: linked now, if it can be */
+	"   FROM (SELECT x.*, coalesce(x.order_id, CASE WHEN x.psp_txn_id IS NOT NULL THEN"
+	"                paynotify.order_by_txn(x.site, x.psp_txn_id) END) AS linked_order"
+	"           FROM paynotify.cases x) c"
+	"   LEFT JOIN paynotify.order_rows($1::text) o"
+	"          ON o.site = c.site AND o.order_id = c.linked_order"
+	"  WHERE ($1::text IS NULL OR c.site = $1)"
+	"    AND (c.closed_at IS NULL OR c.closed_at > now() - $3::interval)"
 	" UNION ALL"
 	" SELECT 'pending_without_notification', o.site, NULL, o.order_id, NULL, NULL, NULL, NULL,"
 	"        'pending since ' || o.created_at::text, o.amount_minor, o.currency, o.status,"
@@ -222,6 +262,7 @@ report_exec(int argc, char **argv, const char *config_path)
 	static const struct option longopts[] = {
 		{"site", required_argument, NULL, 's'},
 		{"pending-older-than", required_argument, NULL, 'p'},
+		{"closed-within", required_argument, NULL, 'C'},
 		{"format", required_argument, NULL, 'f'},
 		{"wide", no_argument, NULL, 'W'},
 		{"unhandled", no_argument, NULL, 'u'},
@@ -229,14 +270,14 @@ report_exec(int argc, char **argv, const char *config_path)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *params[2] = {NULL, "30 minutes"};
+	const char *params[3] = {NULL, "30 minutes", "7 days"};
 	enum pn_format fmt = pn_format_default();
 	static const char *cols[] = {"kind", "site", "provider", "order_id", "notification_id",
 				     "amount", "detail", "since"};
 	struct pn_table t, out;
 	size_t	r;
 	struct pn_config *cfg;
-	char	threshold[32], days_text[16] = "7";
+	char	threshold[32], days_text[16] = "7", closed_within[32];
 	int64_t	secs;
 	int	opt, rc;
 	bool	unhandled = false, days = false, pending = false;
@@ -266,6 +307,15 @@ report_exec(int argc, char **argv, const char *config_path)
 				return PN_EXIT_USAGE;
 			snprintf(threshold, sizeof(threshold), "%lld seconds", (long long)secs);
 			params[1] = threshold;
+			break;
+		case 'C':
+			/* 0: closed cases are not listed at all */
+			if (strcmp(optarg, "0") == 0)
+				secs = 0;
+			else if (!pn_opt_duration("--closed-within", optarg, &secs))
+				return PN_EXIT_USAGE;
+			snprintf(closed_within, sizeof(closed_within), "%lld seconds", (long long)secs);
+			params[2] = closed_within;
 			break;
 		case 'W': pn_table_set_wide(true); break;
 		case 'f':
@@ -303,7 +353,7 @@ report_exec(int argc, char **argv, const char *config_path)
 		params[1] = days_text;
 		return report_unhandled(cfg, params, fmt);
 	}
-	if (!pn_admin_query_cfg(cfg, PN_SQL_CONST(report_sql), 2, params, &t)) {
+	if (!pn_admin_query_cfg(cfg, PN_SQL_CONST(report_sql), 3, params, &t)) {
 		pn_cfg_free(cfg);
 		return PN_EXIT_UNAVAILABLE;
 	}
@@ -321,7 +371,7 @@ report_exec(int argc, char **argv, const char *config_path)
 }
 
 const struct pn_cmd pn_cmd_report = {
-	"report", "[--site S] [--pending-older-than 30m] | --unhandled [--days 7]",
+	"report", "[--site S] [--pending-older-than 30m] [--closed-within 7d] | --unhandled [--days 7]",
 	"list what needs a human (for cron)",
 	report_exec, help,
 };

@@ -22,13 +22,21 @@ static void
 help(FILE *f)
 {
 	fprintf(f, "usage: paynotify sign PROVIDER --site S --order ID --amount 12.34\n"
-		"                      [--currency CNY] [--event paid|refund|closed|failed]\n"
-		"                      [--v2] [--curl] [--url BASE]\n\n"
+		"                      [--currency CNY]\n"
+		"                      [--event paid|refund|closed|failed|dispute|complaint]\n"
+		"                      [--case ID] [--status WORD] [--v2] [--curl] [--url BASE]\n\n"
 		"Print a complete signed notification (method, path, headers, body) for a\n"
 		"site that has test signing keys, or with --curl a ready curl command.\n"
 		"PROVIDER is alipay, wechatpay, stripe or 2c2p; --v2 makes a WeChat Pay\n"
 		"API v2 (XML) notification.  --amount is in major units, exact.\n\n"
-		"  --url BASE   where --curl sends it (default http://127.0.0.1:8080)\n\n"
+		"  --url BASE   where --curl sends it (default http://127.0.0.1:8080)\n"
+		"  --event dispute    a Stripe charge.dispute.* of the order's PaymentIntent\n"
+		"  --event complaint  a WeChat Pay COMPLAINT.* (v3) or an Alipay\n"
+		"                     alipay.merchant.tradecomplain.changed message\n"
+		"  --case ID    the dispute's / complaint's id (default: made up)\n"
+		"  --status WORD  Stripe: the dispute's status (needs_response, under_review,\n"
+		"               won, lost, ...; the event type follows it); WeChat Pay: the\n"
+		"               action_type (CREATE_COMPLAINT, ...)\n\n"
 		"Exit status: 0, 64 usage (an unknown provider, site or currency, a bad\n"
 		"amount or URL), 78 the site has no test keys or the configuration is\n"
 		"broken.\n");
@@ -61,6 +69,10 @@ parse_kind(const char *s, enum pn_kind *k)
 		*k = PN_KIND_CLOSED;
 	else if (strcmp(s, "failed") == 0)
 		*k = PN_KIND_FAILED;
+	else if (strcmp(s, "dispute") == 0)
+		*k = PN_KIND_DISPUTE;
+	else if (strcmp(s, "complaint") == 0)
+		*k = PN_KIND_COMPLAINT;
 	else
 		return false;
 	return true;
@@ -76,6 +88,8 @@ sign_exec(int argc, char **argv, const char *config_path)
 		{"currency", required_argument, NULL, 'C'},
 		{"event", required_argument, NULL, 'e'},
 		{"v2", no_argument, NULL, '2'},
+		{"case", required_argument, NULL, 'K'},
+		{"status", required_argument, NULL, 'S'},
 		{"curl", no_argument, NULL, 'u'},
 		{"url", required_argument, NULL, 'U'},
 		{"help", no_argument, NULL, 'h'},
@@ -107,9 +121,27 @@ sign_exec(int argc, char **argv, const char *config_path)
 		case '2': req.variant = "v2"; break;
 		case 'u': curl = true; break;
 		case 'U': url = optarg; break;
+		case 'K':
+		case 'S':
+			/* an id or a provider's word: printable ASCII, bounded */
+			for (i = 0; optarg[i]; i++)
+				if (optarg[i] <= ' ' || optarg[i] > '~' || optarg[i] == '"'
+				    || optarg[i] == '\\')
+					break;
+			if (i == 0 || optarg[i] != '\0' || i > 64) {
+				fprintf(stderr, "paynotify: --%s \"%s\": 1 to 64 printable characters, "
+					"no blanks or quotes\n", opt == 'K' ? "case" : "status", optarg);
+				return PN_EXIT_USAGE;
+			}
+			if (opt == 'K')
+				req.case_id = optarg;
+			else
+				req.case_status = optarg;
+			break;
 		case 'e':
 			if (!parse_kind(optarg, &req.kind)) {
-				fprintf(stderr, "paynotify: --event must be paid, refund, closed or failed\n");
+				fprintf(stderr, "paynotify: --event must be paid, refund, closed, failed, "
+					"dispute or complaint\n");
 				return PN_EXIT_USAGE;
 			}
 			break;

@@ -150,6 +150,11 @@ struct pn_query_provider {
 	 * confirmed row (arena). */
 	bool	(*confirms)(const struct pn_query_ctx *ctx, const struct pn_query_answer *ans,
 			    const unsigned char *raw, size_t raw_len, const char **why);
+	/* Optional: ask about one complaint (case_id as its notification named it),
+	 * for `query --complaints`; a final answer is a PN_KIND_COMPLAINT event
+	 * carrying the complaint's transaction and state. */
+	void	(*ask_case)(const struct pn_query_ctx *ctx, const char *case_id,
+			    struct pn_query_answer *ans);
 };
 
 /*

@@ -282,77 +282,105 @@ verify_answer(const struct pn_query_ctx *ctx, const struct pn_qhttp_answer *h, c
 	return false;
 }
 
-static void
-alipay_ask(const struct pn_query_ctx *ctx, const struct pn_query_order *o,
-	   struct pn_query_answer *ans)
+/*
+ * One signed gateway call, its answer's <member> verified on its raw
+ * bytes (verify_answer) and its code 10000: true, with *root (json_decref
+ * it), *resp the member inside it, h the answer as received and *key_id
+ * the key that verified it.  Otherwise false and ans says why: an
+ * unverified answer is refused, an answer with sub_code not_found is "not
+ * found", anything else an error.
+ */
+static bool
+gateway_ask(const struct pn_query_ctx *ctx, const char *method, const char *member_name,
+	    json_t *biz, const char *not_found, struct pn_query_answer *ans,
+	    struct pn_qhttp_answer *h, json_t **root, json_t **resp, const char **key_id)
 {
 	struct pn_arena *a = ctx->arena;
 	const struct pn_site *site = ctx->site;
 	const char *headers[] = {"Content-Type: application/x-www-form-urlencoded;charset=utf-8",
 				 "Accept: application/json", NULL};
-	struct pn_qhttp_answer h;
+	const char *member = member_name, *sign, *code, *sub_code;
 	struct pn_err err;
-	json_t *root = NULL, *resp;
-	const char *member = RESPONSE_MEMBER, *sign, *code, *sub_code, *status, *otn, *trade_no;
-	const char *total, *key_id = NULL;
-	struct pn_event *ev = &ans->ev;
 	size_t	blen;
-	json_t *biz = json_pack("{s:s}", "out_trade_no", o->order_id);
-	char   *body = build_request(ctx, ctx->creds, METHOD, biz, &blen);
+	char   *body = build_request(ctx, ctx->creds, method, biz, &blen);
 
-	json_decref(biz);
+	*root = NULL;
 	if (body == NULL) {
 		pn_query_set(ctx, ans, PN_Q_ERROR, "could not sign the request with "
 			     "alipay.query_private_key_file");
-		return;
+		return false;
 	}
-	if (!pn_qhttp_do(ctx->http, a, "POST", site->alipay.query_url, headers, body, blen, &h,
+	if (!pn_qhttp_do(ctx->http, a, "POST", site->alipay.query_url, headers, body, blen, h,
 			 &err)) {
 		pn_query_set(ctx, ans, PN_Q_ERROR, "%s", err.msg);
-		return;
+		return false;
 	}
-	if (!pn_query_http_ok(ctx, &h, false, ans))
-		return;
-	root = pn_json_parse(h.body, h.body_len, &err);
-	if (root == NULL || !json_is_object(root)) {
+	if (!pn_query_http_ok(ctx, h, false, ans))
+		return false;
+	*root = pn_json_parse(h->body, h->body_len, &err);
+	if (*root == NULL || !json_is_object(*root)) {
 		pn_query_set(ctx, ans, PN_Q_ERROR, "Alipay answer is not a JSON object");
-		goto done;
+		goto failed;
 	}
-	resp = json_object_get(root, member);
-	if (resp == NULL) {		/* gateway-level errors (bad app_id, bad sign) */
+	*resp = json_object_get(*root, member);
+	if (*resp == NULL) {		/* gateway-level errors (bad app_id, bad sign) */
 		member = "error_response";
-		resp = json_object_get(root, member);
+		*resp = json_object_get(*root, member);
 	}
-	if (!json_is_object(resp)) {
-		pn_query_set(ctx, ans, PN_Q_ERROR, "Alipay answer has no %s object",
-			     RESPONSE_MEMBER);
-		goto done;
+	if (!json_is_object(*resp)) {
+		pn_query_set(ctx, ans, PN_Q_ERROR, "Alipay answer has no %s object", member_name);
+		goto failed;
 	}
-	sign = pn_json_str(a, root, "sign");
-	code = pn_json_str(a, resp, "code");
-	sub_code = pn_json_str(a, resp, "sub_code");
+	sign = pn_json_str(a, *root, "sign");
+	code = pn_json_str(a, *resp, "code");
+	sub_code = pn_json_str(a, *resp, "sub_code");
 	if (sign == NULL || *sign == '\0') {
 		/* Alipay leaves some error answers unsigned; they change nothing. */
 		pn_query_set(ctx, ans, code && strcmp(code, "10000") == 0 ? PN_Q_REFUSED : PN_Q_ERROR,
 			     "unsigned Alipay answer (code %.16s, sub_code %.64s)", code ? code : "-",
 			     sub_code ? sub_code : "-");
-		goto done;
+		goto failed;
 	}
-	if (!verify_answer(ctx, &h, member, sign, &key_id)) {
+	if (!verify_answer(ctx, h, member, sign, key_id)) {
 		pn_query_set(ctx, ans, PN_Q_REFUSED, "could not verify Alipay %s signature of the "
 			     "%s answer for site %s: no key matched (%zu tried)",
 			     site->alipay.sign_type == PN_ALIPAY_RSA ? "RSA" : "RSA2", member,
 			     site->name, site->alipay.nkeys);
-		goto done;
+		goto failed;
 	}
 	if (code == NULL || strcmp(code, "10000") != 0) {
 		ans->psp_state = sub_code ? sub_code : code;
-		pn_query_set(ctx, ans, sub_code && strcmp(sub_code, "ACQ.TRADE_NOT_EXIST") == 0
+		pn_query_set(ctx, ans, sub_code && not_found && strcmp(sub_code, not_found) == 0
 			     ? PN_Q_NOT_FOUND : PN_Q_ERROR, "Alipay answered code %.16s "
 			     "sub_code %.64s: %.120s", code ? code : "-", sub_code ? sub_code : "-",
-			     pn_json_str(a, resp, "sub_msg") ? pn_json_str(a, resp, "sub_msg") : "");
-		goto done;
+			     pn_json_str(a, *resp, "sub_msg") ? pn_json_str(a, *resp, "sub_msg") : "");
+		goto failed;
 	}
+	return true;
+failed:
+	json_decref(*root);
+	*root = NULL;
+	return false;
+}
+
+static void
+alipay_ask(const struct pn_query_ctx *ctx, const struct pn_query_order *o,
+	   struct pn_query_answer *ans)
+{
+	struct pn_arena *a = ctx->arena;
+	struct pn_qhttp_answer h;
+	struct pn_err err;
+	json_t *root = NULL, *resp;
+	const char *status, *otn, *trade_no;
+	const char *total, *key_id = NULL;
+	struct pn_event *ev = &ans->ev;
+	json_t *biz = json_pack("{s:s}", "out_trade_no", o->order_id);
+	bool	ok = gateway_ask(ctx, METHOD, RESPONSE_MEMBER, biz, "ACQ.TRADE_NOT_EXIST", ans, &h,
+				 &root, &resp, &key_id);
+
+	json_decref(biz);
+	if (!ok)
+		return;
 	status = pn_json_str(a, resp, "trade_status");
 	otn = pn_json_str(a, resp, "out_trade_no");
 	trade_no = pn_json_str(a, resp, "trade_no");
@@ -463,6 +491,87 @@ failed:
 	return false;
 }
 
+/*
+ * A trade complaint (`paynotify query --complaints`): the gateway message
+ * alipay.merchant.tradecomplain.changed names only complain_event_id
+ * (webhooks/alipay.c); alipay.merchant.tradecomplain.query ("查询单条交易投诉
+ * 详情", biz_content {"complain_event_id": ...}) answers
+ * alipay_merchant_tradecomplain_query_response with complain_event_id,
+ * status, trade_no, merchant_order_no, trade_amount (yuan, text),
+ * complain_reason, content, gmt_create, gmt_modified, gmt_finished,
+ * phone_no, target_id, target_type (alipay-sdk-java-all
+ * AlipayMerchantTradecomplainQueryResponse).  Verified exactly as an
+ * alipay.trade.query answer (gateway_ask).  Status: MERCHANT_PROCESSING,
+ * MERCHANT_FEEDBACKED, PLATFORM_PROCESSING (open); FINISHED, CANCELLED,
+ * PLATFORM_FINISH, CLOSED (closed).  The answer is kept byte for byte as
+ * the event's raw body; phone_no is never read, parsed or stored apart.
+ */
+static void
+alipay_ask_case(const struct pn_query_ctx *ctx, const char *case_id, struct pn_query_answer *ans)
+{
+	static const char *const closed[] = {"FINISHED", "CANCELLED", "PLATFORM_FINISH", "CLOSED",
+					     NULL};
+	struct pn_arena *a = ctx->arena;
+	struct pn_qhttp_answer h;
+	struct pn_err err;
+	json_t *root = NULL, *resp;
+	const char *id, *status, *trade_no, *otn, *amount, *key_id = NULL;
+	struct pn_event *ev = &ans->ev;
+	json_t *biz = json_pack("{s:s}", "complain_event_id", case_id);
+	bool	ok = gateway_ask(ctx, "alipay.merchant.tradecomplain.query",
+				 "alipay_merchant_tradecomplain_query_response", biz,
+				 NULL, ans, &h, &root, &resp, &key_id);
+	size_t	i;
+
+	json_decref(biz);
+	if (!ok)
+		return;
+	id = pn_json_str(a, resp, "complain_event_id");
+	status = pn_json_str(a, resp, "status");
+	trade_no = pn_json_str(a, resp, "trade_no");
+	otn = pn_json_str(a, resp, "merchant_order_no");
+	amount = pn_json_str(a, resp, "trade_amount");
+	ans->psp_state = status;
+	if (id == NULL || strcmp(id, case_id) != 0) {
+		pn_query_set(ctx, ans, PN_Q_REFUSED, "Alipay answered for complain_event_id "
+			     "\"%.64s\", not \"%s\"", id ? id : "", case_id);
+		goto done;
+	}
+	if (status == NULL || *status == '\0') {
+		pn_query_set(ctx, ans, PN_Q_ERROR, "Alipay complaint answer has no status");
+		goto done;
+	}
+	pn_event_init(ev);
+	ev->source = "query";
+	ev->kind = PN_KIND_COMPLAINT;
+	ev->event_type = "alipay.merchant.tradecomplain.query";
+	ev->key_id = key_id;
+	ev->case_id = id;
+	ev->case_status = status;
+	ev->case_reason = pn_json_str(a, resp, "complain_reason");
+	for (i = 0; closed[i]; i++)
+		if (strcmp(status, closed[i]) == 0)
+			ev->case_closed = true;
+	ev->case_reopens = !ev->case_closed;	/* the answer is the complaint as it is now */
+	ev->psp_txn_id = trade_no && *trade_no ? trade_no : NULL;
+	ev->order_id = otn && *otn ? otn : NULL;
+	ev->psp_time = pn_json_str(a, resp, "gmt_modified");
+	if (amount != NULL && pn_money_parse(amount, 2, &ev->amount_minor, &err))
+		ev->currency = "CNY";
+	else
+		ev->amount_minor = -1;
+	/* per complaint and state: asking again about an unchanged complaint is a duplicate */
+	ev->dedup_key = pn_arena_printf(a, "complaint:%s:state:%s:%s", id, status,
+					ev->psp_txn_id ? ev->psp_txn_id : "-");
+	ans->raw = h.body;
+	ans->raw_len = h.body_len;
+	ans->raw_headers_json = h.headers_json;
+	pn_query_set(ctx, ans, PN_Q_FINAL, "Alipay complaint %s status %s, trade_no %s", id, status,
+		     ev->psp_txn_id ? ev->psp_txn_id : "-");
+done:
+	json_decref(root);
+}
+
 const struct pn_query_provider pn_query_alipay = {
 	.name = "alipay",
 	.configured = alipay_configured,
@@ -470,4 +579,5 @@ const struct pn_query_provider pn_query_alipay = {
 	.free_creds = alipay_free,
 	.describe = alipay_describe,
 	.ask = alipay_ask,
+	.ask_case = alipay_ask_case,
 };

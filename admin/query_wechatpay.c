@@ -639,6 +639,122 @@ done:
 	json_decref(root);
 }
 
+/*
+ * A complaint (消费者投诉 2.0, `paynotify query --complaints`): a
+ * COMPLAINT.* notification names only complaint_id and action_type
+ * (webhooks/wechatpay_v3.c).  "查询投诉单详情": GET
+ * /v3/merchant-service/complaints-v2/{complaint_id}, signed as every v3
+ * request; the answer (pay.weixin.qq.com/docs/merchant/apis/
+ * consumer-complaint/complaints/query-complaint-v2; its fields as
+ * wechatpay-im's OpenAPI description lists them): complaint_id,
+ * complaint_time, complaint_detail, complaint_state (PENDING, PROCESSING,
+ * PROCESSED), complainted_mchid, payer_phone (encrypted with the
+ * merchant's platform key: never decrypted here, never stored apart from
+ * the verified answer's bytes), complaint_order_info[] {transaction_id,
+ * out_trade_no, amount (fen)}, problem_type, problem_description,
+ * apply_refund_amount, complaint_full_refunded.  The answer is verified by
+ * the receivers' own code (Wechatpay-* headers), exactly as an order query
+ * answer; complainted_mchid must be the site's mchid, complaint_id the one
+ * asked about.  The first complaint_order_info entry links the complaint
+ * to the payment (its transaction_id, the order's recorded transaction).
+ */
+static void
+wechatpay_ask_case(const struct pn_query_ctx *ctx, const char *case_id,
+		   struct pn_query_answer *ans)
+{
+	struct pn_arena *a = ctx->arena;
+	const struct pn_site *site = ctx->site;
+	const char *key_id = NULL, *id, *state, *mch, *txn, *otn;
+	struct pn_qhttp_answer h;
+	struct pn_verify_ctx vctx;
+	struct pn_err err;
+	json_t *root = NULL, *orders, *o0;
+	struct pn_event *ev = &ans->ev;
+	int64_t	fen;
+	char   *url;
+
+	if (site->wechatpay.napiv3_keys == 0) {
+		pn_query_set(ctx, ans, PN_Q_ERROR, "complaints are an API v3 product: site %s has "
+			     "no wechatpay.apiv3_key_file", site->name);
+		return;
+	}
+	url = pn_arena_printf(a, "%s/v3/merchant-service/complaints-v2/%s",
+			      site->wechatpay.query_url, pn_uri_encode(a, case_id));
+	if (!signed_get(ctx, url, &h, &err)) {
+		pn_query_set(ctx, ans, PN_Q_ERROR, "%s", err.msg);
+		return;
+	}
+	if (!pn_query_http_ok(ctx, &h, true, ans))
+		return;
+	memset(&vctx, 0, sizeof(vctx));
+	vctx.req = &h.headers;
+	vctx.site = site;
+	vctx.arena = a;
+	vctx.now = ctx->now;
+	vctx.check_freshness = true;
+	if (!pn_wechatpay_v3_verify_sig(&vctx, &key_id, &err)) {
+		pn_query_set(ctx, ans, PN_Q_REFUSED, "WeChat Pay answer refused: %s", err.msg);
+		return;
+	}
+	root = pn_json_parse(h.body, h.body_len, &err);
+	if (root == NULL || !json_is_object(root)) {
+		pn_query_set(ctx, ans, PN_Q_ERROR, "WeChat Pay answer is not a JSON object");
+		goto done;
+	}
+	id = pn_json_str(a, root, "complaint_id");
+	state = pn_json_str(a, root, "complaint_state");
+	mch = pn_json_str(a, root, "complainted_mchid");
+	ans->psp_state = state;
+	if (id == NULL || strcmp(id, case_id) != 0 || strlen(id) > 64) {
+		pn_query_set(ctx, ans, PN_Q_REFUSED, "WeChat Pay answered for complaint_id "
+			     "\"%.64s\", not \"%s\"", id ? id : "", case_id);
+		goto done;
+	}
+	if (mch == NULL || strcmp(mch, site->wechatpay.mchid) != 0) {
+		pn_query_set(ctx, ans, PN_Q_REFUSED, "WeChat Pay complaint %s is against merchant "
+			     "\"%.32s\", not site %s's mchid %s", id, mch ? mch : "", site->name,
+			     site->wechatpay.mchid);
+		goto done;
+	}
+	if (state == NULL || *state == '\0') {
+		pn_query_set(ctx, ans, PN_Q_ERROR, "WeChat Pay complaint answer has no "
+			     "complaint_state");
+		goto done;
+	}
+	orders = json_object_get(root, "complaint_order_info");
+	o0 = json_is_array(orders) ? json_array_get(orders, 0) : NULL;
+	txn = o0 ? pn_json_str(a, o0, "transaction_id") : NULL;
+	otn = o0 ? pn_json_str(a, o0, "out_trade_no") : NULL;
+	pn_event_init(ev);
+	ev->source = "query";
+	ev->kind = PN_KIND_COMPLAINT;
+	ev->event_type = "complaints-v2";
+	ev->key_id = key_id;
+	ev->case_id = id;
+	ev->case_status = state;
+	ev->case_reason = pn_json_str(a, root, "problem_type");
+	ev->case_closed = strcmp(state, "PROCESSED") == 0;
+	ev->case_reopens = !ev->case_closed;	/* the answer is the complaint as it is now */
+	ev->psp_txn_id = txn && *txn ? txn : NULL;
+	ev->order_id = otn && *otn ? otn : NULL;
+	ev->psp_time = pn_json_str(a, root, "complaint_time");
+	if (o0 != NULL && pn_json_int(o0, "amount", &fen) && fen >= 0
+	    && fen <= INT64_C(1000000000000000)) {	/* 10^15 fen, the receivers' bound */
+		ev->amount_minor = fen;
+		ev->currency = "CNY";	/* v3 amounts without a currency are fen of CNY */
+	}
+	/* per complaint and state; short enough (ids <= 64, below) for the key column */
+	ev->dedup_key = pn_arena_printf(a, "complaint:%s:state:%.32s:%.64s", id, state,
+					ev->psp_txn_id ? ev->psp_txn_id : "-");
+	ans->raw = h.body;
+	ans->raw_len = h.body_len;
+	ans->raw_headers_json = h.headers_json;
+	pn_query_set(ctx, ans, PN_Q_FINAL, "WeChat Pay complaint %s complaint_state %s, "
+		     "transaction_id %s", id, state, ev->psp_txn_id ? ev->psp_txn_id : "-");
+done:
+	json_decref(root);
+}
+
 const struct pn_query_provider pn_query_wechatpay = {
 	.name = "wechatpay",
 	.configured = wechatpay_configured,
@@ -647,4 +763,5 @@ const struct pn_query_provider pn_query_wechatpay = {
 	.describe = wechatpay_describe,
 	.ask = wechatpay_ask,
 	.confirm = wechatpay_confirm,
+	.ask_case = wechatpay_ask_case,
 };

@@ -32,6 +32,10 @@ struct pn_sign_req {
 	int64_t	now;			/* Unix seconds */
 	const char *id;			/* unique token for the ids the provider invents */
 	const char *variant;		/* provider-specific ("v2" for WeChat Pay); NULL = default */
+	/* kind dispute (Stripe) or complaint (WeChat Pay v3, Alipay): */
+	const char *case_id;		/* the dispute's / complaint's id; NULL: made from id */
+	const char *case_status;	/* Stripe: the dispute's status (needs_response, won, ...);
+					 * WeChat Pay: the action_type; NULL: the provider's first */
 };
 
 /* The request that carries it. */

@@ -27,18 +27,70 @@ add_field(struct pn_form *f, struct pn_arena *a, const char *key, const char *va
 	fl->value_len = strlen(value);
 }
 
+/* Sign f (sign added last) and write it as the form body. */
+static bool
+finish(const struct pn_sign_req *r, struct pn_form *f, struct pn_signed *out, struct pn_err *err)
+{
+	const struct pn_site *site = r->site;
+	struct pn_arena *a = r->arena;
+	struct pn_buf body = PN_BUF_INIT;
+	unsigned char *sig;
+	size_t	siglen, len, i;
+	char   *content = pn_alipay_sign_content(a, f, false, false, &len);
+
+	if (!pn_rsa_sign(a, site->alipay.test_key,
+			 site->alipay.sign_type == PN_ALIPAY_RSA ? PN_MD_SHA1 : PN_MD_SHA256, content,
+			 len, &sig, &siglen)) {
+		pn_err_set(err, "could not sign with alipay.test_private_key_file");
+		return false;
+	}
+	add_field(f, a, "sign", pn_b64_encode(a, sig, siglen));
+	for (i = 0; i < f->n; i++)
+		pn_buf_printf(&body, "%s%s=%s", i ? "&" : "", f->fields[i].key,
+			      pn_form_encode(a, f->fields[i].value));
+	out->content_type = "application/x-www-form-urlencoded; charset=utf-8";
+	out->nheaders = 0;
+	out->body = pn_arena_memdup(a, body.data, body.len);
+	out->body_len = body.len;
+	pn_buf_free(&body);
+	return true;
+}
+
+/* The message service's alipay.merchant.tradecomplain.changed (webhooks/alipay.c). */
+static bool
+sign_complaint(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err *err)
+{
+	struct pn_arena *a = r->arena;
+	struct pn_form f;
+	json_t *biz = json_pack("{s:s}", "complain_event_id", r->case_id ? r->case_id
+				: pn_arena_printf(a, "20200923001020%s", r->id));
+	const char *bizs = pn_sign_json(a, biz);
+
+	if (bizs == NULL) {
+		pn_err_set(err, "could not build biz_content");
+		return false;
+	}
+	f.n = 0;
+	f.fields = pn_arena_alloc(a, 12 * sizeof(*f.fields));
+	add_field(&f, a, "charset", "utf-8");
+	add_field(&f, a, "biz_content", bizs);
+	add_field(&f, a, "msg_method", "alipay.merchant.tradecomplain.changed");
+	add_field(&f, a, "utc_timestamp", pn_arena_printf(a, "%lld000", (long long)r->now));
+	add_field(&f, a, "version", "1.1");
+	add_field(&f, a, "sign_type", r->site->alipay.sign_type == PN_ALIPAY_RSA ? "RSA" : "RSA2");
+	add_field(&f, a, "notify_id", pn_arena_printf(a, "test%s", r->id));
+	add_field(&f, a, "app_id", r->site->alipay.app_id);
+	return finish(r, &f, out, err);
+}
+
 bool
 pn_sign_alipay(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err *err)
 {
 	const struct pn_site *site = r->site;
 	struct pn_arena *a = r->arena;
 	struct pn_form f;
-	struct pn_buf body = PN_BUF_INIT;
 	char	amount[32], when[32];
 	const char *status;
-	unsigned char *sig;
-	size_t	siglen, len, i;
-	char   *content;
 	time_t	bj = (time_t)r->now + 8 * 3600;	/* Alipay writes Beijing time */
 	struct tm tm;
 
@@ -52,6 +104,8 @@ pn_sign_alipay(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err
 		return false;
 	}
 	switch (r->kind) {
+	case PN_KIND_COMPLAINT:
+		return sign_complaint(r, out, err);
 	case PN_KIND_PAID:
 	case PN_KIND_REFUND:
 		status = "TRADE_SUCCESS";
@@ -89,22 +143,6 @@ pn_sign_alipay(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err
 		add_field(&f, a, "gmt_refund", when);
 	} else
 		add_field(&f, a, "total_amount", amount);
-	content = pn_alipay_sign_content(a, &f, false, false, &len);
-	if (!pn_rsa_sign(a, site->alipay.test_key,
-			 site->alipay.sign_type == PN_ALIPAY_RSA ? PN_MD_SHA1 : PN_MD_SHA256, content,
-			 len, &sig, &siglen)) {
-		pn_err_set(err, "could not sign with alipay.test_private_key_file");
-		return false;
-	}
-	add_field(&f, a, "sign", pn_b64_encode(a, sig, siglen));
-	for (i = 0; i < f.n; i++)
-		pn_buf_printf(&body, "%s%s=%s", i ? "&" : "", f.fields[i].key,
-			      pn_form_encode(a, f.fields[i].value));
-	out->content_type = "application/x-www-form-urlencoded; charset=utf-8";
-	out->nheaders = 0;
-	out->body = pn_arena_memdup(a, body.data, body.len);
-	out->body_len = body.len;
-	pn_buf_free(&body);
-	return true;
+	return finish(r, &f, out, err);
 }
 

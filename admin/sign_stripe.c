@@ -77,11 +77,31 @@ pn_sign_stripe(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err
 				"client_reference_id", r->order_id, "payment_status", "unpaid",
 				"status", "expired");
 		break;
+	case PN_KIND_DISPUTE: {
+		/* a charge.dispute.* of the order's PaymentIntent; the type follows the
+		 * status (webhooks/stripe.c stripe_dispute reads it back) */
+		const char *st = r->case_status ? r->case_status : "needs_response";
+		bool	closed = strcmp(st, "won") == 0 || strcmp(st, "lost") == 0
+		    || strcmp(st, "warning_closed") == 0 || strcmp(st, "prevented") == 0;
+		bool	open_ = strstr(st, "needs_response") != NULL;
+
+		type = closed ? "charge.dispute.closed" : open_ ? "charge.dispute.created"
+		    : "charge.dispute.updated";
+		obj = json_pack("{s:s, s:s, s:I, s:s, s:s, s:{s:o, s:b}, s:{}, s:s, s:s, s:s}",
+				"id", r->case_id ? r->case_id : pn_arena_printf(a, "dp_%s", r->id),
+				"object", "dispute", "amount", (json_int_t)amount, "charge",
+				pn_arena_printf(a, "ch_%s", r->id), "currency", cur,
+				"evidence_details", "due_by", open_ ? json_integer((json_int_t)(r->now
+				+ 7 * 86400)) : json_null(), "has_evidence", 0, "metadata",
+				"payment_intent", pn_arena_printf(a, "pi_%s", r->order_id), "reason",
+				"fraudulent", "status", st);
+		break;
+	}
 	default:
 		pn_err_set(err, "no Stripe test event for \"%s\"", pn_kind_name(r->kind));
 		return false;
 	}
-	if (obj != NULL && pn_cfg_stripe_marker(site, &mkey, &mklen)) {
+	if (obj != NULL && r->kind != PN_KIND_DISPUTE && pn_cfg_stripe_marker(site, &mkey, &mklen)) {
 		/* the site's own marker, as the shop sets it on its objects */
 		json_t *md = json_object_get(obj, "metadata");
 

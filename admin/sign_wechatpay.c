@@ -99,6 +99,15 @@ sign_v3(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err *err)
 				"refund", (json_int_t)r->amount_minor, "payer_refund",
 				(json_int_t)r->amount_minor, "currency", r->currency);
 		break;
+	case PN_KIND_COMPLAINT:
+		/* 消费者投诉 2.0: only the complaint's id and what happened (wechatpay_v3.c) */
+		type = r->case_status && strcmp(r->case_status, "CREATE_COMPLAINT") != 0
+		    ? "COMPLAINT.STATE_CHANGE" : "COMPLAINT.CREATE";
+		aad = "complaint";
+		res = json_pack("{s:s, s:s}", "complaint_id",
+				r->case_id ? r->case_id : pn_arena_printf(a, "200201820%s", r->id),
+				"action_type", r->case_status ? r->case_status : "CREATE_COMPLAINT");
+		break;
 	default:
 		pn_err_set(err, "no WeChat Pay test notification for \"%s\"", pn_kind_name(r->kind));
 		return false;
@@ -255,8 +264,13 @@ pn_sign_wechatpay(const struct pn_sign_req *r, struct pn_signed *out, struct pn_
 			   r->site->name);
 		return false;
 	}
-	if (r->variant && strcmp(r->variant, "v2") == 0)
+	if (r->variant && strcmp(r->variant, "v2") == 0) {
+		if (r->kind == PN_KIND_COMPLAINT) {
+			pn_err_set(err, "complaints are WeChat Pay API v3 notifications only");
+			return false;
+		}
 		return sign_v2(r, out, err);
+	}
 	return sign_v3(r, out, err);
 }
 

@@ -14,7 +14,8 @@
 #define EVENT_TEXT_FIELDS(ev) \
 	{&(ev)->dedup_key, &(ev)->event_type, &(ev)->order_id, &(ev)->psp_txn_id, \
 	 &(ev)->psp_event_id, &(ev)->currency, &(ev)->psp_time, &(ev)->key_id, &(ev)->flag, \
-	 &(ev)->flag_detail, &(ev)->source}
+	 &(ev)->flag_detail, &(ev)->source, &(ev)->case_id, &(ev)->case_status, \
+	 &(ev)->case_reason}
 
 const char *
 pn_kind_name(enum pn_kind kind)
@@ -32,6 +33,10 @@ pn_kind_name(enum pn_kind kind)
 		return "pending";
 	case PN_KIND_IGNORED:
 		return "ignored";
+	case PN_KIND_DISPUTE:
+		return "dispute";
+	case PN_KIND_COMPLAINT:
+		return "complaint";
 	}
 	return "ignored";
 }
@@ -43,6 +48,8 @@ pn_event_init(struct pn_event *ev)
 	ev->kind = PN_KIND_IGNORED;
 	ev->amount_minor = -1;
 	ev->refund_minor = -1;
+	ev->case_due = -1;
+	ev->case_time = -1;
 }
 
 void

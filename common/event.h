@@ -18,7 +18,12 @@ enum pn_kind {
 	PN_KIND_FAILED,		/* payment attempt failed: pending -> failed */
 	PN_KIND_PENDING,	/* informational: payment still in progress */
 	PN_KIND_IGNORED,	/* verified, but not an order event we act on */
+	PN_KIND_DISPUTE,	/* a chargeback / dispute: recorded in its case, never moves an
+				 * order (Stripe charge.dispute.*) */
+	PN_KIND_COMPLAINT,	/* a buyer's complaint: recorded in its case, never moves an
+				 * order (WeChat Pay COMPLAINT.*, Alipay tradecomplain) */
 };
+#define PN_KIND_LAST PN_KIND_COMPLAINT
 
 /* "paid", "refund", ... as stored in notifications.event_kind. */
 const char *pn_kind_name(enum pn_kind kind);
@@ -53,6 +58,18 @@ struct pn_event {
 	bool weak_identity;
 	const char *source;		/* where the event came from: "notification" (NULL
 					 * means this), "query", "statement" */
+	/*
+	 * PN_KIND_DISPUTE and PN_KIND_COMPLAINT: the case the event is about
+	 * (paynotify.cases, sql/010_cases.sql).  case_id is required for them
+	 * (without it the event is stored as it is and not recorded in a case).
+	 */
+	const char *case_id;		/* dp_..., WeChat complaint_id, Alipay complain_event_id */
+	const char *case_status;	/* the provider's word: needs_response, won, PROCESSED, ... */
+	const char *case_reason;	/* fraudulent, REFUND, the buyer's reason, or NULL */
+	int64_t	case_due;		/* evidence / answer due, Unix seconds; -1 if none */
+	int64_t	case_time;		/* provider time of this status, Unix seconds; -1 if none */
+	bool	case_closed;		/* the provider closed the case (won, lost, PROCESSED) */
+	bool	case_reopens;		/* this event reopens a closed case (a complaint continued) */
 };
 
 /* The flag of an event that nothing signs as a whole (WeChat Pay v2 refund

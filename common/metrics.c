@@ -20,7 +20,8 @@ static const char *const outcomes[] = {
 	"applied", "already_applied", "unknown_order", "amount_mismatch", "merchant_mismatch",
 	"mode_mismatch", "txn_mismatch", "duplicate_payment", "paid_after_close",
 	"conflicting_duplicate", "ignored", "foreign_site", "unhandled", "refund_failed",
-	"pending_confirmation", "duplicate", "rejected", "unavailable", "health",
+	"pending_confirmation", "dispute", "complaint", "duplicate", "rejected", "unavailable",
+	"health",
 	"other",
 };
 #define NOUTCOMES (sizeof(outcomes) / sizeof(outcomes[0]))

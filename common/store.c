@@ -18,8 +18,8 @@
 	"SELECT notification_id, outcome, duplicate, deliveries, order_status, event_id, " \
 	"wakeup, detail FROM paynotify.ingest($1, $2, $3, $4, $5, $6, $7, $8, $9::bigint, $10, " \
 	"$11::bigint, $12::boolean, $13, $14, $15, $16, $17::jsonb, $18::bytea, " \
-	"$19::boolean, $20)"
-#define INGEST_NPARAMS 20
+	"$19::boolean, $20, $21, $22, $23, $24::bigint, $25::bigint, $26::boolean, $27::boolean)"
+#define INGEST_NPARAMS 27
 
 /* The wake-up: its own statement, after the answer (README "Event feed"). */
 #define WAKEUP_SQL "SELECT pg_notify('paynotify', $1)"
@@ -313,7 +313,8 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 		const unsigned char *body, size_t body_len, struct pn_ingest_result *out,
 		struct pn_err *err)
 {
-	char	amount[24], refund[24];
+	char	amount[24], refund[24], due[24], ctime[24];
+	bool	is_case;
 	const char *values[INGEST_NPARAMS];
 	int	lengths[INGEST_NPARAMS] = {0};
 	int	formats[INGEST_NPARAMS] = {0};
@@ -359,6 +360,16 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 	formats[17] = 1;
 	values[18] = ev->weak_identity ? "true" : "false";
 	values[19] = ev->source;		/* NULL: "notification" */
+	/* a dispute or complaint: its case (sql/functions.sql case_record) */
+	is_case = (ev->kind == PN_KIND_DISPUTE || ev->kind == PN_KIND_COMPLAINT)
+	    && ev->case_id != NULL;
+	values[20] = is_case ? ev->case_id : NULL;
+	values[21] = is_case ? ev->case_status : NULL;
+	values[22] = is_case ? ev->case_reason : NULL;
+	values[23] = is_case ? i64_param(due, sizeof(due), ev->case_due) : NULL;
+	values[24] = is_case ? i64_param(ctime, sizeof(ctime), ev->case_time) : NULL;
+	values[25] = is_case ? (ev->case_closed ? "true" : "false") : NULL;
+	values[26] = is_case ? (ev->case_reopens ? "true" : "false") : NULL;
 
 	memset(out, 0, sizeof(*out));
 	free(s->wakeup);

@@ -36,8 +36,8 @@ ALTER DOMAIN paynotify.outcome DROP CONSTRAINT outcome_check;
 ALTER DOMAIN paynotify.outcome ADD CONSTRAINT outcome_check
     CHECK (VALUE IN ('applied', 'already_applied', 'unknown_order', 'amount_mismatch',
                      'merchant_mismatch', 'mode_mismatch', 'ignored', 'duplicate_payment',
-                     'paid_after_close', 'conflicting_duplicate', 'txn_mismatch',
-                     'foreign_site', 'unhandled', 'refund_failed')) NOT VALID;
+                     'paid_after_close', 'conflicting_duplicate', 'txn_mismatch', 'dispute',
+                     'complaint', 'foreign_site', 'unhandled', 'refund_failed')) NOT VALID;
 ALTER DOMAIN paynotify.outcome VALIDATE CONSTRAINT outcome_check;
 
 -- What `paynotify report` reads: the rows that need a person.  Foreign and

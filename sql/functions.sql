@@ -17,6 +17,8 @@
 --                   table replaces these five (docs/SHOP-ORDERS.md); a
 --                   replacement commented 'site: ...' survives re-applying
 --                   this file.
+--   case_record()   a dispute's or complaint's state (paynotify.cases), from
+--                   ingest(); never touches an order.
 --   claim_events(), ack_events(), feed_subscribe(), feed_unsubscribe()
 --                   the durable event feed (README "Event feed").
 --
@@ -444,6 +446,101 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- ---------------------------------------------------------------------------
+-- Disputes and complaints (schema 10, sql/010_cases.sql).  One stored case
+-- event (a notification or a query answer, already inserted by ingest() as
+-- notification p_notification_id) updates its case in paynotify.cases.
+-- Never reads or writes an order: a dispute or complaint does not move an
+-- order, and does not roll one back (the order is linked, not locked).
+--
+-- The case's order: once linked it stays; else the event's order (the
+-- order id the provider signed, or order_by_txn() of the event's PSP
+-- transaction, resolved by ingest()).  Events may come out of order:
+--   - a closed case stays closed, except that a later event with
+--     p_reopens (a WeChat Pay CONTINUE_COMPLAINT, a query answer saying the
+--     complaint is open again) reopens it;
+--   - a closing event (p_closed: won, lost, PROCESSED, FINISHED, ...) closes
+--     an open case whatever came before it;
+--   - otherwise the status is the one of the latest event by provider time
+--     (p_status_time, Unix seconds; an event without a time counts as the
+--     latest).
+-- Amount, currency, reason and due date: the latest event's where it has
+-- them.  detail: why the case is not linked to an order, or NULL.
+-- Lock order: the notification row (ingest), then the case row (here); no
+-- other path locks a case row before a notification row.
+CREATE OR REPLACE FUNCTION paynotify.case_record(
+    p_notification_id bigint, p_site text, p_provider text, p_kind text, p_case_id text,
+    p_order_id text, p_psp_txn_id text, p_amount_minor bigint, p_currency text,
+    p_status text, p_reason text, p_due_by bigint, p_closed boolean, p_reopens boolean,
+    p_status_time bigint,
+    OUT order_id text, OUT status text, OUT closed boolean, OUT detail text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    c        record;
+    v_newer  boolean;
+    v_closed timestamptz;
+    v_status text;
+BEGIN
+    INSERT INTO paynotify.cases AS x
+           (site, provider, case_id, case_kind, order_id, psp_txn_id, amount_minor, currency,
+            reason, status, status_time, due_by, closed_at, notification_id)
+    VALUES (p_site, p_provider, p_case_id, p_kind, p_order_id, p_psp_txn_id, p_amount_minor,
+            CASE WHEN p_amount_minor IS NOT NULL THEN p_currency END, p_reason,
+            coalesce(p_status, 'notified'), p_status_time,
+            CASE WHEN p_due_by IS NOT NULL THEN to_timestamp(p_due_by) END,
+            CASE WHEN coalesce(p_closed, false) THEN now() END, p_notification_id)
+    ON CONFLICT (site, provider, case_id) DO NOTHING
+    RETURNING x.order_id, x.status, x.closed_at IS NOT NULL INTO order_id, status, closed;
+    IF NOT FOUND THEN
+        SELECT * INTO c FROM paynotify.cases x
+         WHERE x.site = p_site AND x.provider = p_provider AND x.case_id = p_case_id
+           FOR UPDATE;
+        v_newer := p_status_time IS NULL OR c.status_time IS NULL
+                   OR p_status_time >= c.status_time;
+        v_closed := c.closed_at;
+        v_status := c.status;
+        IF c.closed_at IS NULL THEN
+            IF coalesce(p_closed, false) THEN
+                v_closed := now();
+                v_status := coalesce(p_status, v_status);
+            ELSIF v_newer THEN
+                v_status := coalesce(p_status, v_status);
+            END IF;
+        ELSIF v_newer AND coalesce(p_closed, false) THEN
+            v_status := coalesce(p_status, v_status);     -- e.g. funds_reinstated after won
+        ELSIF v_newer AND coalesce(p_reopens, false) THEN
+            v_closed := NULL;
+            v_status := coalesce(p_status, v_status);
+        END IF;
+        UPDATE paynotify.cases x
+           SET order_id = coalesce(x.order_id, p_order_id),
+               psp_txn_id = coalesce(x.psp_txn_id, p_psp_txn_id),
+               amount_minor = CASE WHEN p_amount_minor IS NOT NULL AND v_newer
+                                   THEN p_amount_minor ELSE x.amount_minor END,
+               currency = CASE WHEN p_amount_minor IS NOT NULL AND v_newer
+                               THEN p_currency ELSE x.currency END,
+               reason = CASE WHEN v_newer THEN coalesce(p_reason, x.reason)
+                             ELSE coalesce(x.reason, p_reason) END,
+               due_by = CASE WHEN p_due_by IS NOT NULL AND (v_newer OR x.due_by IS NULL)
+                             THEN to_timestamp(p_due_by) ELSE x.due_by END,
+               status = v_status,
+               status_time = CASE WHEN v_newer THEN coalesce(p_status_time, x.status_time)
+                                  ELSE x.status_time END,
+               closed_at = v_closed,
+               events = x.events + 1,
+               updated_at = now(),
+               notification_id = p_notification_id
+         WHERE x.site = p_site AND x.provider = p_provider AND x.case_id = p_case_id
+        RETURNING x.order_id, x.status, x.closed_at IS NOT NULL INTO order_id, status, closed;
+    END IF;
+    IF order_id IS NULL THEN
+        detail := CASE WHEN p_psp_txn_id IS NOT NULL
+                       THEN 'no order of this site has transaction ' || p_psp_txn_id
+                       ELSE 'not linked to an order yet (paynotify query --complaints)' END;
+    END IF;
+END;
+$$;
+
+-- ---------------------------------------------------------------------------
 -- Ingest one verified event: one transaction, one round trip.
 --
 -- The dedup goes through the unique key itself: INSERT ... ON CONFLICT
@@ -475,6 +572,11 @@ $$;
 -- not applied event was not applied, as apply_event() (or the adapter's
 -- flag) said it, amounts in major units ("paid 1.00 CNY, order 88.88 CNY
 -- pending"); NULL when there is nothing to say.  The receivers log it.
+-- Schema 10 added the p_case_* arguments: the older signature goes, so that
+-- a call naming the first 20 arguments is not ambiguous.
+DROP FUNCTION IF EXISTS paynotify.ingest(text, text, text, text, text, text, text, text, bigint,
+                                         text, bigint, boolean, text, text, text, text, jsonb,
+                                         bytea, boolean, text);
 CREATE OR REPLACE FUNCTION paynotify.ingest(
     p_site text, p_provider text, p_dedup_key text, p_event_kind text,
     p_event_type text, p_order_id text, p_psp_txn_id text, p_psp_event_id text,
@@ -482,6 +584,9 @@ CREATE OR REPLACE FUNCTION paynotify.ingest(
     p_refund_cumulative boolean, p_psp_time text, p_key_id text,
     p_flag text, p_flag_detail text, p_raw_headers jsonb, p_raw_body bytea,
     p_weak_identity boolean DEFAULT false, p_source text DEFAULT NULL,
+    p_case_id text DEFAULT NULL, p_case_status text DEFAULT NULL, p_case_reason text DEFAULT NULL,
+    p_case_due bigint DEFAULT NULL, p_case_time bigint DEFAULT NULL,
+    p_case_closed boolean DEFAULT NULL, p_case_reopens boolean DEFAULT NULL,
     OUT notification_id bigint, OUT outcome text, OUT duplicate boolean,
     OUT deliveries integer, OUT order_id text, OUT order_status text,
     OUT event_id bigint, OUT wakeup text, OUT detail text)
@@ -491,7 +596,9 @@ DECLARE
     v_order_id text := p_order_id;
     v_outcome  text := 'applied';
     v_detail   text := p_flag_detail;
+    v_case_id  text;
     a          record;
+    c          record;
 BEGIN
     IF p_flag = 'pending_confirmation' THEN
         -- An event nothing signs as a whole (WeChat Pay v2 refund results):
@@ -504,17 +611,25 @@ BEGIN
     ELSIF v_order_id IS NULL AND p_psp_txn_id IS NOT NULL THEN
         v_order_id := paynotify.order_by_txn(p_site, p_psp_txn_id);
     END IF;
+    -- A dispute or complaint: stored as such and recorded in its case
+    -- (case_record), never applied to an order.
+    IF p_event_kind IN ('dispute', 'complaint') AND p_case_id IS NOT NULL THEN
+        v_case_id := p_case_id;
+        IF p_flag IS NULL THEN
+            v_outcome := p_event_kind;
+        END IF;
+    END IF;
 
     -- 1. the notification row: the event lock
     INSERT INTO paynotify.notifications AS n
            (site, provider, dedup_key, event_kind, event_type, order_id, psp_txn_id,
             psp_event_id, amount_minor, currency, refund_minor, refund_cumulative, psp_time,
-            outcome, outcome_detail, raw_headers, raw_body, key_id, source)
+            outcome, outcome_detail, raw_headers, raw_body, key_id, source, case_id)
     VALUES (p_site, p_provider, v_key, p_event_kind, p_event_type, v_order_id,
             p_psp_txn_id, p_psp_event_id, p_amount_minor, p_currency, p_refund_minor,
             coalesce(p_refund_cumulative, false), p_psp_time, v_outcome, v_detail,
             coalesce(p_raw_headers, '{}'), p_raw_body, p_key_id,
-            coalesce(p_source, 'notification'))
+            coalesce(p_source, 'notification'), v_case_id)
     ON CONFLICT (site, provider, dedup_key) DO UPDATE
        SET deliveries = n.deliveries + 1, last_delivery_at = now()
      WHERE n.event_kind = EXCLUDED.event_kind
@@ -559,6 +674,29 @@ BEGIN
 
     -- A new row has deliveries 1; ON CONFLICT DO UPDATE always adds one.
     duplicate := deliveries > 1;
+
+    -- 2'. a new dispute or complaint event: its case, then the feed (no order)
+    IF NOT duplicate AND outcome IN ('dispute', 'complaint') AND v_case_id IS NOT NULL THEN
+        c := paynotify.case_record(notification_id, p_site, p_provider, p_event_kind, v_case_id,
+                                   v_order_id, p_psp_txn_id, p_amount_minor, p_currency,
+                                   p_case_status, p_case_reason, p_case_due,
+                                   coalesce(p_case_closed, false),
+                                   coalesce(p_case_reopens, false), p_case_time);
+        order_id := c.order_id;
+        detail := c.detail;
+        IF c.order_id IS DISTINCT FROM v_order_id OR c.detail IS NOT NULL THEN
+            UPDATE paynotify.notifications n
+               SET order_id = c.order_id, outcome_detail = c.detail
+             WHERE n.id = notification_id;
+        END IF;
+        event_id := paynotify.feed_append(notification_id, p_site, p_provider, c.order_id,
+                                          p_event_kind, outcome, NULL, p_amount_minor,
+                                          p_currency, NULL, false);
+        wakeup := paynotify.wakeup_payload(event_id, notification_id, p_site, p_provider,
+                                           c.order_id, p_event_kind, NULL, false);
+        RETURN;
+    END IF;
+
     IF duplicate OR outcome <> 'applied' THEN
         RETURN;         -- a duplicate, a flagged or a conflicting one: done
     END IF;
@@ -641,10 +779,14 @@ BEGIN
         RETURN;
     END IF;
     IF n.outcome IN ('applied', 'already_applied', 'ignored', 'duplicate_payment',
-                     'paid_after_close', 'conflicting_duplicate') OR p_flag IS NOT NULL THEN
+                     'paid_after_close', 'conflicting_duplicate', 'dispute', 'complaint')
+       OR p_flag IS NOT NULL
+       -- a dispute or complaint is no order transition: replay re-verifies it only
+       OR p_event_kind IN ('dispute', 'complaint') THEN
         outcome_now := CASE WHEN p_flag IS NOT NULL AND n.outcome NOT IN (
                                  'applied', 'already_applied', 'ignored', 'duplicate_payment',
-                                 'paid_after_close', 'conflicting_duplicate')
+                                 'paid_after_close', 'conflicting_duplicate', 'dispute',
+                                 'complaint')
                             THEN p_flag ELSE n.outcome END;
         -- nothing to apply: the order's status as it is (no lock)
         SELECT r.status INTO order_status FROM paynotify.order_rows(n.site) r

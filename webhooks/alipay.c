@@ -26,6 +26,7 @@
 #include "alipay.h"
 #include "buf.h"
 #include "crypto.h"
+#include "json.h"
 #include "money.h"
 #include "provider.h"
 
@@ -132,6 +133,12 @@ verify_rules(struct pn_arena *a, const struct pn_form *f, const struct pn_site *
 			     || verify_content(a, f, true, true, site, sig, siglen, key_id));
 }
 
+static bool
+streq_opt(const char *a, const char *b)
+{
+	return a != NULL && strcmp(a, b) == 0;
+}
+
 static const char *
 nonempty(const struct pn_form *f, const char *key)
 {
@@ -145,6 +152,49 @@ flag_amount(struct pn_event *ev, struct pn_arena *a, const char *field, const ch
 	    const char *why)
 {
 	pn_flag_amount(ev, pn_arena_printf(a, "%s \"%.40s\": %s", field, value ? value : "", why));
+}
+
+/*
+ * A trade complaint (交易投诉): Alipay's message service posts
+ * msg_method=alipay.merchant.tradecomplain.changed to the app's gateway
+ * URL (应用网关), a form like a notification (charset, biz_content,
+ * msg_method, utc_timestamp, version, sign_type, notify_id, app_id, sign),
+ * signed the same way (verified above: sorted parameters without sign).
+ * biz_content is JSON holding only complain_event_id (Alipay's "交易投诉
+ * 接入指南": 接收投诉通知, then alipay.merchant.tradecomplain.query for the
+ * details, `paynotify query --complaints`).  app_id, signed, must be the
+ * site's; there is no seller_id.  Recorded in its case, deduplicated per
+ * complaint and message (notify_id, stable across Alipay's resends),
+ * never applied to an order.
+ */
+static void
+normalise_complaint(struct pn_arena *a, const struct pn_form *f, const struct pn_site *site,
+		    struct pn_event *ev)
+{
+	const char *biz = pn_form_get(f, "biz_content"), *app_id = pn_form_get(f, "app_id");
+	const char *id = NULL, *msg = nonempty(f, "notify_id");
+	struct pn_err err;
+	json_t *j = biz ? pn_json_parse((const unsigned char *)biz, strlen(biz), &err) : NULL;
+
+	if (j != NULL)
+		id = pn_json_str(a, j, "complain_event_id");
+	json_decref(j);
+	ev->event_type = "alipay.merchant.tradecomplain.changed";
+	ev->psp_event_id = msg;
+	ev->psp_time = nonempty(f, "utc_timestamp");
+	if (msg == NULL)
+		msg = ev->psp_time ? ev->psp_time : pn_form_get(f, "sign");
+	if (id == NULL || *id == '\0' || strlen(id) > 128) {
+		ev->kind = PN_KIND_IGNORED;	/* kept as it is: no complaint to put it in */
+		ev->dedup_key = pn_arena_printf(a, "notify:%s", msg);
+	} else {
+		ev->kind = PN_KIND_COMPLAINT;
+		ev->case_id = id;
+		ev->case_status = NULL;		/* the message says "changed"; query says how */
+		ev->dedup_key = pn_arena_printf(a, "complaint:%s:changed:%.96s", id, msg);
+	}
+	if (app_id == NULL || strcmp(app_id, site->alipay.app_id) != 0)
+		pn_flag_merchant(a, ev, "app_id", 32, app_id, site, site->alipay.app_id);
 }
 
 /* Normalise a verified notification. */
@@ -173,6 +223,11 @@ normalise(struct pn_arena *a, const struct pn_form *f, const struct pn_site *sit
 	if (ev->psp_time == NULL)
 		ev->psp_time = nonempty(f, "notify_time");
 
+	if (status == NULL && streq_opt(nonempty(f, "msg_method"),
+					"alipay.merchant.tradecomplain.changed")) {
+		normalise_complaint(a, f, site, ev);
+		return;
+	}
 	if (status == NULL || otn == NULL) {
 		/*
 		 * Not a trade notification: an open-platform gateway message

@@ -271,8 +271,14 @@ check_site(struct pn_arena *a, const struct pn_config *cfg, const struct pn_site
 						  want_live ? "live" : "test", want_live ? "live" : "test");
 		return;
 	}
+	/*
+	 * A dispute moves no order, and its object carries the dispute's own
+	 * metadata, not the charge's: it is tied to this site only through
+	 * its PaymentIntent, which must be the recorded transaction of an
+	 * order of this site (order_by_txn), else it is listed unlinked.
+	 */
 	if (!pn_cfg_stripe_marker(site, &key, &klen) || ev->kind == PN_KIND_IGNORED
-	    || ev->kind == PN_KIND_PENDING || obj == NULL)
+	    || ev->kind == PN_KIND_PENDING || ev->kind == PN_KIND_DISPUTE || obj == NULL)
 		return;
 	mv = json_object_get(json_object_get(obj, "metadata"), pn_arena_strndup(a, key, klen));
 	got = json_is_string(mv) ? pn_arena_strndup(a, json_string_value(mv), json_string_length(mv))
@@ -314,6 +320,64 @@ check_site(struct pn_arena *a, const struct pn_config *cfg, const struct pn_site
 					  got ? "\"" : "", got ? got : "absent", got ? "\"" : "",
 					  site->name, key + klen + 1,
 					  got ? ", nor any configured site's" : "");
+}
+
+/*
+ * charge.dispute.created, .updated, .closed, .funds_withdrawn,
+ * .funds_reinstated (Stripe API reference, "Disputes": the Dispute object;
+ * stripe-go dispute.go): data.object is the Dispute (dp_...) with
+ * amount and currency (the disputed amount, Stripe's minor unit), reason
+ * (fraudulent, product_not_received, ...), status (warning_needs_response,
+ * warning_under_review, warning_closed, needs_response, under_review, won,
+ * lost, prevented), evidence_details.due_by (Unix seconds, null once
+ * answered or closed), charge (ch_...) and payment_intent (pi_..., null for
+ * a charge made without a PaymentIntent).  The event's own time is the
+ * event's "created".
+ *
+ * Its own kind: recorded in its case, deduplicated per dispute, event type
+ * and status ("dispute:<dp>:<type>:<status>": a second event saying the
+ * same of the same dispute is a duplicate delivery), never applied to the
+ * order.  The PSP transaction is the PaymentIntent (the id orders record),
+ * else the charge.  Closed: won, lost, warning_closed (an inquiry that did
+ * not become a chargeback), prevented.
+ */
+static void
+stripe_dispute(struct pn_arena *a, json_t *obj, const char *type, struct pn_event *ev)
+{
+	const char *status = pn_json_str(a, obj, "status"), *why = NULL;
+	int64_t	due;
+
+	ev->kind = PN_KIND_DISPUTE;
+	ev->case_id = pn_json_str(a, obj, "id");
+	if (ev->case_id == NULL || *ev->case_id == '\0' || strlen(ev->case_id) > 255) {
+		/* a dispute event we cannot tie to its dispute: kept, not a case */
+		ev->kind = PN_KIND_IGNORED;
+		ev->case_id = NULL;
+		return;
+	}
+	ev->case_status = status && *status ? status : "unknown";
+	ev->case_reason = pn_json_str(a, obj, "reason");
+	ev->case_closed = status != NULL && (strcmp(status, "won") == 0
+					     || strcmp(status, "lost") == 0
+					     || strcmp(status, "warning_closed") == 0
+					     || strcmp(status, "prevented") == 0);
+	if (pn_json_int(obj, "evidence_details.due_by", &due) && due > 0)
+		ev->case_due = due;
+	ev->psp_txn_id = payment_intent_of(a, obj);
+	if (ev->psp_txn_id == NULL)
+		ev->psp_txn_id = pn_json_str(a, obj, "charge");
+	if (ev->psp_txn_id != NULL && *ev->psp_txn_id == '\0')
+		ev->psp_txn_id = NULL;
+	/* The dispute's own metadata is no order id of ours unless the shop put one there. */
+	ev->order_id = pn_json_str(a, obj, "metadata.order_id");
+	if (ev->order_id != NULL && *ev->order_id == '\0')
+		ev->order_id = NULL;
+	if (!stripe_amount(a, obj, "amount", pn_json_str(a, obj, "currency"), &ev->amount_minor,
+			   &ev->currency, &why)) {
+		ev->amount_minor = -1;	/* the case is still recorded; the report says "no amount" */
+		ev->currency = NULL;
+	}
+	ev->dedup_key = pn_arena_printf(a, "dispute:%s:%s:%s", ev->case_id, type, ev->case_status);
 }
 
 /* Shared with `paynotify query`: a PaymentIntent is both root and object. */
@@ -464,6 +528,10 @@ pn_stripe_normalise_cfg(struct pn_arena *a, const struct pn_config *cfg,
 		else if (!stripe_amount(a, obj, "amount", pn_json_str(a, obj, "currency"),
 					&ev->amount_minor, &ev->currency, &why))
 			ev->amount_minor = -1;	/* the refund total alone is enough */
+	} else if (strncmp(type, "charge.dispute.", 15) == 0) {
+		stripe_dispute(a, obj, type, ev);
+		if (ev->kind == PN_KIND_DISPUTE && pn_json_int(root, "created", &created))
+			ev->case_time = created;
 	} else {
 		const char *st = pn_json_str(a, obj, "status");
 

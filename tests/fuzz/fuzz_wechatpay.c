@@ -271,7 +271,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fuzz_check(ev.dedup_key != NULL && ev.dedup_key[0] != '\0');
 		fuzz_check(strlen(ev.dedup_key) <= 255);
 		fuzz_check(ev.key_id != NULL);
-		fuzz_check(ev.kind >= PN_KIND_PAID && ev.kind <= PN_KIND_IGNORED);
+		fuzz_check(ev.kind >= PN_KIND_PAID && ev.kind <= PN_KIND_LAST);
 		fuzz_check(ev.amount_minor >= -1 && ev.refund_minor >= -1);
 		if (ev.currency != NULL)
 			fuzz_check(strlen(ev.currency) == 3);

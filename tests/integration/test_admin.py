@@ -580,6 +580,41 @@ class TestSign(AdminTest):
                          [("2c2p", "paid", "pending_confirmation"),
                           ("wechatpay", "refund", "pending_confirmation")], kinds)
 
+    def test_dispute_and_complaint_events(self):
+        # a Stripe dispute of a paid order: its case, the order untouched
+        self.check("stripe", "shop", "SD1", "5.00", "USD", status="paid", order_amount=500)
+        for status in ("needs_response", "won"):
+            r = deliver("stripe", "shop", "SD1", "5.00", "--currency", "USD", "--event",
+                        "dispute", "--case", "dp_SD1", "--status", status)
+            self.ok(r, 200)
+            self.assertIn("outcome=dispute", r.stderr)
+        self.assertEqual(PG.psql("SELECT case_kind, status, closed_at IS NOT NULL, order_id, "
+                                 "amount_minor FROM paynotify.cases WHERE case_id = 'dp_SD1'"),
+                         [("dispute", "won", "t", "SD1", "500")])
+        self.assertEqual(PG.order("shop", "SD1")["status"], "paid")
+        types = PG.psql("SELECT event_type FROM paynotify.notifications "
+                        "WHERE event_kind = 'dispute' ORDER BY id")
+        self.assertEqual(types, [("charge.dispute.created",), ("charge.dispute.closed",)])
+        # WeChat Pay and Alipay complaints: stored, open, not linked yet
+        r = deliver("wechatpay", "shop", "WC1", "0.01", "--event", "complaint",
+                    "--case", "200201820200101080076610000")
+        self.ok(r, 204)
+        r = deliver("alipay", "shop", "AC1", "0.01", "--event", "complaint",
+                    "--case", "2020092300102000000001459758")
+        self.ok(r, 200)
+        self.assertEqual(PG.psql("SELECT provider, case_id, closed_at IS NULL, order_id "
+                                 "FROM paynotify.cases WHERE case_kind = 'complaint' "
+                                 "ORDER BY provider"),
+                         [("alipay", "2020092300102000000001459758", "t", None),
+                          ("wechatpay", "200201820200101080076610000", "t", None)])
+        p = admin("sign", "stripe", "--site", "shop", "--order", "X", "--amount", "1.00",
+                  "--event", "dispute", "--status", "needs response")
+        self.assertEqual(p.returncode, 64, p.stderr)
+        p = admin("sign", "wechatpay", "--site", "shop", "--order", "X", "--amount", "1.00",
+                  "--event", "complaint", "--v2")
+        self.assertEqual(p.returncode, 78, p.stderr)
+        self.assertIn("API v3 notifications only", p.stderr)
+
     def test_curl_command_through_http(self):
         PG.add_order("shop", "K1", 500, "USD")
         p = admin("sign", "stripe", "--site", "shop", "--order", "K1", "--amount", "5.00",

@@ -174,13 +174,17 @@ class Upgrade(unittest.TestCase):
         self.assertEqual(rows, [])
         self.assertEqual(PG.psql("SELECT pronargs FROM pg_proc p JOIN pg_namespace n ON "
                                  "n.oid = p.pronamespace WHERE nspname = 'paynotify' AND "
-                                 "proname = 'ingest'", db=DB), [("20",)])
+                                 "proname = 'ingest'", db=DB), [("27",)])
         self.assertEqual(PG.psql("SELECT consumer FROM paynotify.feed_consumers", db=DB),
                          [("default",)])
         # the new outcomes are accepted by the upgraded table
         PG.psql("INSERT INTO paynotify.notifications (site, provider, dedup_key, event_kind, "
                 "outcome, raw_body) VALUES ('shop', 'stripe', 'x-new', 'paid', "
                 "'duplicate_payment', '\\x00')", db=DB)
+        # schema 10: disputes and complaints, their own kind and outcome
+        PG.psql("INSERT INTO paynotify.notifications (site, provider, dedup_key, event_kind, "
+                "outcome, raw_body, case_id) VALUES ('shop', 'stripe', 'x-dp', 'dispute', "
+                "'dispute', '\\x00', 'dp_1')", db=DB)
         with self.assertRaises(RuntimeError):
             PG.psql("INSERT INTO paynotify.notifications (site, provider, dedup_key, event_kind, "
                     "outcome, raw_body) VALUES ('shop', 'stripe', 'x-bad', 'paid', 'maybe', "

@@ -536,7 +536,8 @@ class PgCluster:
         return out
 
     def reset(self):
-        self.psql("TRUNCATE paynotify.notifications, paynotify.orders, paynotify.feed")
+        self.psql("TRUNCATE paynotify.notifications, paynotify.orders, paynotify.feed, "
+                  "paynotify.cases")
 
     def server_log(self):
         if not self.logfile:
@@ -1453,6 +1454,28 @@ def stripe_charge_refunded(order_id, amount_minor, amount_refunded, currency="us
     ])
     return _stripe_event(event_id or "evt_test_" + n, "charge.refunded", obj, livemode=livemode,
                          metadata=metadata)
+
+
+def stripe_dispute(etype, dispute_id, status, payment_intent, amount_minor=1000, currency="usd",
+                   reason="fraudulent", due_by=None, event_id=None, created=None,
+                   charge=None, livemode=True):
+    """A charge.dispute.* event body (bytes): data.object is the Dispute as
+    the Stripe API reference describes it (amount/currency of the disputed
+    charge, reason, status, evidence_details.due_by, charge and
+    payment_intent, balance_transactions)."""
+    n = _next()
+    obj = collections.OrderedDict([
+        ("id", dispute_id), ("object", "dispute"), ("amount", amount_minor),
+        ("balance_transactions", []), ("charge", charge or "ch_test_" + n),
+        ("created", int(created or time.time())), ("currency", currency),
+        ("evidence_details", collections.OrderedDict([
+            ("due_by", due_by), ("has_evidence", False), ("past_due", False),
+            ("submission_count", 0)])),
+        ("is_charge_refundable", False), ("livemode", livemode), ("metadata", {}),
+        ("payment_intent", payment_intent), ("reason", reason), ("status", status),
+    ])
+    return _stripe_event(event_id or "evt_test_" + n, etype, obj, created=created,
+                         livemode=livemode)
 
 
 def stripe_customer_created(event_id=None):

@@ -10,6 +10,10 @@ documented endpoints:
   GET  /v1/payment_intents/{id}, /v1/payment_intents/search?query=
                                                        Stripe
   POST /payment/4.3/paymentInquiry                     2C2P PGW v4
+  GET  /v3/merchant-service/complaints-v2/{complaint_id}
+                                                       WeChat Pay 消费者投诉 2.0
+  POST /gateway.do method=alipay.merchant.tradecomplain.query
+                                                       Alipay trade complaints
 
 Each CHECKS the request as the provider does (Alipay: RSA2 over the sorted
 parameters with the merchant's public key; WeChat Pay: the
@@ -25,6 +29,10 @@ Behaviour per order: .state[(provider, order_id)] = dict(...) (see
 answer_*); .mode = None | "tamper" (body changed after signing) |
 "wrong_key" (signed with a key the site does not trust) | "500" | "sleep"
 (answer after .sleep_s seconds).
+
+Complaints: .state[("wechatpay-complaint", complaint_id)] and
+.state[("alipay-complaint", complain_event_id)] = dict(state/status, txn,
+otn, amount, mchid) (see _wx_complaint, _alipay_complaint).
 """
 
 import datetime
@@ -243,6 +251,9 @@ class Standins:
         elif method == "GET" and url.path in ("/v3/bill/tradebill", "/v3/billdownload/file"):
             prov = "wechatpay"
             fn = self._wx_bill
+        elif method == "GET" and url.path.startswith("/v3/merchant-service/complaints-v2/"):
+            prov = "wechatpay"
+            fn = self._wx_complaint
         elif method == "GET" and url.path.startswith("/v1/payment_intents"):
             prov = "stripe"
             fn = self._stripe
@@ -268,11 +279,14 @@ class Standins:
         # the request's sign covers every parameter but sign (sign_type too)
         content = pnsign.alipay_content(params, keep_sign_type=True)
         bill = params.get("method") == "alipay.data.dataservice.bill.downloadurl.query"
+        complaint = params.get("method") == "alipay.merchant.tradecomplain.query"
         member = ("alipay_data_dataservice_bill_downloadurl_query_response" if bill
+                  else "alipay_merchant_tradecomplain_query_response" if complaint
                   else "alipay_trade_query_response")
         sns = (params.get("app_cert_sn"), params.get("alipay_root_cert_sn"))
         if (params.get("method") not in ("alipay.trade.query",
-                                         "alipay.data.dataservice.bill.downloadurl.query")
+                                         "alipay.data.dataservice.bill.downloadurl.query",
+                                         "alipay.merchant.tradecomplain.query")
                 or params.get("app_id") != self.app_id
                 or params.get("sign_type") != "RSA2" or sns != (self.alipay_cert_sns or (None, None))
                 or not pnsign.rsa_verify(self.merchant_pub, params.get("sign", ""), content)):
@@ -288,6 +302,8 @@ class Standins:
             else:
                 resp = {"code": "40004", "msg": "Business Failed",
                         "sub_code": "isp.bill_not_exist", "sub_msg": "bill does not exist"}
+        elif complaint:
+            resp = self._alipay_complaint(json.loads(params["biz_content"]))
         else:
             otn = json.loads(params["biz_content"])["out_trade_no"]
             st = self.state.get(("alipay", otn))
@@ -315,9 +331,60 @@ class Standins:
         text = '{"%s":%s%s,"sign":"%s"}' % (member, member_text, cert_sn, sig)
         if self.mode == "tamper":
             text = text.replace('"total_amount":"', '"total_amount":"1')
+            text = text.replace('"trade_amount":"', '"trade_amount":"1')
         self._send(h, 200, text.encode("utf-8"), ctype="text/html;charset=utf-8")
 
+    def _alipay_complaint(self, biz):
+        """alipay.merchant.tradecomplain.query: the member's fields as
+        alipay-sdk-java-all's AlipayMerchantTradecomplainQueryResponse names
+        them (complain_event_id, status, trade_no, merchant_order_no,
+        trade_amount in yuan as text, complain_reason, content, gmt_*,
+        phone_no, target_id, target_type); a business failure is code 40004
+        with a sub_code, as for every gateway method."""
+        cid = biz.get("complain_event_id")
+        st = self.state.get(("alipay-complaint", cid))
+        if st is None:
+            return {"code": "40004", "msg": "Business Failed", "sub_code": "INVALID_PARAMETER",
+                    "sub_msg": "complaint does not exist"}
+        return {"code": "10000", "msg": "Success", "complain_event_id": cid,
+                "status": st["status"], "trade_no": st["txn"], "merchant_order_no": st["otn"],
+                "trade_amount": st["amount"], "complain_reason": "商品质量问题",
+                "content": "test", "gmt_create": "2024-05-20 10:00:05",
+                "gmt_modified": "2024-05-21 10:00:05", "leaf_category_name": "退款",
+                "phone_no": st.get("phone", "ENC(1380000xxxx)"), "target_id": self.app_id,
+                "target_type": "APPID", "images": []}
+
     # ---- WeChat Pay v3 ---------------------------------------------------------
+
+    def _wx_complaint(self, h, method, url, body):
+        """查询投诉单详情 (GET /v3/merchant-service/complaints-v2/{complaint_id}):
+        the fields of WeChat Pay's documented answer (complaint_id,
+        complaint_time, complaint_detail, complaint_state, complainted_mchid,
+        payer_phone: encrypted with the platform key, here an opaque base64
+        text, complaint_order_info[] {transaction_id, out_trade_no, amount},
+        complaint_full_refunded, incoming_user_response, problem_description,
+        user_complaint_times, problem_type), signed in Wechatpay-* headers as
+        every v3 answer; 404 RESOURCE_NOT_EXISTS for an unknown id."""
+        if not self._wx_auth_ok(h, method, body):
+            self._bad("wechatpay", "Authorization")
+            self._wx_answer(h, 401, {"code": "SIGN_ERROR", "message": "signature error"})
+            return
+        cid = urllib.parse.unquote(url.path.rsplit("/", 1)[1])
+        st = self.state.get(("wechatpay-complaint", cid))
+        if st is None:
+            self._wx_answer(h, 404, {"code": "RESOURCE_NOT_EXISTS", "message": "no such complaint"})
+            return
+        self._wx_answer(h, 200, {
+            "complaint_id": cid, "complaint_time": "2024-05-20T10:00:05+08:00",
+            "complaint_detail": "test", "complaint_state": st["state"],
+            "complainted_mchid": st.get("mchid", self.mchid),
+            "payer_phone": st.get("phone", "Uy5Hdwwb5Tj2gHm0Qm0aEhQbNmmTdf6KJq3Q2a/Bb9Q="),
+            "complaint_order_info": [{"transaction_id": st["txn"], "out_trade_no": st["otn"],
+                                      "amount": st["amount"]}],
+            "complaint_full_refunded": False, "incoming_user_response": False,
+            "problem_description": "test", "user_complaint_times": 1,
+            "problem_type": st.get("problem_type", "REFUND"), "apply_refund_amount": 1},
+            tamper=(b'"complaint_state":"', b'"complaint_state":"PROCESSED'))
 
     def _wechatpay(self, h, method, url, body):
         ok = self._wx_auth_ok(h, method, body)
@@ -403,13 +470,13 @@ class Standins:
             return
         self._send(h, 200, data, ctype="text/plain; charset=utf-8")
 
-    def _wx_answer(self, h, status, obj):
+    def _wx_answer(self, h, status, obj, tamper=(b'"total":', b'"total":1')):
         body = json.dumps(obj, separators=(",", ":")).encode("utf-8")
         ts = str(int(time.time()))
         nonce = hashlib.sha1(os.urandom(8)).hexdigest()
         sig = pnsign.wechat_v3_sign(self._sign_key(), ts, nonce, body)
         if self.mode == "tamper":
-            body = body.replace(b'"total":', b'"total":1')
+            body = body.replace(*tamper)
         self._send(h, status, body, {
             "Wechatpay-Timestamp": ts, "Wechatpay-Nonce": nonce,
             "Wechatpay-Signature": sig,
