@@ -504,9 +504,10 @@ query_cases(struct run *r, struct pn_arena *a, const struct pn_table *cases)
 
 /*
  * The orders to ask about: pending ones older than the threshold, and
- * (schema 12) those with a notification stored pending_confirmation longer
+ * (schema 12) those with a payment stored pending_confirmation longer
  * than the threshold, whatever their status: a legacy 2C2P form that came
  * after the order was paid (by this command) is confirmed on the next run.
+ * (A refund that waits is confirmed by its own refundquery, below.)
  */
 static const char orders_sql[] =
 	"SELECT site, order_id, status, amount_minor, currency, psp, psp_txn_id FROM ("
@@ -520,7 +521,7 @@ static const char orders_sql[] =
 	"        o.created_at"
 	"   FROM paynotify.orders o"
 	"   JOIN (SELECT DISTINCT n.site, n.order_id FROM paynotify.notifications n"
-	"          WHERE n.outcome = 'pending_confirmation'"
+	"          WHERE n.outcome = 'pending_confirmation' AND n.event_kind = 'paid'"
 	"            AND n.received_at < now() - make_interval(secs => $3::bigint)) p"
 	"     ON p.site = o.site AND p.order_id = o.order_id"
 	"  WHERE $3::bigint IS NOT NULL"
@@ -893,9 +894,8 @@ query_exec(int argc, char **argv, const char *config_path)
 		}
 		pn_arena_reset(a);
 	}
-summary:
 	pn_table_free(&orders);
-	/* then the stored events that wait for the provider's signed confirmation */
+	/* then the stored refunds that wait for the provider's signed confirmation */
 	if (!pn_db_query(r.conn, PN_SQL_CONST(refunds_pending_sql), 5, params, &orders, &err)) {
 		fprintf(stderr, "paynotify: %s\n", err.msg);
 		pn_table_free(&r.out);
@@ -924,6 +924,7 @@ summary:
 			confirm_one(&r, a, site, qp, &orders, i);
 		pn_arena_reset(a);
 	}
+summary:
 	pn_table_free(&orders);
 	pn_table_print(&r.out, fmt, stdout);
 	if (r.errors > 0)

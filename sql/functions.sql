@@ -552,8 +552,8 @@ $$;
 --
 --   flagged (p_flag): stored under "!<flag>:<key>", outside the site's key
 --       space, never applied; its retries count deliveries.
---   p_flag pending_confirmation (WeChat Pay v2 refund results, nothing
---       signs them as a whole): stored under its own key with that
+--   p_flag pending_confirmation on a refund (WeChat Pay v2 refund results,
+--       nothing signs them as a whole): stored under its own key with that
 --       outcome, never applied here; confirm_refund() applies it once the
 --       provider's signed answer confirms it.  Same key, different content:
 --       its own pending row under "!pending_confirmation:<key>:<md5>".
@@ -600,10 +600,13 @@ DECLARE
     a          record;
     c          record;
 BEGIN
-    IF p_flag = 'pending_confirmation' THEN
-        -- An event nothing signs as a whole (WeChat Pay v2 refund results):
+    IF p_flag = 'pending_confirmation' AND p_event_kind = 'refund' THEN
+        -- A refund nothing signs as a whole (WeChat Pay v2 refund results):
         -- stored under its own key, so a re-delivery of an applied one is a
-        -- duplicate, and applied only by confirm_refund().
+        -- duplicate, and applied only by confirm_refund().  A payment that
+        -- waits (a legacy 2C2P form that does not say which transaction it
+        -- is) is flagged like any other, under "!pending_confirmation:<key>":
+        -- its transaction comes from the provider's answer, under its own key.
         v_outcome := p_flag;
     ELSIF p_flag IS NOT NULL THEN
         v_key := '!' || p_flag || ':' || p_dedup_key;
@@ -647,7 +650,8 @@ BEGIN
         -- first row may be the spliced one, and the provider's signed
         -- answer decides which (if any) is the refund; two rows that differ
         -- in this content can never both match that answer.
-        v_key := CASE WHEN p_flag = 'pending_confirmation' THEN '!pending_confirmation:'
+        v_key := CASE WHEN p_flag = 'pending_confirmation' AND p_event_kind = 'refund'
+                      THEN '!pending_confirmation:'
                       ELSE '!conflicting_duplicate:' END || v_key || ':'
                  || md5(concat_ws('|', p_event_kind, p_order_id, p_psp_txn_id, p_amount_minor,
                                   p_currency, p_refund_minor));
@@ -658,9 +662,9 @@ BEGIN
         VALUES (p_site, p_provider, v_key, p_event_kind, p_event_type, v_order_id,
                 p_psp_txn_id, p_psp_event_id, p_amount_minor, p_currency, p_refund_minor,
                 coalesce(p_refund_cumulative, false), p_psp_time,
-                CASE WHEN p_flag = 'pending_confirmation' THEN 'pending_confirmation'
-                     ELSE 'conflicting_duplicate' END,
-                CASE WHEN p_flag = 'pending_confirmation'
+                CASE WHEN p_flag = 'pending_confirmation' AND p_event_kind = 'refund'
+                     THEN 'pending_confirmation' ELSE 'conflicting_duplicate' END,
+                CASE WHEN p_flag = 'pending_confirmation' AND p_event_kind = 'refund'
                      THEN 'same refund id as an earlier result, different content; '
                           || coalesce(p_flag_detail, 'waits for a signed confirmation')
                      ELSE 'same event key as an earlier notification, different content' END,

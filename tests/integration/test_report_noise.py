@@ -242,10 +242,14 @@ class NormalDay(Base):
 
         want = {(X, "42"): "paid", (Y, "42"): "paid", (X, "S-DECLINED"): "paid",
                 (Y, "C-7"): "partially_refunded", (X, "A-1"): "partially_refunded",
-                (X, "W-3"): "partially_refunded", (X, "V-2"): "partially_refunded",
-                (X, "T-1"): "paid", (X, "T-2"): "paid"}
+                (X, "W-3"): "partially_refunded", (X, "T-1"): "paid", (X, "T-2"): "paid",
+                # the v2 refund waits for WeChat Pay's signed refundquery
+                # answer (pending_confirmation, issue 23): not on the report
+                # within its first hour, the order untouched until then
+                (X, "V-2"): "paid"}
         for (site, oid), status in want.items():
             self.assertEqual(PG.order(site, oid)["status"], status, (site, oid))
+        self.assertEqual(self.outcomes(X, "V-2"), ["applied", "pending_confirmation"])
         # the declined-then-paid order: applied, never paid_after_close
         self.assertEqual(self.outcomes(X, "S-DECLINED"),
                          ["applied", "ignored", "applied"])
