@@ -63,7 +63,7 @@ help(FILE *f)
 }
 
 /* Resolved outcomes: a whitelist, so that an outcome added later is kept. */
-#define RESOLVED "ARRAY['applied', 'already_applied', 'ignored']"
+#define RESOLVED "ARRAY['applied', 'already_applied', 'ignored', 'foreign_site']"
 #define ELIGIBLE \
 	" received_at < $1::timestamptz AND last_delivery_at < $1::timestamptz "
 

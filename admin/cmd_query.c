@@ -212,7 +212,7 @@ static bool
 outcome_settled(const char *outcome)
 {
 	return strcmp(outcome, "applied") == 0 || strcmp(outcome, "already_applied") == 0
-	    || strcmp(outcome, "ignored") == 0;
+	    || strcmp(outcome, "ignored") == 0 || strcmp(outcome, "foreign_site") == 0;
 }
 
 static void

@@ -23,12 +23,16 @@ help(FILE *f)
 {
 	fprintf(f, "usage: paynotify sign PROVIDER --site S --order ID --amount 12.34\n"
 		"                      [--currency CNY] [--event paid|refund|closed|failed]\n"
-		"                      [--v2] [--curl] [--url BASE]\n\n"
+		"                      [--v2] [--marker VALUE | --no-marker] [--curl] [--url BASE]\n\n"
 		"Print a complete signed notification (method, path, headers, body) for a\n"
 		"site that has test signing keys, or with --curl a ready curl command.\n"
 		"PROVIDER is alipay, wechatpay, stripe or 2c2p; --v2 makes a WeChat Pay\n"
 		"API v2 (XML) notification.  --amount is in major units, exact.\n\n"
-		"  --url BASE   where --curl sends it (default http://127.0.0.1:8080)\n\n"
+		"  --url BASE   where --curl sends it (default http://127.0.0.1:8080)\n"
+		"  --marker VALUE  the site marker the notification carries (default: the\n"
+		"               site's own 2c2p.site_marker, wechatpay.site_attach,\n"
+		"               alipay.site_passback or stripe.site_metadata value, if set)\n"
+		"  --no-marker  carry none\n\n"
 		"Exit status: 0, 64 usage (an unknown provider, site or currency, a bad\n"
 		"amount or URL), 78 the site has no test keys or the configuration is\n"
 		"broken.\n");
@@ -76,6 +80,8 @@ sign_exec(int argc, char **argv, const char *config_path)
 		{"currency", required_argument, NULL, 'C'},
 		{"event", required_argument, NULL, 'e'},
 		{"v2", no_argument, NULL, '2'},
+		{"marker", required_argument, NULL, 'm'},
+		{"no-marker", no_argument, NULL, 'M'},
 		{"curl", no_argument, NULL, 'u'},
 		{"url", required_argument, NULL, 'U'},
 		{"help", no_argument, NULL, 'h'},
@@ -91,7 +97,8 @@ sign_exec(int argc, char **argv, const char *config_path)
 	struct pn_err err;
 	struct pn_arena *a;
 	char	cur[4];
-	bool	curl = false;
+	bool	curl = false, marker_set = false;
+	const char *marker = NULL;
 	int	opt, rc = PN_EXIT_CONFIG;
 	size_t	i;
 
@@ -105,6 +112,8 @@ sign_exec(int argc, char **argv, const char *config_path)
 		case 'a': amount = optarg; break;
 		case 'C': currency = optarg; break;
 		case '2': req.variant = "v2"; break;
+		case 'm': marker = optarg; marker_set = true; break;
+		case 'M': marker = NULL; marker_set = true; break;
 		case 'u': curl = true; break;
 		case 'U': url = optarg; break;
 		case 'e':
@@ -153,6 +162,18 @@ sign_exec(int argc, char **argv, const char *config_path)
 		pn_cfg_free(cfg);
 		return PN_EXIT_USAGE;
 	}
+	if (marker != NULL) {
+		size_t	n = strlen(marker), k;
+		bool	ok = n >= 1 && n <= 255;
+
+		for (k = 0; ok && k < n; k++)
+			ok = (unsigned char)marker[k] >= 0x20 && marker[k] != 0x7f;
+		if (!ok) {
+			fprintf(stderr, "paynotify: --marker must be 1 to 255 printable characters\n");
+			pn_cfg_free(cfg);
+			return PN_EXIT_USAGE;
+		}
+	}
 	a = pn_arena_new();
 	req.site = pn_cfg_site(cfg, site_name);
 	if (req.site == NULL || !pn_provider_configured(p, req.site)) {
@@ -173,6 +194,14 @@ sign_exec(int argc, char **argv, const char *config_path)
 		fclose(ur);
 		req.id = pn_hex_encode(a, rnd, sizeof(rnd), false);
 	}
+	if (!marker_set) {
+		/* the site's own marker for this provider, if it sets one */
+		struct pn_cfg_marker mk;
+
+		if (pn_cfg_marker(req.site, p->keys, &mk))
+			marker = mk.value;
+	}
+	req.marker = marker;
 	req.arena = a;
 	req.order_id = order;
 	req.currency = cur;

@@ -32,6 +32,11 @@ struct pn_sign_req {
 	int64_t	now;			/* Unix seconds */
 	const char *id;			/* unique token for the ids the provider invents */
 	const char *variant;		/* provider-specific ("v2" for WeChat Pay); NULL = default */
+	/* The site marker value to carry in the provider's field (2c2p.site_marker's
+	 * userDefinedN, attach, passback_params, stripe.site_metadata's KEY; a
+	 * site without a marker: 2C2P userDefined1, Stripe metadata.site);
+	 * NULL: none.  `paynotify sign` defaults it to the site's own. */
+	const char *marker;
 };
 
 /* The request that carries it. */

@@ -236,7 +236,7 @@ pn_pipeline_handle(struct pn_receiver *r, struct pn_io *io)
 	}
 
 	{
-		struct pn_verify_ctx vc = {&req, site, r->arena, r->clock(), true, variant};
+		struct pn_verify_ctx vc = {&req, site, r->arena, r->clock(), true, variant, r->cfg};
 
 		switch (p->verify(&vc, &ev, &err)) {
 		case PN_VERIFIED:

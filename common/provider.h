@@ -31,6 +31,10 @@ struct pn_verify_ctx {
 	int64_t	now;			/* Unix seconds, injectable for tests */
 	bool	check_freshness;	/* false when replaying history */
 	int	variant;		/* the provider's variant(req); 0: verify decides */
+	/* The whole configuration, or NULL: lets an adapter tell a sibling
+	 * site's event (Stripe: another configured site's marker) from a
+	 * stranger's.  NULL: every other marker is a stranger's. */
+	const struct pn_config *cfg;
 };
 
 /* The HTTP status of PN_UNVERIFIED, for every provider. */
