@@ -24,6 +24,8 @@ help(FILE *f)
 		"    paynotify query stored it\n"
 		"  - orders still pending after the threshold with no notification at all\n"
 		"  - orders paid or refunded without a stored notification that applied it\n"
+		"Not listed: foreign_site (a sibling site's event: another site's marker),\n"
+		"counted by paynotify stats.\n"
 		"Exit status 1 when the list is not empty, 0 when it is; 64 a bad option\n"
 		"(a site not in the configuration, a threshold that is not a duration),\n"
 		"3 database error, 78 configuration error.\n"

@@ -177,7 +177,7 @@ pn_cfg_site_str(const struct pn_site *s, const char *prefix, const char *name)
 }
 
 /* ---- site markers and shared identities (README "Several sites on one
- * provider identity") -------------------------------------------------- */
+ * provider account") -------------------------------------------------- */
 
 static bool
 marker_char(char c)

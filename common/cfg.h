@@ -291,7 +291,7 @@ struct pn_cfg_provider {
 	int	(*warnings)(const struct pn_config *cfg, FILE *out);
 	/*
 	 * Several sites on one identity (README "Several sites on one
-	 * provider identity"): would a genuine notification that verifies and
+	 * provider account"): would a genuine notification that verifies and
 	 * binds at site a also verify and bind at site b (a key or secret both
 	 * hold and the same signed identity)?  what: the shared identity, for
 	 * the message ("merchant_id JT01 and a secret key").  NULL: no check.

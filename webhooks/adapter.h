@@ -31,7 +31,7 @@ void pn_flag_merchant(struct pn_arena *a, struct pn_event *ev, const char *field
 
 /*
  * Several sites on one provider identity (README "Several sites on one
- * provider identity"): the configured site other than site, of the same
+ * provider account"): the configured site other than site, of the same
  * identity for provider p (p->same_identity), whose marker is on the same
  * field and has the value got[0..got_len), or NULL.  cfg NULL: none.
  */

@@ -62,7 +62,7 @@ fixture_config(void)
  * shares the provider identity of a unit.conf site (a key in another form,
  * a rotation, another v2 sign type), its own unit/variants/<name>.conf:
  * two sites a genuine notification cannot tell apart are refused in one
- * file (README "Several sites on one provider identity").  Loaded once.
+ * file (README "Several sites on one provider account").  Loaded once.
  */
 const struct pn_config *
 fixture_config_of(const char *name)
