@@ -35,7 +35,7 @@ help(FILE *f)
 		"  - orders still pending after the threshold with no notification at all\n"
 		"  - orders paid or refunded without a stored notification that applied it\n"
 		"Not listed (counted by paynotify stats): applied, already_applied, ignored,\n"
-		"foreign_site (a sibling site's event on a shared Stripe account), unhandled.\n\n"
+		"foreign_site (a sibling site's event: another site's marker), unhandled.\n\n"
 		"--unhandled: instead, the event types received in the last --days N days\n"
 		"(default 7, 1..3650) that paynotify has no handling for (outcome unhandled),\n"
 		"by site and provider, with counts and when first and last seen: a provider\n"

@@ -24,7 +24,8 @@ help(FILE *f)
 	fprintf(f, "usage: paynotify sign PROVIDER --site S --order ID --amount 12.34\n"
 		"                      [--currency CNY]\n"
 		"                      [--event paid|refund|closed|failed|dispute|complaint]\n"
-		"                      [--case ID] [--status WORD] [--v2] [--curl] [--url BASE]\n\n"
+		"                      [--case ID] [--status WORD] [--v2]\n"
+		"                      [--marker VALUE | --no-marker] [--curl] [--url BASE]\n\n"
 		"Print a complete signed notification (method, path, headers, body) for a\n"
 		"site that has test signing keys, or with --curl a ready curl command.\n"
 		"PROVIDER is alipay, wechatpay, stripe or 2c2p; --v2 makes a WeChat Pay\n"
@@ -36,7 +37,11 @@ help(FILE *f)
 		"  --case ID    the dispute's / complaint's id (default: made up)\n"
 		"  --status WORD  Stripe: the dispute's status (needs_response, under_review,\n"
 		"               won, lost, ...; the event type follows it); WeChat Pay: the\n"
-		"               action_type (CREATE_COMPLAINT, ...)\n\n"
+		"               action_type (CREATE_COMPLAINT, ...)\n"
+		"  --marker VALUE  the site marker the notification carries (default: the\n"
+		"               site's own 2c2p.site_marker, wechatpay.site_attach,\n"
+		"               alipay.site_passback or stripe.site_metadata value, if set)\n"
+		"  --no-marker  carry none\n\n"
 		"Exit status: 0, 64 usage (an unknown provider, site or currency, a bad\n"
 		"amount or URL), 78 the site has no test keys or the configuration is\n"
 		"broken.\n");
@@ -90,6 +95,8 @@ sign_exec(int argc, char **argv, const char *config_path)
 		{"v2", no_argument, NULL, '2'},
 		{"case", required_argument, NULL, 'K'},
 		{"status", required_argument, NULL, 'S'},
+		{"marker", required_argument, NULL, 'm'},
+		{"no-marker", no_argument, NULL, 'M'},
 		{"curl", no_argument, NULL, 'u'},
 		{"url", required_argument, NULL, 'U'},
 		{"help", no_argument, NULL, 'h'},
@@ -105,7 +112,8 @@ sign_exec(int argc, char **argv, const char *config_path)
 	struct pn_err err;
 	struct pn_arena *a;
 	char	cur[4];
-	bool	curl = false;
+	bool	curl = false, marker_set = false;
+	const char *marker = NULL;
 	int	opt, rc = PN_EXIT_CONFIG;
 	size_t	i;
 
@@ -119,6 +127,8 @@ sign_exec(int argc, char **argv, const char *config_path)
 		case 'a': amount = optarg; break;
 		case 'C': currency = optarg; break;
 		case '2': req.variant = "v2"; break;
+		case 'm': marker = optarg; marker_set = true; break;
+		case 'M': marker = NULL; marker_set = true; break;
 		case 'u': curl = true; break;
 		case 'U': url = optarg; break;
 		case 'K':
@@ -185,6 +195,18 @@ sign_exec(int argc, char **argv, const char *config_path)
 		pn_cfg_free(cfg);
 		return PN_EXIT_USAGE;
 	}
+	if (marker != NULL) {
+		size_t	n = strlen(marker), k;
+		bool	ok = n >= 1 && n <= 255;
+
+		for (k = 0; ok && k < n; k++)
+			ok = (unsigned char)marker[k] >= 0x20 && marker[k] != 0x7f;
+		if (!ok) {
+			fprintf(stderr, "paynotify: --marker must be 1 to 255 printable characters\n");
+			pn_cfg_free(cfg);
+			return PN_EXIT_USAGE;
+		}
+	}
 	a = pn_arena_new();
 	req.site = pn_cfg_site(cfg, site_name);
 	if (req.site == NULL || !pn_provider_configured(p, req.site)) {
@@ -205,6 +227,14 @@ sign_exec(int argc, char **argv, const char *config_path)
 		fclose(ur);
 		req.id = pn_hex_encode(a, rnd, sizeof(rnd), false);
 	}
+	if (!marker_set) {
+		/* the site's own marker for this provider, if it sets one */
+		struct pn_cfg_marker mk;
+
+		if (pn_cfg_marker(req.site, p->keys, &mk))
+			marker = mk.value;
+	}
+	req.marker = marker;
 	req.arena = a;
 	req.order_id = order;
 	req.currency = cur;

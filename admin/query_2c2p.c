@@ -204,7 +204,7 @@ twoc2p_ask(const struct pn_query_ctx *ctx, const struct pn_query_order *o,
 	pn_event_init(ev);
 	ev->source = "query";
 	ev->key_id = key_id;
-	if (pn_2c2p_normalise(a, site, payload, plen, ctx->now,
+	if (pn_2c2p_normalise(a, ctx->cfg, site, payload, plen, ctx->now,
 			      pn_arena_printf(a, "query:%s", o->order_id), ev, &err)
 	    != PN_VERIFIED) {
 		pn_query_set(ctx, ans, PN_Q_REFUSED, "2C2P answer payload refused: %s", err.msg);

@@ -36,6 +36,11 @@ struct pn_sign_req {
 	const char *case_id;		/* the dispute's / complaint's id; NULL: made from id */
 	const char *case_status;	/* Stripe: the dispute's status (needs_response, won, ...);
 					 * WeChat Pay: the action_type; NULL: the provider's first */
+	/* The site marker value to carry in the provider's field (2c2p.site_marker's
+	 * userDefinedN, attach, passback_params, stripe.site_metadata's KEY; a
+	 * site without a marker: 2C2P userDefined1, Stripe metadata.site);
+	 * NULL: none.  `paynotify sign` defaults it to the site's own. */
+	const char *marker;
 };
 
 /* The request that carries it. */

@@ -58,6 +58,14 @@ sign_v4(const struct pn_sign_req *r, const char *code, struct pn_signed *out,
 			"tranRef", pn_arena_printf(a, "t%s", r->id), "referenceNo", r->id,
 			"approvalCode", "123456", "eci", "05", "transactionDateTime", when,
 			"respCode", code, "respDesc", "paynotify test");
+	if (obj != NULL && r->marker != NULL) {
+		struct pn_cfg_marker mk;
+		const char *field = "userDefined1";
+
+		if (pn_cfg_marker(r->site, &pn_twoc2p_cfg_keys, &mk))
+			field = pn_arena_strndup(a, mk.field, mk.field_len);
+		json_object_set_new(obj, field, json_string(r->marker));
+	}
 	payload = pn_sign_json(a, obj);
 	if (payload == NULL) {
 		pn_err_set(err, "could not build the payload");
@@ -98,6 +106,8 @@ sign_redirect(const struct pn_sign_req *r, const char *code, struct pn_signed *o
 		"transaction_datetime", "payment_channel", "payment_status",
 		"channel_response_code", "channel_response_desc", "masked_pan", "hash_value"};
 	const char *vals[PN_ARRAY_LEN(keys)];
+	char	ud[16] = "user_defined_1";
+	struct pn_cfg_marker mk;
 
 	gmtime_r(&t, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
@@ -118,11 +128,20 @@ sign_redirect(const struct pn_sign_req *r, const char *code, struct pn_signed *o
 	vals[14] = "paynotify test";
 	vals[15] = "411111XXXXXX1111";
 	f.n = PN_ARRAY_LEN(keys) - 1;
-	f.fields = pn_arena_alloc(a, PN_ARRAY_LEN(keys) * sizeof(*f.fields));
+	f.fields = pn_arena_alloc(a, (PN_ARRAY_LEN(keys) + 1) * sizeof(*f.fields));
 	for (i = 0; i < f.n; i++) {
 		f.fields[i].key = keys[i];
 		f.fields[i].value = vals[i];
 		f.fields[i].value_len = strlen(vals[i]);
+	}
+	if (r->marker != NULL) {
+		/* userDefinedN of 2c2p.site_marker is the form's user_defined_N */
+		if (pn_cfg_marker(r->site, &pn_twoc2p_cfg_keys, &mk))
+			ud[13] = mk.field[mk.field_len - 1];
+		f.fields[f.n].key = ud;
+		f.fields[f.n].value = r->marker;
+		f.fields[f.n].value_len = strlen(r->marker);
+		f.n++;
 	}
 	iov.p = pn_2c2p_redirect_content(a, &f, &len);
 	iov.len = len;
@@ -134,6 +153,8 @@ sign_redirect(const struct pn_sign_req *r, const char *code, struct pn_signed *o
 	vals[16] = pn_hex_encode(a, mac, maclen, false);
 	for (i = 0; i < PN_ARRAY_LEN(keys); i++)
 		pn_buf_printf(&body, "%s%s=%s", i ? "&" : "", keys[i], pn_form_encode(a, vals[i]));
+	if (r->marker != NULL)
+		pn_buf_printf(&body, "&%s=%s", ud, pn_form_encode(a, r->marker));
 	out->content_type = "application/x-www-form-urlencoded";
 	out->body = pn_arena_memdup(a, body.data, body.len);
 	out->body_len = body.len;

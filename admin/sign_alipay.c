@@ -136,6 +136,8 @@ pn_sign_alipay(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err
 	add_field(&f, a, "subject", "paynotify test");
 	add_field(&f, a, "gmt_payment", when);
 	add_field(&f, a, "sign_type", site->alipay.sign_type == PN_ALIPAY_RSA ? "RSA" : "RSA2");
+	if (r->marker != NULL)	/* as the shop sent it: URL-encoded once (a marker: as is) */
+		add_field(&f, a, "passback_params", pn_form_encode(a, r->marker));
 	if (r->kind == PN_KIND_REFUND) {
 		/* refund_fee is the total refunded: this test refunds amount once */
 		add_field(&f, a, "out_biz_no", pn_arena_printf(a, "refund-%s", r->id));

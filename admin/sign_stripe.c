@@ -101,16 +101,20 @@ pn_sign_stripe(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err
 		pn_err_set(err, "no Stripe test event for \"%s\"", pn_kind_name(r->kind));
 		return false;
 	}
-	if (obj != NULL && r->kind != PN_KIND_DISPUTE && pn_cfg_stripe_marker(site, &mkey, &mklen)) {
-		/* the site's own marker, as the shop sets it on its objects */
+	if (obj != NULL && r->kind != PN_KIND_DISPUTE && r->marker != NULL) {
+		/* the marker (the site's own by default), as the shop sets it on
+		 * its objects: under the site's KEY, or "site" */
 		json_t *md = json_object_get(obj, "metadata");
 
 		if (md == NULL) {
 			md = json_object();
 			json_object_set_new(obj, "metadata", md);
 		}
-		json_object_set_new(md, pn_arena_strndup(a, mkey, mklen),
-				    json_string(mkey + mklen + 1));
+		if (!pn_cfg_stripe_marker(site, &mkey, &mklen)) {
+			mkey = "site";
+			mklen = 4;
+		}
+		json_object_set_new(md, pn_arena_strndup(a, mkey, mklen), json_string(r->marker));
 	}
 	/* livemode as the site's stripe.mode takes it, so the site accepts it */
 	ev = json_pack("{s:s, s:s, s:s, s:I, s:b, s:s, s:{s:o}}", "id",

@@ -83,6 +83,8 @@ sign_v3(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err *err)
 				"amount", "total", (json_int_t)r->amount_minor, "payer_total",
 				(json_int_t)r->amount_minor, "currency", r->currency, "payer_currency",
 				r->currency);
+		if (res != NULL && r->marker != NULL)
+			json_object_set_new(res, "attach", json_string(r->marker));
 		if (r->kind != PN_KIND_PAID)
 			type = "TRANSACTION.CLOSED";
 		break;
@@ -237,6 +239,8 @@ sign_v2(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err *err)
 		xml_add(&x, "fee_type", r->currency);
 		xml_add(&x, "trade_type", "JSAPI");
 		xml_add(&x, "time_end", "20240520100005");
+		if (r->marker != NULL)
+			xml_add(&x, "attach", r->marker);
 		if (alg == PN_WXV2_HMAC_SHA256)
 			xml_add(&x, "sign_type", "HMAC-SHA256");
 		sign = pn_wechatpay_v2_sign(a, &x, alg, key);

@@ -176,6 +176,170 @@ pn_cfg_site_str(const struct pn_site *s, const char *prefix, const char *name)
 	return *(char *const *)pn_cfg_site_field(s, kd);
 }
 
+/* ---- site markers and shared identities (README "Several sites on one
+ * provider account") -------------------------------------------------- */
+
+static bool
+marker_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+	    || c == '_' || c == '-' || c == '.' || c == '~';
+}
+
+bool
+pn_cfg_marker(const struct pn_site *s, const struct pn_cfg_provider *p, struct pn_cfg_marker *out)
+{
+	const struct pn_cfg_keydef *kd = NULL;
+	const char *m, *v, *eq;
+	size_t	i, flen, vlen;
+
+	if (p->marker_key == NULL)
+		return false;
+	for (i = 0; i < p->nkeys && kd == NULL; i++)
+		if (strcmp(p->keys[i].key, p->marker_key) == 0)
+			kd = &p->keys[i];
+	if (kd == NULL || kd->type != PN_K_STR)
+		pn_fatal("%s: marker key %s is not one of its strings", p->prefix, p->marker_key);
+	m = *(char *const *)pn_cfg_site_field(s, kd);
+	if (m == NULL)
+		return false;
+	if (p->marker_field != NULL) {
+		out->field = p->marker_field;
+		flen = strlen(p->marker_field);
+		v = m;
+	} else {
+		if ((eq = strchr(m, '=')) == NULL || eq == m)
+			return false;
+		out->field = m;
+		flen = (size_t)(eq - m);
+		v = eq + 1;
+	}
+	vlen = strlen(v);
+	if (p->marker_field == NULL && p->marker_fields == NULL) {
+		/* a free KEY (Stripe metadata): KEY at most 40 of [A-Za-z0-9_-],
+		 * VALUE 1 to 500 characters (Stripe's own metadata limits) */
+		if (flen > 40 || vlen == 0 || vlen > 500)
+			return false;
+		for (i = 0; i < flen; i++)
+			if (!marker_char(m[i]) || m[i] == '.' || m[i] == '~')
+				return false;
+	} else {
+		if (p->marker_fields != NULL) {
+			for (i = 0; p->marker_fields[i] != NULL; i++)
+				if (strlen(p->marker_fields[i]) == flen
+				    && memcmp(p->marker_fields[i], m, flen) == 0)
+					break;
+			if (p->marker_fields[i] == NULL)
+				return false;
+		}
+		if (vlen == 0 || vlen > PN_CFG_MARKER_MAX)
+			return false;
+		for (i = 0; i < vlen; i++)
+			if (!marker_char(v[i]))
+				return false;
+	}
+	out->field_len = flen;
+	out->value = v;
+	return true;
+}
+
+bool
+pn_cfg_secrets_overlap(const struct pn_secret *a, size_t na, const struct pn_secret *b, size_t nb)
+{
+	size_t	i, j;
+
+	for (i = 0; i < na; i++)
+		for (j = 0; j < nb; j++)
+			if (a[i].len == b[j].len && pn_ct_equal(a[i].data, b[j].data, a[i].len))
+				return true;
+	return false;
+}
+
+bool
+pn_cfg_pubkeys_overlap(const struct pn_pubkey *a, size_t na, const struct pn_pubkey *b, size_t nb)
+{
+	size_t	i, j;
+
+	for (i = 0; i < na; i++)
+		for (j = 0; j < nb; j++)
+			if (a[i].pkey && b[j].pkey && EVP_PKEY_eq(a[i].pkey, b[j].pkey) == 1)
+				return true;
+	return false;
+}
+
+/*
+ * Two sites that a genuine notification of one provider cannot tell apart
+ * (the provider's same_identity: a shared key or secret and the same signed
+ * identity) are refused, unless each has a site marker from signed data
+ * (p->marker_key), on the same field, with values the provider can tell
+ * apart: otherwise one site's genuine payment, posted to the other site's
+ * URL, pays that site's order with the same order id (issue 23).  An
+ * error, so that check-config fails, a receiver refuses to start and a
+ * reload keeps the old configuration; never isolated to one site, because
+ * it is about two.
+ */
+static void
+check_shared_identities(const struct pn_config *cfg, struct pn_cfg_findings *fd)
+{
+	const struct pn_cfg_provider *const *prov;
+	size_t	i, j;
+
+	for (prov = pn_cfg_providers; *prov; prov++) {
+		const struct pn_cfg_provider *p = *prov;
+
+		if (p->same_identity == NULL)
+			continue;
+		for (i = 0; i < cfg->nsites; i++) {
+			const struct pn_site *a = &cfg->sites[i];
+
+			if (!pn_cfg_configured(a, p))
+				continue;
+			for (j = i + 1; j < cfg->nsites; j++) {
+				const struct pn_site *b = &cfg->sites[j];
+				struct pn_cfg_marker ma, mb;
+				bool	hasa, hasb;
+				char	what[256], why[320];
+
+				if (!pn_cfg_configured(b, p) || !p->same_identity(a, b, what,
+										sizeof(what)))
+					continue;
+				hasa = pn_cfg_marker(a, p, &ma);
+				hasb = pn_cfg_marker(b, p, &mb);
+				if (!hasa || !hasb)
+					snprintf(why, sizeof(why), "%s%s%s %s", !hasa && !hasb
+						 ? "neither sets" : "\"", !hasa && !hasb ? ""
+						 : !hasa ? a->name : b->name, !hasa && !hasb ? ""
+						 : "\" sets no", p->marker_key);
+				else if (ma.field_len != mb.field_len
+					 || memcmp(ma.field, mb.field, ma.field_len) != 0)
+					snprintf(why, sizeof(why), "their %s name different fields "
+						 "(%.*s, %.*s): a notification may carry both",
+						 p->marker_key, (int)ma.field_len, ma.field,
+						 (int)mb.field_len, mb.field);
+				else if (strcmp(ma.value, mb.value) == 0)
+					snprintf(why, sizeof(why), "both set %s to the same value",
+						 p->marker_key);
+				else if (p->markers_distinct != NULL
+					 && !p->markers_distinct(a, ma.value, b, mb.value))
+					snprintf(why, sizeof(why), "their %s values \"%s\" and \"%s\" "
+						 "cannot be told apart (one contains the other, and "
+						 "the field's boundaries are not signed)",
+						 p->marker_key, ma.value, mb.value);
+				else
+					continue;
+				pn_cfg_finding_add(fd, PN_CFG_ERROR, b->file, b->line,
+						   "sites \"%s\" and \"%s\" share one %s identity (%s) "
+						   "and %s: a genuine notification for either verifies "
+						   "and binds at both, so one site's payment could pay "
+						   "the other's order with the same order id; give each "
+						   "site its own %s, on the same field, with distinct "
+						   "values, and set it in every payment request",
+						   a->name, b->name, p->title, what, why, p->marker_key);
+			}
+		}
+	}
+}
+
 /* ---- helpers ------------------------------------------------------------- */
 
 struct parser {
@@ -993,6 +1157,37 @@ key_set(const struct pn_site *s, const struct pn_cfg_keydef *kd)
 	return *(char *const *)pn_cfg_site_field(s, kd) != NULL;
 }
 
+/* The site marker's form (pn_cfg_marker), for the providers other than
+ * Stripe (whose validate says it in its own words). */
+static void
+check_marker_form(const struct pn_cfg_check *c)
+{
+	const struct pn_cfg_provider *p = c->provider;
+	const char *m;
+	struct pn_cfg_marker mk;
+	char	fields[160];
+	size_t	i, used = 0;
+
+	if (p->marker_key == NULL || (p->marker_field == NULL && p->marker_fields == NULL)
+	    || pn_cfg_key_failed(c, p->marker_key))
+		return;
+	m = pn_cfg_site_str(c->site, p->prefix, p->marker_key + strlen(p->prefix) + 1);
+	if (m == NULL || pn_cfg_marker(c->site, p, &mk))
+		return;
+	fields[0] = '\0';
+	for (i = 0; p->marker_fields && p->marker_fields[i] && used < sizeof(fields); i++)
+		used += (size_t)snprintf(fields + used, sizeof(fields) - used, "%s%s",
+					 i ? ", " : "", p->marker_fields[i]);
+	if (p->marker_fields)
+		pn_cfg_site_finding(c, PN_CFG_ERROR, "invalid %s \"%s\": expected FIELD=VALUE, "
+				    "FIELD one of %s, VALUE 1 to %d letters, digits, '.', '_', "
+				    "'~' or '-'", p->marker_key, m, fields, PN_CFG_MARKER_MAX);
+	else
+		pn_cfg_site_finding(c, PN_CFG_ERROR, "invalid %s \"%s\": expected 1 to %d "
+				    "letters, digits, '.', '_', '~' or '-'", p->marker_key, m,
+				    PN_CFG_MARKER_MAX);
+}
+
 /*
  * Completeness of one site: a provider at all, each configured provider's
  * PN_KEY_REQUIRED keys, then its own checks.  Every problem into fd.
@@ -1030,6 +1225,7 @@ validate_site(const struct pn_site *s, uint64_t failed, struct pn_cfg_findings *
 		}
 		if ((*prov)->validate)
 			(*prov)->validate(&c);
+		check_marker_form(&c);
 	}
 }
 
@@ -1136,6 +1332,7 @@ line_error:
 				site->disabled = pn_cfg_finding_text(&fd->v[j]);
 		}
 	}
+	check_shared_identities(cfg, fd);
 	if (cfg->nsites == 0 && pn_cfg_findings_count(fd, PN_CFG_ERROR) == 0)
 		pn_cfg_finding_add(fd, PN_CFG_ERROR, path, 0,
 				   "no [site NAME] section: nothing to serve");

@@ -289,7 +289,53 @@ struct pn_cfg_provider {
 	void	(*summary)(const struct pn_site *s, char *buf, size_t size);
 	/* check-config: "WARNING: ..." lines about every site; how many. NULL: none. */
 	int	(*warnings)(const struct pn_config *cfg, FILE *out);
+	/*
+	 * Several sites on one identity (README "Several sites on one
+	 * provider account"): would a genuine notification that verifies and
+	 * binds at site a also verify and bind at site b (a key or secret both
+	 * hold and the same signed identity)?  what: the shared identity, for
+	 * the message ("merchant_id JT01 and a secret key").  NULL: no check.
+	 */
+	bool	(*same_identity)(const struct pn_site *a, const struct pn_site *b, char *what,
+				 size_t size);
+	/*
+	 * The site marker key (a PN_K_STR of this provider): "FIELD=VALUE"
+	 * when marker_fields lists the signed fields it may name (NULL-ended),
+	 * else the whole VALUE of the one field marker_field.  NULL: none.
+	 * Parsed by pn_cfg_marker().
+	 */
+	const char *marker_key;
+	const char *const *marker_fields;
+	const char *marker_field;
+	/* Are the two markers' values told apart (the loader checks the fields
+	 * are the same)?  NULL: the values differ. */
+	bool	(*markers_distinct)(const struct pn_site *a, const char *va,
+				    const struct pn_site *b, const char *vb);
 };
+
+/*
+ * A site's marker for provider p (the value of p->marker_key): the signed
+ * merchant-defined field it names and the value a notification for this
+ * site carries there.  false: the site sets none (or p has no marker), or
+ * it is malformed (the loader refuses those).  Strings point into the
+ * configuration; field is NUL-terminated only at field_len.
+ */
+struct pn_cfg_marker {
+	const char *field;
+	size_t	field_len;
+	const char *value;
+};
+bool pn_cfg_marker(const struct pn_site *s, const struct pn_cfg_provider *p,
+		   struct pn_cfg_marker *out);
+/* Marker values of the providers other than Stripe: 1 to 64 of
+ * [A-Za-z0-9._~-] (URL-encoding leaves them as they are). */
+#define PN_CFG_MARKER_MAX 64
+/* Do the two lists share a secret (the same bytes)? */
+bool pn_cfg_secrets_overlap(const struct pn_secret *a, size_t na, const struct pn_secret *b,
+			    size_t nb);
+/* Do the two lists share a public key? */
+bool pn_cfg_pubkeys_overlap(const struct pn_pubkey *a, size_t na, const struct pn_pubkey *b,
+			    size_t nb);
 
 /* Every provider, in the order of webhooks/providers_cfg.h; NULL last. */
 extern const struct pn_cfg_provider *const pn_cfg_providers[];

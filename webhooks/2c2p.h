@@ -45,8 +45,10 @@ bool pn_2c2p_raw_member(const char *json, size_t len, const char *name, const ch
 /*
  * Normalise a verified v4 payload.  now > 0 enforces exp/nbf when present;
  * unkeyed is the dedup key for a payload without invoiceNo or respCode.
+ * cfg (or NULL) tells a sibling site's 2c2p.site_marker from a stranger's.
  */
-enum pn_verdict pn_2c2p_normalise(struct pn_arena *a, const struct pn_site *site,
+enum pn_verdict pn_2c2p_normalise(struct pn_arena *a, const struct pn_config *cfg,
+				  const struct pn_site *site,
 				  const unsigned char *payload, size_t len, int64_t now,
 				  const char *unkeyed, struct pn_event *ev,
 				  struct pn_err *err) PN_WUR;

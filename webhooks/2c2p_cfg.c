@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "cfg.h"
 
@@ -35,6 +36,12 @@ static const struct pn_cfg_keydef keys[] = {
 	 "https://pgw.2c2p.com", "paynotify query: the PGW v4 API (sandbox: "
 	 "https://sandbox-pgw.2c2p.com); paymentInquiry is signed with 2c2p.secret_key_file", 0,
 	 NULL},
+	{"site", "2c2p.site_marker", PN_K_STR, S(site_marker), 0, 0, 0, NULL, NULL,
+	 "FIELD=VALUE, FIELD one of userDefined1 to userDefined5: the value every payment "
+	 "request of this site sets in that field (legacy form: user_defined_1 to _5), which "
+	 "2C2P signs into the result; required when several sites share one merchant_id and "
+	 "secret key.  A result carrying another such site's marker is stored foreign_site, "
+	 "one without this site's is stored merchant_mismatch; neither is applied", 0, NULL},
 	{"site", "2c2p.test_signing", PN_K_BOOL, S(test_signing), 0, 0, 0, NULL, "off",
 	 "sandbox sites only: let `paynotify sign` sign test notifications with the site's key",
 	 0, NULL},
@@ -81,6 +88,49 @@ summary(const struct pn_site *s, char *buf, size_t size)
 		 s->twoc2p.test_signing ? ", test signing on" : "");
 }
 
+/* One merchantID and a secret key both hold: 2C2P's signature and merchantID
+ * check pass at both sites. */
+static bool
+same_identity(const struct pn_site *a, const struct pn_site *b, char *what, size_t size)
+{
+	const struct pn_twoc2p_cfg *x = &a->twoc2p, *y = &b->twoc2p;
+
+	/* the generation and the legacy digest and invoice_no rule are the
+	 * site's: a JWT never parses as a legacy form, an HMAC-SHA1 hash_value
+	 * never matches an HMAC-SHA256 one, and the two invoice_no rules
+	 * accept disjoint forms */
+	if (x->api != y->api || (x->api == PN_2C2P_REDIRECT
+				 && (x->redirect_hash != y->redirect_hash
+				     || x->redirect_invoice_no != y->redirect_invoice_no))
+	    || x->merchant_id == NULL || y->merchant_id == NULL
+	    || strcmp(x->merchant_id, y->merchant_id) != 0
+	    || !pn_cfg_secrets_overlap(x->secrets, x->nsecrets, y->secrets, y->nsecrets))
+		return false;
+	snprintf(what, size, "merchant_id %s and a secret key", x->merchant_id);
+	return true;
+}
+
+/*
+ * The legacy form's hash covers the values concatenated without
+ * separators, and the user_defined fields are free text beside other free
+ * text (browser_info, paid_agent): their boundaries are not signed, so a
+ * sender can move characters between them.  A legacy site therefore takes
+ * a result as its own only when the signed content carries its marker and
+ * no sibling's (2c2p_redirect.c), and two markers one of which contains the
+ * other cannot be told apart.
+ */
+static bool
+markers_distinct(const struct pn_site *a, const char *va, const struct pn_site *b,
+		 const char *vb)
+{
+	if (a->twoc2p.api != PN_2C2P_REDIRECT && b->twoc2p.api != PN_2C2P_REDIRECT)
+		return true;
+	return strstr(va, vb) == NULL && strstr(vb, va) == NULL;
+}
+
+static const char *const marker_fields[] = {
+	"userDefined1", "userDefined2", "userDefined3", "userDefined4", "userDefined5", NULL};
+
 const struct pn_cfg_provider pn_twoc2p_cfg_keys = {
 	.prefix = "2c2p",
 	.title = "2C2P",
@@ -89,4 +139,8 @@ const struct pn_cfg_provider pn_twoc2p_cfg_keys = {
 	.nkeys = PN_ARRAY_LEN(keys),
 	.secret_forms = secret_forms,
 	.summary = summary,
+	.same_identity = same_identity,
+	.marker_key = "2c2p.site_marker",
+	.marker_fields = marker_fields,
+	.markers_distinct = markers_distinct,
 };

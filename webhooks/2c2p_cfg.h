@@ -25,6 +25,7 @@ struct pn_twoc2p_cfg {
 	int	redirect_invoice_no;	/* enum pn_2c2p_invoice */
 	bool	test_signing;		/* 2c2p.test_signing (paynotify sign) */
 	char   *query_url;		/* 2c2p.query_url */
+	char   *site_marker;		/* 2c2p.site_marker "userDefinedN=VALUE", or NULL */
 };
 
 extern const struct pn_cfg_provider pn_twoc2p_cfg_keys;

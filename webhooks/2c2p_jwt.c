@@ -329,10 +329,11 @@ check_times(json_t *root, int64_t now, struct pn_err *err)
 }
 
 enum pn_verdict
-pn_2c2p_normalise(struct pn_arena *a, const struct pn_site *site, const unsigned char *payload,
-		  size_t len, int64_t now, const char *unkeyed, struct pn_event *ev,
-		  struct pn_err *err)
+pn_2c2p_normalise(struct pn_arena *a, const struct pn_config *cfg, const struct pn_site *site,
+		  const unsigned char *payload, size_t len, int64_t now, const char *unkeyed,
+		  struct pn_event *ev, struct pn_err *err)
 {
+	struct pn_cfg_marker mk;
 	json_t *root = pn_json_parse(payload, len, err);
 	const char *inv, *rc, *ref, *why = NULL;
 	enum pn_verdict verdict = PN_VERIFIED;
@@ -371,6 +372,20 @@ pn_2c2p_normalise(struct pn_arena *a, const struct pn_site *site, const unsigned
 	pn_2c2p_check_merchant(a, site, "merchantID", str_field(a, root, "merchantID", 64), ev);
 	if (!known_code(rc))
 		pn_flag_unhandled(a, ev, "2C2P");
+	/*
+	 * 2c2p.site_marker: the userDefinedN member of the signed payload
+	 * (PGW v4 payment response: userDefined1 to userDefined5 are echoed
+	 * from the payment token request; docs/2C2P.md "Several sites on one
+	 * merchant").  Only a JSON string counts; its bytes are compared whole.
+	 */
+	if (pn_cfg_marker(site, &pn_twoc2p_cfg_keys, &mk)) {
+		const char *field = pn_arena_strndup(a, mk.field, mk.field_len);
+		json_t *v = json_object_get(root, field);
+
+		pn_check_marker(a, cfg, site, &pn_twoc2p_cfg_keys, field,
+				json_is_string(v) ? json_string_value(v) : NULL,
+				json_is_string(v) ? json_string_length(v) : 0, ev);
+	}
 done:
 	json_decref(root);
 	return verdict;
@@ -406,7 +421,7 @@ pn_2c2p_verify_v4(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct p
 	}
 	ev->key_id = key_id;
 	/* the signature segment names this exact notification */
-	return pn_2c2p_normalise(ctx->arena, site, payload, plen,
+	return pn_2c2p_normalise(ctx->arena, ctx->cfg, site, payload, plen,
 				 ctx->check_freshness ? ctx->now : 0,
 				 pn_arena_printf(ctx->arena, "jwt:%s", strrchr(jwt, '.') + 1), ev,
 				 err);

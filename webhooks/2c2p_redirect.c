@@ -399,10 +399,75 @@ redirect_kind(const char *st)
 	return PN_KIND_IGNORED;
 }
 
+/*
+ * 2c2p.site_marker on the legacy form (docs/2C2P.md "Several sites on one
+ * merchant").  userDefinedN is the form's user_defined_N, which the hash
+ * covers (P2c2pHash::isValidHashValue, wc_2c2p_is_valid_hash: the 31
+ * fields of redirect_rules, user_defined_1 to _5 among them).  But the
+ * hash covers the values concatenated without separators, and
+ * user_defined_N sits among free-text fields (paid_agent, the other
+ * user_defined fields, browser_info, which the buyer's browser fills in):
+ * a sender can move characters across those boundaries and keep the hash,
+ * so the field's value alone proves nothing.  What the hash does fix is
+ * the content: a result for a sibling site carries that site's marker
+ * somewhere in it, whatever the split.  So the result is this site's only
+ * when its user_defined_N is this site's marker and the content carries
+ * no sibling's marker (siblings' markers never contain each other: the
+ * loader refuses that); it is a sibling's (foreign_site) only when the
+ * field is that sibling's marker, the content carries no other sibling's
+ * and not this site's; anything else is for a person (merchant_mismatch).
+ */
+static void
+redirect_marker(struct pn_arena *a, const struct pn_config *cfg, const struct pn_site *site,
+		const struct pn_form *f, const char *content, size_t clen, struct pn_event *ev)
+{
+	const struct pn_cfg_provider *p = &pn_twoc2p_cfg_keys;
+	struct pn_cfg_marker mine, theirs;
+	const struct pn_form_field *fl;
+	const struct pn_site *sib = NULL;
+	char	name[16], what[256];
+	size_t	i, nsib = 0;
+	bool	own_in;
+
+	if (!pn_cfg_marker(site, p, &mine) || ev->kind == PN_KIND_PENDING
+	    || ev->kind == PN_KIND_IGNORED
+	    || (ev->flag != NULL && strcmp(ev->flag, "amount_mismatch") != 0
+		&& strcmp(ev->flag, "pending_confirmation") != 0))
+		return;		/* a form that waits for the inquiry is still checked */
+	snprintf(name, sizeof(name), "user_defined_%c", mine.field[mine.field_len - 1]);
+	fl = form_field(f, name);
+	for (i = 0; cfg != NULL && i < cfg->nsites; i++) {
+		const struct pn_site *o = &cfg->sites[i];
+
+		if (strcmp(o->name, site->name) == 0 || !pn_cfg_configured(o, p)
+		    || !pn_cfg_marker(o, p, &theirs) || theirs.field_len != mine.field_len
+		    || memcmp(theirs.field, mine.field, mine.field_len) != 0
+		    || !p->same_identity(site, o, what, sizeof(what))
+		    || memmem(content, clen, theirs.value, strlen(theirs.value)) == NULL)
+			continue;
+		sib = o;
+		nsib++;
+	}
+	own_in = memmem(content, clen, mine.value, strlen(mine.value)) != NULL;
+	if (nsib == 0 || (nsib == 1 && !own_in && fl != NULL
+			  && pn_marker_sibling(cfg, site, p, fl->value, fl->value_len) == sib)) {
+		pn_check_marker(a, cfg, site, p, name, fl ? fl->value : NULL,
+				fl ? fl->value_len : 0, ev);
+		return;
+	}
+	ev->flag = "merchant_mismatch";
+	ev->flag_detail = pn_arena_printf(a, "the signed content carries site %s's marker%s "
+					  "(2c2p.site_marker; the legacy hash does not sign where "
+					  "%s ends): cannot tell whose result this is", sib->name,
+					  own_in ? " and this site's" : nsib > 1 ? " and another's"
+					  : "", name);
+}
+
 /* Called only on a form pn_2c2p_redirect_check() accepted and whose MAC matched. */
 static void
-normalise_redirect(struct pn_arena *a, const struct pn_form *f, const struct pn_site *site,
-		   const char *hash_hex, struct pn_event *ev)
+normalise_redirect(struct pn_arena *a, const struct pn_config *cfg, const struct pn_form *f,
+		   const struct pn_site *site, const char *hash_hex, const char *content,
+		   size_t clen, struct pn_event *ev)
 {
 	const char *oid = pn_form_get(f, "order_id"), *st = pn_form_get(f, "payment_status");
 	const char *ref = pn_form_get(f, "transaction_ref");
@@ -440,6 +505,7 @@ normalise_redirect(struct pn_arena *a, const struct pn_form *f, const struct pn_
 	pn_2c2p_check_merchant(a, site, "merchant_id", pn_form_get(f, "merchant_id"), ev);
 	if (ev->kind == PN_KIND_IGNORED)	/* a payment_status 2C2P does not document */
 		pn_flag_unhandled(a, ev, "2C2P");
+	redirect_marker(a, cfg, site, f, content, clen, ev);
 }
 
 enum pn_verdict
@@ -481,7 +547,7 @@ pn_2c2p_verify_redirect(const struct pn_verify_ctx *ctx, struct pn_event *ev, st
 		return PN_UNVERIFIED;
 	}
 	ev->key_id = key_id;
-	normalise_redirect(ctx->arena, &form, site, pn_hex_encode(ctx->arena, want, mdlen, false),
-			   ev);
+	normalise_redirect(ctx->arena, ctx->cfg, &form, site,
+			   pn_hex_encode(ctx->arena, want, mdlen, false), content, clen, ev);
 	return PN_VERIFIED;
 }

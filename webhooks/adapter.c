@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "adapter.h"
 
@@ -21,6 +22,64 @@ pn_flag_merchant(struct pn_arena *a, struct pn_event *ev, const char *field, int
 	ev->flag = "merchant_mismatch";
 	ev->flag_detail = pn_arena_printf(a, "%s \"%.*s\" is not site %s's \"%s\"", field, width,
 					  got ? got : "", site->name, want);
+}
+
+const struct pn_site *
+pn_marker_sibling(const struct pn_config *cfg, const struct pn_site *site,
+		  const struct pn_cfg_provider *p, const char *got, size_t got_len)
+{
+	struct pn_cfg_marker mine, theirs;
+	char	what[256];
+	size_t	i;
+
+	if (cfg == NULL || got == NULL || !pn_cfg_marker(site, p, &mine))
+		return NULL;
+	for (i = 0; i < cfg->nsites; i++) {
+		const struct pn_site *o = &cfg->sites[i];
+
+		if (strcmp(o->name, site->name) == 0 || !pn_cfg_configured(o, p)
+		    || !pn_cfg_marker(o, p, &theirs) || theirs.field_len != mine.field_len
+		    || memcmp(theirs.field, mine.field, mine.field_len) != 0
+		    || strlen(theirs.value) != got_len || memcmp(theirs.value, got, got_len) != 0)
+			continue;
+		if (p->same_identity == NULL || p->same_identity(site, o, what, sizeof(what)))
+			return o;
+	}
+	return NULL;
+}
+
+void
+pn_check_marker(struct pn_arena *a, const struct pn_config *cfg, const struct pn_site *site,
+		const struct pn_cfg_provider *p, const char *field, const char *got, size_t got_len,
+		struct pn_event *ev)
+{
+	struct pn_cfg_marker mine;
+	const struct pn_site *sib;
+
+	if (!pn_cfg_marker(site, p, &mine) || ev->kind == PN_KIND_PENDING
+	    || ev->kind == PN_KIND_IGNORED
+	    || (ev->flag != NULL && strcmp(ev->flag, "amount_mismatch") != 0
+		&& strcmp(ev->flag, "pending_confirmation") != 0))
+		return;		/* a waiting event is still checked: a sibling's never waits here */
+	if (got != NULL && got_len == strlen(mine.value) && memcmp(got, mine.value, got_len) == 0)
+		return;		/* this site's */
+	if ((sib = pn_marker_sibling(cfg, site, p, got, got_len)) != NULL) {
+		ev->flag = "foreign_site";
+		ev->flag_detail = pn_arena_printf(a, "site %s's event (%s \"%s\", its %s): not "
+						  "applied here", sib->name, field,
+						  pn_arena_strndup(a, got, got_len), p->marker_key);
+		return;
+	}
+	if ((got == NULL || got_len == 0) && ev->kind == PN_KIND_REFUND && ev->psp_txn_id != NULL) {
+		ev->weak_identity = true;
+		return;
+	}
+	ev->flag = "merchant_mismatch";
+	ev->flag_detail = pn_arena_printf(a, "%s is %s%.*s%s, not site %s's \"%s\" (%s)%s", field,
+					  got ? "\"" : "", got ? (int)(got_len > 64 ? 64 : got_len)
+					  : 6, got ? got : "absent", got ? "\"" : "", site->name,
+					  mine.value, p->marker_key,
+					  got && got_len ? ", nor another configured site's" : "");
 }
 
 void

@@ -47,6 +47,37 @@ void pn_flag_unhandled(struct pn_arena *a, struct pn_event *ev, const char *prov
  */
 void pn_flag_refund_failed(struct pn_event *ev, const char *detail);
 
+/*
+ * Several sites on one provider identity (README "Several sites on one
+ * provider account"): the configured site other than site, of the same
+ * identity for provider p (p->same_identity), whose marker is on the same
+ * field and has the value got[0..got_len), or NULL.  cfg NULL: none.
+ */
+const struct pn_site *pn_marker_sibling(const struct pn_config *cfg, const struct pn_site *site,
+					const struct pn_cfg_provider *p, const char *got,
+					size_t got_len);
+
+/*
+ * The site marker of a verified event: got[0..got_len) is the value of the
+ * signed merchant-defined field the site's marker names (got NULL: the
+ * field is absent).  Nothing when the site has no marker for p, when the
+ * event moves no order (pending, ignored) or when it is already flagged for
+ * a merchant or mode (an event that waits for a confirmation,
+ * pending_confirmation, is checked: a sibling's is foreign, never waiting).  Otherwise the event is the site's only when got is
+ * its marker value, byte for byte; else it is
+ *   foreign_site       got is a sibling's marker (pn_marker_sibling): that
+ *                      site's event, stored, counted, not on report;
+ *   weak_identity      a refund without the field (refund results do not
+ *                      echo it) that names its PSP transaction: it may
+ *                      refund only a payment of this site with that
+ *                      transaction (the store's rule, else txn_mismatch);
+ *   merchant_mismatch  no marker, or one that names no site: on report.
+ * field names the field in the detail ("attach", "userDefined1").
+ */
+void pn_check_marker(struct pn_arena *a, const struct pn_config *cfg, const struct pn_site *site,
+		     const struct pn_cfg_provider *p, const char *field, const char *got,
+		     size_t got_len, struct pn_event *ev);
+
 /* An application/json answer: obj (consumed) compact, or fallback when it
  * could not be built. */
 void pn_answer_json(struct pn_response *res, int status, json_t *obj, const char *fallback);

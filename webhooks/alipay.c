@@ -199,9 +199,11 @@ normalise_complaint(struct pn_arena *a, const struct pn_form *f, const struct pn
 
 /* Normalise a verified notification. */
 static void
-normalise(struct pn_arena *a, const struct pn_form *f, const struct pn_site *site,
-	  struct pn_event *ev)
+normalise(struct pn_arena *a, const struct pn_config *cfg, const struct pn_form *f,
+	  const struct pn_site *site, struct pn_event *ev)
 {
+	const struct pn_form_field *pb;
+	size_t	i;
 	const char *status = nonempty(f, "trade_status");
 	const char *otn = nonempty(f, "out_trade_no");
 	const char *biz = nonempty(f, "out_biz_no");
@@ -299,6 +301,19 @@ normalise(struct pn_arena *a, const struct pn_form *f, const struct pn_site *sit
 		pn_flag_merchant(a, ev, "app_id", 32, app_id, site, site->alipay.app_id);
 	else if (seller_id == NULL || strcmp(seller_id, site->alipay.seller_id) != 0)
 		pn_flag_merchant(a, ev, "seller_id", 32, seller_id, site, site->alipay.seller_id);
+	/*
+	 * alipay.site_passback: passback_params is signed like every field
+	 * but sign and sign_type, and returned "as you URL-encoded it at order
+	 * time" (psp/alipay-wechatpay.md; Alipay's notify parameter list): one
+	 * form decode leaves the merchant's own encoding, which for a marker
+	 * of unreserved characters is the marker itself.  Compared whole,
+	 * byte for byte, never decoded again.
+	 */
+	for (pb = NULL, i = 0; i < f->n && pb == NULL; i++)
+		if (strcmp(f->fields[i].key, "passback_params") == 0)
+			pb = &f->fields[i];
+	pn_check_marker(a, cfg, site, &pn_alipay_cfg_keys, "passback_params",
+			pb ? pb->value : NULL, pb ? pb->value_len : 0, ev);
 	/* a trade_status Alipay does not document (the four above) */
 	if (ev->kind == PN_KIND_IGNORED)
 		pn_flag_unhandled(a, ev, "Alipay");
@@ -335,7 +350,7 @@ alipay_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_er
 		return PN_UNVERIFIED;
 	}
 	ev->key_id = key_id;
-	normalise(ctx->arena, &form, site, ev);
+	normalise(ctx->arena, ctx->cfg, &form, site, ev);
 	return PN_VERIFIED;
 }
 

@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "cfg.h"
 #include "crypto.h"
@@ -39,6 +40,13 @@ static const struct pn_cfg_keydef keys[] = {
 	{"site", "alipay.query_root_cert_file", PN_K_PATH, S(query_root_cert), 0, 0, 0, NULL,
 	 NULL, "paynotify query, public-key certificate mode: Alipay's root certificates "
 	 "(alipayRootCert.crt); their alipay_root_cert_sn goes with every request", 0, NULL},
+	{"site", "alipay.site_passback", PN_K_STR, S(site_passback), 0, 0, 0, NULL, NULL,
+	 "the passback_params value every payment request of this site sets (1 to 64 "
+	 "letters, digits, '.', '_', '~' or '-': URL-encoding leaves it as it is), which Alipay "
+	 "returns signed in its notifications; required when several sites share one app_id, "
+	 "seller_id and Alipay public key.  A notification carrying another such site's value "
+	 "is stored foreign_site, one without this site's merchant_mismatch; neither is "
+	 "applied", 0, NULL},
 	{"site", "alipay.query_url", PN_K_URL, S(query_url), 0, 0, 0, NULL,
 	 "https://openapi.alipay.com/gateway.do", "paynotify query: the Alipay gateway "
 	 "(sandbox: https://openapi-sandbox.dl.alipaydev.com/gateway.do)", 0, NULL},
@@ -96,6 +104,25 @@ warnings(const struct pn_config *cfg, FILE *out)
 	return n;
 }
 
+/* One app_id and seller_id, and an Alipay public key both hold. */
+static bool
+same_identity(const struct pn_site *a, const struct pn_site *b, char *what, size_t size)
+{
+	const struct pn_alipay_cfg *x = &a->alipay, *y = &b->alipay;
+
+	/* the signature algorithm is the site's (never the payload's): RSA and
+	 * RSA2 sites never verify each other's notifications */
+	if (x->sign_type != y->sign_type
+	    || x->app_id == NULL || y->app_id == NULL || strcmp(x->app_id, y->app_id) != 0
+	    || x->seller_id == NULL || y->seller_id == NULL
+	    || strcmp(x->seller_id, y->seller_id) != 0
+	    || !pn_cfg_pubkeys_overlap(x->keys, x->nkeys, y->keys, y->nkeys))
+		return false;
+	snprintf(what, size, "app_id %s, seller_id %s and an Alipay public key", x->app_id,
+		 x->seller_id);
+	return true;
+}
+
 const struct pn_cfg_provider pn_alipay_cfg_keys = {
 	.prefix = "alipay",
 	.title = "Alipay",
@@ -109,4 +136,7 @@ const struct pn_cfg_provider pn_alipay_cfg_keys = {
 	.validate = validate,
 	.summary = summary,
 	.warnings = warnings,
+	.same_identity = same_identity,
+	.marker_key = "alipay.site_passback",
+	.marker_field = "passback_params",
 };

@@ -26,6 +26,7 @@ struct pn_alipay_cfg {
 	char   *query_url;		/* alipay.query_url (gateway) */
 	char   *query_app_cert;		/* alipay.query_app_cert_file: path only */
 	char   *query_root_cert;	/* alipay.query_root_cert_file: path only */
+	char   *site_passback;		/* alipay.site_passback, or NULL */
 };
 
 extern const struct pn_cfg_provider pn_alipay_cfg_keys;

@@ -137,6 +137,34 @@ warnings(const struct pn_config *cfg, FILE *out)
 	return 1;
 }
 
+/*
+ * Stripe sends every event of an account to every endpoint of it, each
+ * signed with that endpoint's secret, and nothing in the configuration says
+ * which account a site is on: two sites with the same stripe.site_metadata
+ * can never be told apart, whatever their secrets; two with one secret
+ * (one endpoint) only by distinct markers.
+ */
+static bool
+same_identity(const struct pn_site *a, const struct pn_site *b, char *what, size_t size)
+{
+	const struct pn_stripe_cfg *x = &a->stripe, *y = &b->stripe;
+
+	/* livemode is signed and checked against stripe.mode */
+	if (x->mode != y->mode)
+		return false;
+	if (pn_cfg_secrets_overlap(x->secrets, x->nsecrets, y->secrets, y->nsecrets)) {
+		snprintf(what, size, "an endpoint signing secret");
+		return true;
+	}
+	if (x->site_metadata != NULL && y->site_metadata != NULL
+	    && strcmp(x->site_metadata, y->site_metadata) == 0) {
+		snprintf(what, size, "stripe.site_metadata %s: Stripe sends every event of an "
+			 "account to every endpoint", x->site_metadata);
+		return true;
+	}
+	return false;
+}
+
 const struct pn_cfg_provider pn_stripe_cfg_keys = {
 	.prefix = "stripe",
 	.title = "Stripe",
@@ -147,4 +175,6 @@ const struct pn_cfg_provider pn_stripe_cfg_keys = {
 	.secret_forms = secret_forms,
 	.summary = summary,
 	.warnings = warnings,
+	.same_identity = same_identity,
+	.marker_key = "stripe.site_metadata",
 };

@@ -91,6 +91,14 @@ pn_wechatpay_check_merchant(struct pn_arena *a, const struct pn_site *site,
 				 app, site, site->wechatpay.appid);
 }
 
+void
+pn_wechatpay_check_attach(struct pn_arena *a, const struct pn_config *cfg,
+			  const struct pn_site *site, const char *attach, size_t attach_len,
+			  struct pn_event *ev)
+{
+	pn_check_marker(a, cfg, site, &pn_wechatpay_cfg_keys, "attach", attach, attach_len, ev);
+}
+
 /*
  * Keys are indexed (unique per site and provider): a key built from an
  * unusually long provider field is replaced by its SHA-256, so that it can

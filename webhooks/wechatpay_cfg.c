@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "cfg.h"
 #include "crypto.h"
@@ -46,6 +47,12 @@ static const struct pn_cfg_keydef keys[] = {
 	{"site", "wechatpay.query_url", PN_K_URL, S(query_url), 0, 0, 0, NULL,
 	 "https://api.mch.weixin.qq.com", "paynotify query: the WeChat Pay API (backup "
 	 "domain: https://api2.mch.weixin.qq.com)", 0, NULL},
+	{"site", "wechatpay.site_attach", PN_K_STR, S(site_attach), 0, 0, 0, NULL, NULL,
+	 "the attach value every payment order of this site sets (1 to 64 letters, digits, "
+	 "'.', '_', '~' or '-'), which WeChat Pay returns signed in the payment result (v3 "
+	 "resource, v2 XML); required when several sites share one mchid, appid and key.  A "
+	 "payment carrying another such site's attach is stored foreign_site, one without this "
+	 "site's merchant_mismatch; neither is applied", 0, NULL},
 	{"site", "wechatpay.tolerance_s", PN_K_INT, S(tolerance_s), 0, 1, 86400, NULL, "300",
 	 "largest accepted distance of Wechatpay-Timestamp from now", 0, NULL},
 };
@@ -128,6 +135,37 @@ summary(const struct pn_site *s, char *buf, size_t size)
 		 s->wechatpay.test_key ? ", test signing key" : "");
 }
 
+/*
+ * One mchid and appid, and a key both hold: API v3 (a platform certificate
+ * or public key, and an APIv3 key: signature, then decryption) or API v2
+ * (an APIv2 key).  A genuine notification then verifies and binds at both.
+ */
+static bool
+same_identity(const struct pn_site *a, const struct pn_site *b, char *what, size_t size)
+{
+	const struct pn_wechatpay_cfg *x = &a->wechatpay, *y = &b->wechatpay;
+	bool	v3, v2;
+
+	if (x->mchid == NULL || y->mchid == NULL || strcmp(x->mchid, y->mchid) != 0
+	    || x->appid == NULL || y->appid == NULL || strcmp(x->appid, y->appid) != 0)
+		return false;
+	v3 = (pn_cfg_pubkeys_overlap(x->certs, x->ncerts, y->certs, y->ncerts)
+	      || pn_cfg_pubkeys_overlap(x->public_keys, x->npublic_keys, y->public_keys,
+					y->npublic_keys))
+	    && pn_cfg_secrets_overlap(x->apiv3_keys, x->napiv3_keys, y->apiv3_keys,
+				      y->napiv3_keys);
+	/* v2: the accepted sign types must meet (the notification's own
+	 * sign_type picks within the site's set) */
+	v2 = (x->v2_sign_types & y->v2_sign_types) != 0
+	    && pn_cfg_secrets_overlap(x->apiv2_keys, x->napiv2_keys, y->apiv2_keys, y->napiv2_keys);
+	if (!v3 && !v2)
+		return false;
+	snprintf(what, size, "mchid %s, appid %s and %s", x->mchid, x->appid,
+		 v3 && v2 ? "their API v3 and v2 keys" : v3 ? "their API v3 keys"
+		 : "an APIv2 key");
+	return true;
+}
+
 const struct pn_cfg_provider pn_wechatpay_cfg_keys = {
 	.prefix = "wechatpay",
 	.title = "WeChat Pay",
@@ -140,4 +178,7 @@ const struct pn_cfg_provider pn_wechatpay_cfg_keys = {
 	.validate = validate,
 	.secret_forms = secret_forms,
 	.summary = summary,
+	.same_identity = same_identity,
+	.marker_key = "wechatpay.site_attach",
+	.marker_field = "attach",
 };

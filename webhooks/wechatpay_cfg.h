@@ -36,6 +36,7 @@ struct pn_wechatpay_cfg {
 	char   *query_key_path;		/* wechatpay.query_private_key_file: path only */
 	char   *query_cert_serial;	/* wechatpay.query_cert_serial */
 	char   *query_url;		/* wechatpay.query_url */
+	char   *site_attach;		/* wechatpay.site_attach, or NULL */
 };
 
 extern const struct pn_cfg_provider pn_wechatpay_cfg_keys;

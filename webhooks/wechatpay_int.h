@@ -49,6 +49,15 @@ void pn_wechatpay_check_merchant(struct pn_arena *a, const struct pn_site *site,
 				 struct pn_event *ev);
 
 /* A dedup key of at most PN_WECHATPAY_MAX_KEY bytes (else "sha256:<hex>"). */
+/*
+ * wechatpay.site_attach against the payment's signed attach (v3: the
+ * decrypted resource; v2: the signed XML), attach NULL when absent:
+ * pn_check_marker().  cfg NULL (paynotify query): a sibling's attach is
+ * merchant_mismatch too.
+ */
+void pn_wechatpay_check_attach(struct pn_arena *a, const struct pn_config *cfg,
+			       const struct pn_site *site, const char *attach, size_t attach_len,
+			       struct pn_event *ev);
 const char *pn_wechatpay_bound_key(struct pn_arena *a, const char *key);
 
 /* The two generations' verify. */

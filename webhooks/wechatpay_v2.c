@@ -393,11 +393,12 @@ pn_wechatpay_v2_refund_result(const struct pn_verify_ctx *ctx, struct pn_event *
  * notification, normalised by the same code: the same dedup key
  * ("<transaction_id>:SUCCESS"), amounts and merchant check.
  */
-void
-pn_wechatpay_v2_payment(struct pn_arena *a, const struct pn_site *site,
-			const struct pn_xml_flat *x, struct pn_event *ev)
+static void
+v2_payment_site(struct pn_arena *a, const struct pn_config *cfg, const struct pn_site *site,
+		const struct pn_xml_flat *x, struct pn_event *ev)
 {
 	struct pn_wechatpay_merchant m;
+	const char *attach;
 
 	v2_payment(a, x, ev);
 	m.mchid = v2_get(a, x, "mch_id");
@@ -407,7 +408,18 @@ pn_wechatpay_v2_payment(struct pn_arena *a, const struct pn_site *site,
 	m.mchid_name = "mch_id";
 	m.appid_name = "appid";
 	pn_wechatpay_check_merchant(a, site, &m, true, ev);
+	/* wechatpay.site_attach: attach is one of the signed fields (every
+	 * field but sign is signed, WeChat Pay v2 "安全规范") */
+	attach = v2_get(a, x, "attach");
+	pn_wechatpay_check_attach(a, cfg, site, attach, attach ? strlen(attach) : 0, ev);
 	ev->dedup_key = pn_wechatpay_bound_key(a, ev->dedup_key);
+}
+
+void
+pn_wechatpay_v2_payment(struct pn_arena *a, const struct pn_site *site,
+			const struct pn_xml_flat *x, struct pn_event *ev)
+{
+	v2_payment_site(a, NULL, site, x, ev);
 }
 
 enum pn_verdict
@@ -471,6 +483,6 @@ pn_wechatpay_v2_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, str
 	if (!v2_check_sign(ctx, &x, &key_id, err))
 		return PN_UNVERIFIED;
 	ev->key_id = key_id;
-	pn_wechatpay_v2_payment(ctx->arena, ctx->site, &x, ev);
+	v2_payment_site(ctx->arena, ctx->cfg, ctx->site, &x, ev);
 	return PN_VERIFIED;
 }

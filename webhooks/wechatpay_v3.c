@@ -399,9 +399,21 @@ v3_complaint(struct pn_arena *a, json_t *p, const char *id, struct pn_event *ev)
 	ev->dedup_key = pn_arena_printf(a, "complaint:%s:%s", cid, action ? action : "-");
 }
 
+/* wechatpay.site_attach: the resource's attach (a payment's; a refund's
+ * resource has none: pn_check_marker's weak identity). */
+static void
+v3_attach(struct pn_arena *a, const struct pn_config *cfg, const struct pn_site *site, json_t *p,
+	  struct pn_event *ev)
+{
+	json_t *v = json_object_get(p, "attach");
+
+	pn_wechatpay_check_attach(a, cfg, site, json_is_string(v) ? json_string_value(v) : NULL,
+				  json_is_string(v) ? json_string_length(v) : 0, ev);
+}
+
 static void
 v3_normalise(struct pn_arena *a, json_t *env, json_t *p, const struct v3_headers *h,
-	     const struct pn_site *site, struct pn_event *ev)
+	     const struct pn_config *cfg, const struct pn_site *site, struct pn_event *ev)
 {
 	const char *id = jstr(a, env, "id");
 	const char *type = jstr(a, env, "event_type");
@@ -430,6 +442,8 @@ v3_normalise(struct pn_arena *a, json_t *env, json_t *p, const struct v3_headers
 	/* Other products' events name no merchant reliably: checked when they do. */
 	if (txn || refund || m.mchid != NULL || m.sub_mchid != NULL)
 		pn_wechatpay_check_merchant(a, site, &m, txn, ev);
+	if (txn || refund)
+		v3_attach(a, cfg, site, p, ev);
 	/*
 	 * What paynotify does with each event_type (docs/PROVIDERS.md "Every
 	 * event type"): TRANSACTION.* by trade_state (REFUND: refunds have
@@ -488,7 +502,7 @@ pn_wechatpay_v3_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, str
 		goto done;
 	}
 	ev->key_id = pn_arena_printf(ctx->arena, "%s/%s", sig_key, aes_key);
-	v3_normalise(ctx->arena, env, plain_json, &h, ctx->site, ev);
+	v3_normalise(ctx->arena, env, plain_json, &h, ctx->cfg, ctx->site, ev);
 	ev->dedup_key = pn_wechatpay_bound_key(ctx->arena, ev->dedup_key);
 done:
 	json_decref(plain_json);
@@ -524,5 +538,6 @@ pn_wechatpay_v3_transaction(struct pn_arena *a, const struct pn_site *site, json
 	ev->event_type = event_type;
 	v3_transaction(a, p, "query", ev);
 	pn_wechatpay_check_merchant(a, site, &m, true, ev);
+	v3_attach(a, NULL, site, p, ev);
 	ev->dedup_key = pn_wechatpay_bound_key(a, ev->dedup_key);
 }

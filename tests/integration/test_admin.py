@@ -78,6 +78,9 @@ def site_lines(name, app_id="2021000000000001", seller_id="2088000000000001",
         "alipay.seller_id = %s" % seller_id,
         "alipay.public_key_file = test-public.pem",
         "alipay.test_private_key_file = test-private.pem",
+        # shop and shop2 share every provider identity (one app, merchant
+        # and key each): a site marker each, which `paynotify sign` sets
+        "alipay.site_passback = %s" % name,
         "stripe.secret_files = stripe-whsec",
         # the sites share one Stripe secret (one account): each its own marker
         "stripe.site_metadata = site=%s" % name,
@@ -86,6 +89,7 @@ def site_lines(name, app_id="2021000000000001", seller_id="2088000000000001",
         "2c2p.merchant_id = JT01",
         "2c2p.secret_key_file = 2c2p.key",
         "2c2p.test_signing = on",
+        "2c2p.site_marker = userDefined1=%s" % name,
         "wechatpay.mchid = 1900000109",
         "wechatpay.appid = wxd678efh567hg6787",
         "wechatpay.apiv3_key_file = wx-v3.key",
@@ -93,6 +97,7 @@ def site_lines(name, app_id="2021000000000001", seller_id="2088000000000001",
         "wechatpay.public_key_id = PUB_KEY_ID_0000000000000024101100397200000006",
         "wechatpay.public_key_file = test-public.pem",
         "wechatpay.test_private_key_file = test-private.pem",
+        "wechatpay.site_attach = %s" % name,
         "",
     ]
 

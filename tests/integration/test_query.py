@@ -60,6 +60,9 @@ STRIPE_RK = "rk_test_51QueryRestrictedKey0123456789"
 SITE = "shop-x"
 SITE_V2 = "shop-w2"
 SITE_LEGACY = "shop-l"      # 2C2P legacy Redirect API, the same merchant and key
+# its own appid: with SITE's mchid, appid and APIv2 key it would be a second
+# site on one WeChat Pay identity, which the configuration refuses (issue 23)
+WX_APPID_V2 = "wxd678efh567hg6799"
 
 PG = None
 SI = None
@@ -99,7 +102,7 @@ def write_config(url, ca_file, timeout_ms=1500, stripe_key=STRIPE_RK, key_mode=0
         ""]))
     text += "\n".join(["", "[site %s]" % SITE_V2,      # WeChat Pay API v2 keys only
                        "wechatpay.mchid = %s" % pnkit.WX_MCHID,
-                       "wechatpay.appid = %s" % pnkit.WX_APPID,
+                       "wechatpay.appid = %s" % WX_APPID_V2,
                        "wechatpay.apiv2_key_file = apiv2.key",
                        "wechatpay.query_url = %s" % url, ""])
     text += "\n".join(["", "[site %s]" % SITE_LEGACY,
@@ -430,7 +433,7 @@ class TestWechatPayV2(Base, unittest.TestCase):
         self.set_paid("NOTPAY")
 
     def notify(self):
-        fields = [(k, self.txn if k == "transaction_id" else v)
+        fields = [(k, self.txn if k == "transaction_id" else WX_APPID_V2 if k == "appid" else v)
                   for k, v in pnkit.wechat_v2_fields(self.oid, 8888)]
         return pnkit.sign_wechat_v2(fields)
 

@@ -377,10 +377,12 @@ class SiteBinding(unittest.TestCase):
         self.assertIn("bad.pem", p.stdout + p.stderr)
 
     def test_check_config_warns_unmarked_stripe_sites(self):
+        # two endpoints (their own secrets) that may be on one account
         two = pntest.write_site_config(PG, [
             "[site s1]", "stripe.secret_files = whsec", "",
-            "[site s2]", "stripe.secret_files = whsec", "stripe.site_metadata = site=s2"],
-            secrets=[("whsec", WHSEC + "\n")], prefix="pntest-binding-cfg.")
+            "[site s2]", "stripe.secret_files = whsec2", "stripe.site_metadata = site=s2"],
+            secrets=[("whsec", WHSEC + "\n"), ("whsec2", WHSEC + "-other\n")],
+            prefix="pntest-binding-cfg.")
         p = admin("check-config", "-c", two)
         self.assertIn("2 sites configure Stripe and 1 of them set no stripe.site_metadata", p.stdout)
         p = admin("check-config", "-c", CFG)

@@ -66,9 +66,15 @@ def setUpModule():
         text = f.read()
     text = text.replace("[site %s]\n" % pnkit.SITE,
                         "[query]\nca_file = %s\nconnect_timeout_ms = 1000\ntimeout_ms = 5000\n\n"
-                        "[site %s]\n" % (SI.ca_file, pnkit.SITE))
-    for site in (SITE_A, SITE_B):      # two shops on one merchant: one mch_id, one APIv2 key
+                        "[site %s]\nwechatpay.site_attach = %s\n"
+                        % (SI.ca_file, pnkit.SITE, pnkit.SITE))
+    # two shops on one merchant: one mch_id, one APIv2 key; the configuration
+    # refuses that without site markers (issue 23), which their payments
+    # carry in attach (refund results carry none: their binding is the
+    # confirmation and the paid transaction, as tested here)
+    for site in (SITE_A, SITE_B):
         text += "\n".join(["", "[site %s]" % site,
+                           "wechatpay.site_attach = %s" % site,
                            "wechatpay.mchid = %s" % pnkit.WX_MCHID,
                            "wechatpay.appid = %s" % pnkit.WX_APPID,
                            "wechatpay.apiv2_key_file = apiv2.key",
@@ -152,7 +158,7 @@ class RefundConfirmation(unittest.TestCase):
         for site, oid, txn in ((SITE_A, self.oa, self.ta), (SITE_B, self.ob, self.tb)):
             PG.add_order(site, oid, 10000, "CNY")
             fields = [(k, {"out_trade_no": oid, "transaction_id": txn}.get(k, v))
-                      for k, v in pnkit.wechat_v2_fields(oid, 10000)]
+                      for k, v in pnkit.wechat_v2_fields(oid, 10000)] + [("attach", site)]
             h, b = pnkit.sign_wechat_v2(fields)
             self.ok(post(site, b))
             self.assertEqual(PG.order(site, oid)["status"], "paid")

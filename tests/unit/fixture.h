@@ -29,6 +29,8 @@
 
 /* The unit-test configuration (loaded once, secret modes fixed first). */
 const struct pn_config *fixture_config(void);
+/* The configuration holding site name: unit.conf or unit/variants/<name>.conf. */
+const struct pn_config *fixture_config_of(const char *name);
 /* Path under tests/fixtures (static buffer). */
 const char *fixture_path(const char *rel);
 /* Sorted list of NAME.case files in tests/fixtures/<dir>; count returned. */
