@@ -159,7 +159,8 @@ needs_human(const char *outcome)
 {
 	/* Everything but a plain transition or nothing to do (README "Outcomes"). */
 	return outcome && *outcome && strcmp(outcome, "applied") != 0
-	    && strcmp(outcome, "already_applied") != 0 && strcmp(outcome, "ignored") != 0;
+	    && strcmp(outcome, "already_applied") != 0 && strcmp(outcome, "ignored") != 0
+	    && strcmp(outcome, "combined") != 0;
 }
 
 static const char *
@@ -277,7 +278,7 @@ replay_row(struct replay *r, const struct pn_table *rows, size_t i, struct pn_er
 		note = "the site or its provider is no longer configured";
 		verified = "key_gone";
 	} else {
-		struct pn_verify_ctx vc = {&req, site, r->a, (int64_t)time(NULL), false, 0};
+		struct pn_verify_ctx vc = {&req, site, r->a, (int64_t)time(NULL), false, 0, NULL};
 
 		if (p->verify(&vc, &ev, &verr) == PN_VERIFIED) {
 			/* the form that was stored: the keys and ids compare as stored */

@@ -60,7 +60,7 @@ static const char report_sql[] =
 	"          ON n.outcome = 'conflicting_duplicate' AND f.site = n.site"
 	"         AND f.provider = n.provider"
 	"         AND f.dedup_key = substr(n.dedup_key, 24, greatest(length(n.dedup_key) - 56, 0))"
-	"  WHERE n.outcome NOT IN ('applied', 'already_applied', 'ignored')"
+	"  WHERE n.outcome NOT IN ('applied', 'already_applied', 'ignored', 'combined')"
 	"    AND ($1::text IS NULL OR n.site = $1)"
 	" UNION ALL"
 	" SELECT 'pending_without_notification', o.site, NULL, o.order_id, NULL, NULL, NULL, NULL,"

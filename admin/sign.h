@@ -32,6 +32,17 @@ struct pn_sign_req {
 	int64_t	now;			/* Unix seconds */
 	const char *id;			/* unique token for the ids the provider invents */
 	const char *variant;		/* provider-specific ("v2" for WeChat Pay); NULL = default */
+	/* WeChat Pay combine payment (--combine): the further sub-orders, the
+	 * first being site/order_id/amount_minor itself; nsubs 0 = a single one */
+	const struct pn_sign_sub *subs;
+	size_t	nsubs;
+};
+
+/* One more sub-order of a combine payment: a site of the same configuration. */
+struct pn_sign_sub {
+	const struct pn_site *site;
+	const char *order_id;
+	int64_t	amount_minor;
 };
 
 /* The request that carries it. */

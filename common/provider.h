@@ -31,6 +31,13 @@ struct pn_verify_ctx {
 	int64_t	now;			/* Unix seconds, injectable for tests */
 	bool	check_freshness;	/* false when replaying history */
 	int	variant;		/* the provider's variant(req); 0: verify decides */
+	/*
+	 * The whole installation, or NULL: a notification that names several
+	 * merchants (a WeChat Pay combine payment) routes each part to the
+	 * site whose keys verify it too and whose identity it carries.  NULL
+	 * (replay, tests): only site.
+	 */
+	const struct pn_config *cfg;
 };
 
 /* The HTTP status of PN_UNVERIFIED, for every provider. */

@@ -67,7 +67,7 @@ START_TEST(test_duplicate_header_refused)
 	struct pn_event ev;
 	struct pn_err err;
 	const struct pn_site *site = pn_cfg_site(fixture_config(), "stripe-old");
-	struct pn_verify_ctx vc = {&req, site, a, 0, false, 0};
+	struct pn_verify_ctx vc = {&req, site, a, 0, false, 0, NULL};
 
 	memset(&req, 0, sizeof(req));
 	req.body = (const unsigned char *)"{}";

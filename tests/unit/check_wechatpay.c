@@ -173,7 +173,7 @@ START_TEST(test_v3_gosdk_through_adapter)
 	struct pn_err err;
 	size_t	len;
 	const char *body = fixture_text("wechatpay/gosdk-vector.body", &len);
-	struct pn_verify_ctx vc = {&req, site, A, 1624523846, true, 0};
+	struct pn_verify_ctx vc = {&req, site, A, 1624523846, true, 0, NULL};
 
 	memset(&req, 0, sizeof(req));
 	req.body = (const unsigned char *)body;

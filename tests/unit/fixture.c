@@ -203,7 +203,7 @@ fixture_run_case(const struct pn_provider *p, const char *dir, const char *name)
 
 	pn_event_init(&ev);
 	{
-		struct pn_verify_ctx vc = {&req, site, a, now, now != 0, 0};
+		struct pn_verify_ctx vc = {&req, site, a, now, now != 0, 0, NULL};
 
 		err.msg[0] = '\0';
 		v = p->verify(&vc, &ev, &err);
