@@ -149,6 +149,10 @@ sign_exec(int argc, char **argv, const char *config_path)
 		fprintf(stderr, "paynotify: provider \"%s\" cannot sign\n", argv[optind]);
 		return PN_EXIT_USAGE;
 	}
+	if (ncombine > 0 && strcmp(p->name, "wechatpay") != 0) {
+		fprintf(stderr, "paynotify: --combine: only WeChat Pay has combine payments\n");
+		return PN_EXIT_USAGE;
+	}
 	if (*order == '\0') {
 		fprintf(stderr, "paynotify: --order: empty order id\n");
 		return PN_EXIT_USAGE;
@@ -174,11 +178,6 @@ sign_exec(int argc, char **argv, const char *config_path)
 	req.site = pn_cfg_site(cfg, site_name);
 	if (req.site == NULL || !pn_provider_configured(p, req.site)) {
 		fprintf(stderr, "paynotify: site \"%s\" has no %s configuration\n", site_name, p->name);
-		goto done;
-	}
-	if (ncombine > 0 && strcmp(p->name, "wechatpay") != 0) {
-		fprintf(stderr, "paynotify: --combine: only WeChat Pay has combine payments\n");
-		rc = PN_EXIT_USAGE;
 		goto done;
 	}
 	if (ncombine > 0) {

@@ -149,7 +149,7 @@ pn_wechatpay_route(struct pn_wechatpay_router *r, const struct pn_wechatpay_merc
 
 	sub->key_id = r->own_key_id;
 	if (site_is(ctx->site, mch, app))
-		return;		/* the request's own site: checked below, no flag */
+		return;		/* the request's own site: no flag */
 	for (i = 0; cfg != NULL && i < cfg->nsites; i++) {
 		const struct pn_site *t = &cfg->sites[i];
 

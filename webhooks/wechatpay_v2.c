@@ -537,8 +537,6 @@ v2_combine(const struct pn_verify_ctx *ctx, const struct pn_xml_flat *x, const c
 		m.mchid_name = "order_list[].mch_id";
 		m.appid_name = "order_list[].appid";
 		pn_wechatpay_route(&router, &m, sub);
-		if (sub->site == NULL)
-			pn_wechatpay_check_merchant(a, ctx->site, &m, true, sub);
 		sub->dedup_key = pn_wechatpay_bound_key(a, sub->dedup_key);
 	}
 done:

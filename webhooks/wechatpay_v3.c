@@ -522,8 +522,6 @@ v3_combine(const struct pn_verify_ctx *ctx, json_t *env, json_t *p, const struct
 		m.mchid_name = "sub_orders[].mchid";
 		m.appid_name = "combine_appid";
 		pn_wechatpay_route(&router, &m, sub);
-		if (sub->site == NULL)	/* the request's site: its own identity check */
-			pn_wechatpay_check_merchant(a, ctx->site, &m, true, sub);
 		sub->dedup_key = pn_wechatpay_bound_key(a, sub->dedup_key);
 	}
 }
