@@ -644,3 +644,32 @@ pn_wechatpay_v3_transaction(struct pn_arena *a, const struct pn_site *site, json
 	pn_wechatpay_check_merchant(a, site, &m, true, ev);
 	ev->dedup_key = pn_wechatpay_bound_key(a, ev->dedup_key);
 }
+
+bool
+pn_wechatpay_v3_combine_sub(struct pn_arena *a, const struct pn_site *site, json_t *root,
+			    json_t *so, const char *event_type, struct pn_event *sub)
+{
+	const char *cotn = jstr(a, root, "combine_out_trade_no");
+	const char *cmch = jstr(a, root, "combine_mchid");
+	const char *combine_id = pn_arena_printf(a, "combine\n%s\n%s", cmch ? cmch : "",
+						 cotn ? cotn : "");
+	struct pn_wechatpay_merchant m;
+
+	pn_event_init(sub);
+	sub->event_type = event_type;
+	if (!json_is_object(so))
+		return false;
+	v3_sub_order(a, so, combine_id, sub);
+	memset(&m, 0, sizeof(m));
+	m.mchid = jstr(a, so, "mchid");
+	m.sub_mchid = jstr(a, so, "sub_mchid");
+	m.appid = jstr(a, root, "combine_appid");
+	m.sub_appid = jstr(a, so, "sub_appid");
+	m.mchid_name = "sub_orders[].mchid";
+	m.appid_name = "combine_appid";
+	sub->dedup_key = pn_wechatpay_bound_key(a, sub->dedup_key);
+	if (!streq(nonempty(m.sub_mchid) ? m.sub_mchid : m.mchid, site->wechatpay.mchid))
+		return false;
+	pn_wechatpay_check_merchant(a, site, &m, true, sub);	/* the appid */
+	return true;
+}
