@@ -8,9 +8,9 @@
 --    and deduplicated as a single payment would be.  A sub-order's row has
 --    an empty raw_body and parent_id = the envelope's id: the bytes are
 --    stored once.  No foreign key: `paynotify purge` and the archive
---    recipe of docs/DATABASE.md delete rows one by one, and a parent kept
---    for its sub-orders must not stop them (purge keeps an envelope while
---    any of its sub-orders is kept).
+--    recipe of docs/DATABASE.md delete rows one by one.  purge deletes
+--    only outcomes on its list of resolved ones, which "combined" is not:
+--    an envelope is kept (its bytes are the proof of every sub-order).
 --
 -- 2. Two outcomes (the full list replaces the domain's check):
 --      combined    the envelope of a combine payment (see 1.)

@@ -664,10 +664,12 @@ BEGIN
     order_id := n.order_id;
 
     IF n.outcome IN ('applied', 'already_applied', 'ignored', 'duplicate_payment',
-                     'paid_after_close', 'conflicting_duplicate') OR p_flag IS NOT NULL THEN
+                     'paid_after_close', 'conflicting_duplicate', 'combined')
+       OR p_flag IS NOT NULL THEN
+        -- (combined: a combine payment's envelope; its sub-orders are rows of their own)
         outcome_now := CASE WHEN p_flag IS NOT NULL AND n.outcome NOT IN (
                                  'applied', 'already_applied', 'ignored', 'duplicate_payment',
-                                 'paid_after_close', 'conflicting_duplicate')
+                                 'paid_after_close', 'conflicting_duplicate', 'combined')
                             THEN p_flag ELSE n.outcome END;
         -- nothing to apply: the order's status as it is (no lock)
         SELECT r.status INTO order_status FROM paynotify.order_rows(n.site) r

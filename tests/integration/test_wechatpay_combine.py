@@ -303,6 +303,28 @@ class Scenarios(pntest.ReceiverScenarios):
         self.assertEqual(admin("sign", "stripe", "--site", "shop-wa", "--order", "x",
                                "--amount", "1", "--combine", "shop-wb:y:1").returncode, 64)
 
+    def test_replay_reverifies_every_part_from_the_envelope(self):
+        a1, b1, x1 = self.tag("RA1"), self.tag("RB1"), self.tag("RX1")
+        PG.add_order("shop-wa", a1, 1000, "CNY")
+        PG.add_order("shop-wb", b1, 3000, "CNY")
+        headers, body = v3_request(v3_combine(self.tag("C"), [
+            v3_sub(MCH_A, a1, self.txn(), 1000), v3_sub(MCH_B, b1, self.txn(), 3000),
+            v3_sub(MCH_UNKNOWN, x1, self.txn(), 5)]))
+        self.ok_v3(self.send(headers, body))
+        self.ok_v2(self.send_v2(v2_combine(self.tag("C"), [(MCH_B, self.tag("RB2"), self.txn(),
+                                                             7)])))
+        p = admin("replay", "--dry-run", "--format", "json")
+        self.assertIn(p.returncode, (0, 1), p.stderr)
+        rows = json.loads(p.stdout)
+        self.assertEqual(len(rows), 6, rows)
+        self.assertEqual([r["verified"] for r in rows], ["yes"] * 6, rows)
+        self.assertEqual([(r["site"], r["recorded"], r["now"]) for r in rows],
+                         [("shop-wa", "combined", "combined"), ("shop-wa", "applied", "applied"),
+                          ("shop-wb", "applied", "applied"),
+                          ("shop-wa", "merchant_mismatch", "merchant_mismatch"),
+                          ("shop-wa", "combined", "combined"),
+                          ("shop-wb", "unknown_order", "unknown_order")])
+
     # -- API v2 -----------------------------------------------------------
     def test_v2_combine_two_sites_unknown_flagged_then_duplicate(self):
         a1, b1, x1 = self.tag("VA1"), self.tag("VB1"), self.tag("VX1")
