@@ -176,9 +176,15 @@ normalise(struct pn_arena *a, const struct pn_form *f, const struct pn_site *sit
 	if (status == NULL || otn == NULL) {
 		/* Not a trade notification (e.g. an open-platform message). */
 		ev->kind = PN_KIND_IGNORED;
-		ev->dedup_key = ev->psp_event_id
-		    ? pn_arena_printf(a, "notify:%s", ev->psp_event_id)
-		    : pn_arena_printf(a, "unkeyed:%s", pn_form_get(f, "sign"));
+		if (ev->psp_event_id) {
+			ev->dedup_key = pn_arena_printf(a, "notify:%s", ev->psp_event_id);
+			return;
+		}
+		/* no notify_id: the sign names the signed content (RSA PKCS #1 v1.5
+		 * is deterministic), and a person looks at it (issue 22) */
+		ev->dedup_key = pn_arena_printf(a, "unkeyed:%s", pn_form_get(f, "sign"));
+		ev->flag = PN_FLAG_MISSING_ID;
+		ev->flag_detail = "an Alipay message without notify_id: keyed by its signature";
 		return;
 	}
 	/*
@@ -196,8 +202,18 @@ normalise(struct pn_arena *a, const struct pn_form *f, const struct pn_site *sit
 	if (refund) {
 		ev->kind = PN_KIND_REFUND;
 		ev->refund_cumulative = true;	/* refund_fee is the total refunded so far */
-		ev->dedup_key = pn_arena_printf(a, "%s:%s:refund:%s", trade, status,
-						biz ? biz : refund_fee ? refund_fee : "-");
+		/*
+		 * out_biz_no names the refund; without it refund_fee (the running
+		 * total: each refund its own); without both, notify_id (stable
+		 * across Alipay's resends), never a "-" that every such refund of
+		 * the trade would share (issue 22).  Such a refund is already
+		 * flagged below (no refund_fee).
+		 */
+		ev->dedup_key = pn_arena_printf(a, "%s:%s:refund:%s%s", trade, status,
+						biz || refund_fee || !ev->psp_event_id ? "" : "notify:",
+						biz ? biz : refund_fee ? refund_fee
+						: ev->psp_event_id ? ev->psp_event_id
+						: pn_form_get(f, "sign"));
 		if (refund_fee == NULL || !pn_money_parse(refund_fee, 2, &ev->refund_minor, &err))
 			flag_amount(ev, a, "refund_fee", refund_fee,
 				    refund_fee ? err.msg : "missing on a refund notification");
