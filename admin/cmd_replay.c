@@ -310,6 +310,19 @@ replay_row(struct replay *r, const struct pn_table *rows, size_t i, struct pn_er
 				ev.dedup_key = "(not among the envelope's sub-orders)";
 				ev.nsubs = 0;
 			}
+			if (strcmp(ev.site ? ev.site : parent_site, row_site) != 0) {
+				/*
+				 * Routed today to another site than the one it is
+				 * stored under (a site added since): reapply() works
+				 * on the stored row's site, so it is not applied
+				 * here, kept flagged, for a human.
+				 */
+				note = pn_arena_printf(r->a, "this sub-order now belongs to site %s, "
+						       "not %s: not re-applied",
+						       ev.site ? ev.site : parent_site, row_site);
+				if (ev.flag == NULL)
+					ev.flag = "merchant_mismatch";
+			}
 		}
 		if (ok) {
 			/* the form that was stored: the keys and ids compare as stored */

@@ -324,6 +324,22 @@ class Scenarios(pntest.ReceiverScenarios):
                           ("shop-wa", "merchant_mismatch", "merchant_mismatch"),
                           ("shop-wa", "combined", "combined"),
                           ("shop-wb", "unknown_order", "unknown_order")])
+        # a site added since for the unknown merchant: replay never applies the
+        # sub-order stored under shop-wa to it (nor to shop-wa), a human moves it
+        PG.add_order("shop-wa", x1, 5, "CNY")
+        cfg2 = os.path.join(os.path.dirname(CFG), "with-wd.ini")
+        with open(CFG) as f, open(cfg2, "w") as g:
+            g.write(f.read() + "\n" + "\n".join(site_lines(
+                "shop-wd", MCH_UNKNOWN, "apiv3.key", "apiv2.key", PUBID, "keys/pub-a.pem")))
+        p = subprocess.run([ADMIN, "-c", cfg2, "replay", "--apply", "--outcome",
+                            "merchant_mismatch", "--format", "json"], env=pntest.clean_env(),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60,
+                           universal_newlines=True)
+        rows = json.loads(p.stdout)
+        self.assertEqual([(r["verified"], r["now"]) for r in rows],
+                         [("yes", "merchant_mismatch")], rows)
+        self.assertIn("now belongs to site shop-wd", rows[0]["note"])
+        self.assertEqual(self.status("shop-wa", x1), "pending")
 
     # -- API v2 -----------------------------------------------------------
     def test_v2_combine_two_sites_unknown_flagged_then_duplicate(self):
