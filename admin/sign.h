@@ -36,6 +36,17 @@ struct pn_sign_req {
 	const char *case_id;		/* the dispute's / complaint's id; NULL: made from id */
 	const char *case_status;	/* Stripe: the dispute's status (needs_response, won, ...);
 					 * WeChat Pay: the action_type; NULL: the provider's first */
+	/* WeChat Pay combine payment (--combine): the further sub-orders, the
+	 * first being site/order_id/amount_minor itself; nsubs 0 = a single one */
+	const struct pn_sign_sub *subs;
+	size_t	nsubs;
+};
+
+/* One more sub-order of a combine payment: a site of the same configuration. */
+struct pn_sign_sub {
+	const struct pn_site *site;
+	const char *order_id;
+	int64_t	amount_minor;
 };
 
 /* The request that carries it. */
