@@ -85,7 +85,8 @@ help(FILE *f)
 {
 	fprintf(f, "usage: paynotify query [--site S] [--provider P]\n"
 		"                       (--order ID | --pending-older-than DURATION\n"
-		"                        [--pending-younger-than DURATION] | --complaints)\n"
+		"                        [--pending-younger-than DURATION] | --complaints\n"
+		"                        | --combine COMBINE_OUT_TRADE_NO)\n"
 		"                       [--dry-run | --apply] [--format table|csv|json]\n\n"
 		"Ask each order's provider for the payment's state with its order-query API\n"
 		"(Alipay alipay.trade.query, WeChat Pay v3, Stripe PaymentIntents, 2C2P\n"
@@ -106,6 +107,10 @@ help(FILE *f)
 		"--complaints asks about every open complaint instead (WeChat Pay\n"
 		"complaints-v2, Alipay alipay.merchant.tradecomplain.query): the verified\n"
 		"answer links the complaint to its order and says whether it is still open.\n"
+		"--combine asks WeChat Pay (API v3, --site required) about a combine order\n"
+		"and feeds each final sub-order of the site as its notification would; one\n"
+		"row per sub-order (another merchant's: other_merchant, not ingested).\n"
+		"--complaints and --combine do only that (no refund confirmations).\n"
 		"Exit status: 0 nothing to do, 1 something needs a human, 3 could not do the\n"
 		"job (an order could not be asked: transport error, timeout, 5xx), 64 usage,\n"
 		"78 configuration error.\n");
@@ -390,6 +395,106 @@ query_one(struct run *r, struct pn_arena *a, const struct pn_site *site,
 				: "", why));
 }
 
+/* --combine: one combine order of one site (WeChat Pay v3). */
+static void
+query_combine(struct run *r, struct pn_arena *a, const struct pn_site *site, const char *cotn)
+{
+	const struct pn_query_provider *qp = &pn_query_wechatpay;
+	struct creds_cache *cc = creds_for(r, site, qp);
+	struct pn_query_answer ans;
+	struct pn_query_ctx ctx;
+	struct pn_ingest_result *res = NULL;
+	struct pn_query_order o;
+	struct pn_err err;
+	const char *why = NULL;
+	bool	stored = false;
+	size_t	i;
+
+	memset(&o, 0, sizeof(o));
+	o.site = site->name;
+	o.order_id = cotn;
+	o.currency = "CNY";
+	o.amount_minor = 0;
+	r->orders++;
+	if (!qp->configured(site, &why)) {
+		r->attention++;
+		add_row(r, a, &o, qp->name, NULL, "attention", pn_arena_printf(a, "cannot query: %s",
+									       why));
+		return;
+	}
+	if (cc->failed) {
+		r->errors++;
+		add_row(r, a, &o, qp->name, NULL, "error", cc->why);
+		return;
+	}
+	memset(&ans, 0, sizeof(ans));
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.cfg = r->cfg;
+	ctx.site = site;
+	ctx.http = &r->http;
+	ctx.arena = a;
+	ctx.now = (int64_t)time(NULL);
+	ctx.creds = cc->creds;
+	r->asked++;
+	pn_query_wechatpay_combine(&ctx, cotn, &ans);
+	switch (ans.state) {
+	case PN_Q_WAITING: r->waiting++; break;
+	case PN_Q_NOT_FOUND: r->not_found++; break;
+	case PN_Q_REFUSED: r->refused++; break;
+	case PN_Q_ATTENTION: r->attention++; break;
+	case PN_Q_ERROR: r->errors++; break;
+	case PN_Q_FINAL: r->final++; break;
+	}
+	if (ans.nsubs == 0) {
+		add_row(r, a, &o, qp->name, NULL, state_name(ans.state), ans.detail);
+		return;
+	}
+	if (ans.state == PN_Q_FINAL && r->apply) {
+		res = pn_arena_alloc(a, (ans.ev.nsubs + 1) * sizeof(*res));
+		stored = pn_store_ingest_combined(r->store, site->name, qp->name, &ans.ev,
+						  ans.raw_headers_json, ans.raw, ans.raw_len, a, res,
+						  &err);
+		if (!stored)
+			r->errors++;
+	}
+	for (i = 0; i < ans.nsubs; i++) {
+		const struct pn_query_sub *q = &ans.subs[i];
+		struct pn_query_order so = o;
+		const struct pn_ingest_result *ir = stored && q->ingest >= 0 ? &res[q->ingest + 1]
+		    : NULL;
+		const struct pn_event *ev = q->ingest >= 0 ? &ans.ev.subs[q->ingest] : NULL;
+		const char *result = q->result;
+
+		so.order_id = q->order_id;
+		so.amount_minor = q->amount_minor < 0 ? 0 : q->amount_minor;
+		so.currency = q->currency ? q->currency : "CNY";
+		if (ev != NULL && !r->apply)
+			result = pn_arena_printf(a, "would_ingest_%s", pn_kind_name(ev->kind));
+		else if (ev != NULL && ir == NULL)
+			result = "error";
+		else if (ir != NULL) {
+			result = ir->duplicate ? "duplicate" : ir->outcome;
+			if (ir->duplicate || outcome_settled(ir->outcome)) {
+				if (!ir->duplicate && strcmp(ir->outcome, "applied") == 0)
+					r->applied++;
+			} else
+				r->attention++;
+		}
+		add_row(r, a, &so, qp->name, q->psp_state, result,
+			ev != NULL && ir == NULL && r->apply
+			? pn_arena_printf(a, "%s; not stored: %s", q->detail, err.msg)
+			: ir != NULL ? pn_arena_printf(a, "%s; combine order %s, notification %lld, "
+						       "order %s", q->detail, cotn,
+						       (long long)ir->notification_id,
+						       ir->order_status[0] ? ir->order_status
+						       : "unknown")
+			: ev != NULL ? pn_arena_printf(a, "%s; dedup key %s%s%s", q->detail,
+						       ev->dedup_key, ev->flag ? "; flagged " : "",
+						       ev->flag ? ev->flag : "")
+			: q->detail);
+	}
+}
+
 /*
  * --complaints: ask about every open complaint (paynotify.cases) whose
  * provider has a complaint query (WeChat Pay complaints-v2, Alipay
@@ -504,10 +609,13 @@ query_cases(struct run *r, struct pn_arena *a, const struct pn_table *cases)
 
 /*
  * The orders to ask about: pending ones older than the threshold, and
- * (schema 12) those with a payment stored pending_confirmation longer
- * than the threshold, whatever their status: a legacy 2C2P form that came
- * after the order was paid (by this command) is confirmed on the next run.
- * (A refund that waits is confirmed by its own refundquery, below.)
+ * (schema 12) those with a payment stored pending_confirmation longer than
+ * the threshold, whatever their status: a legacy 2C2P form that came after
+ * the order was paid (by this command) is confirmed on the next run.  Only
+ * payments (event_kind paid, what confirm_pending() settles): a WeChat Pay
+ * v2 refund result that waits (schema 13) is confirmed by its own
+ * refundquery below, and its order, paid, has nothing to ask its order
+ * query about.
  */
 static const char orders_sql[] =
 	"SELECT site, order_id, status, amount_minor, currency, psp, psp_txn_id FROM ("
@@ -721,13 +829,14 @@ query_exec(int argc, char **argv, const char *config_path)
 		{"dry-run", no_argument, NULL, 'n'},
 		{"apply", no_argument, NULL, 'a'},
 		{"format", required_argument, NULL, 'f'},
+		{"combine", required_argument, NULL, 'c'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	static const char *const cols[] = {"site", "provider", "order_id", "amount", "answer",
 					   "result", "detail"};
 	const char *site_name = NULL, *provider = NULL, *order = NULL, *older = NULL;
-	const char *younger = NULL;
+	const char *younger = NULL, *combine = NULL;
 	bool	dry_run = false, apply = false, complaints = false;
 	enum pn_format fmt = pn_format_default();
 	const struct pn_query_provider *only = NULL;
@@ -751,6 +860,7 @@ query_exec(int argc, char **argv, const char *config_path)
 		case 'P': older = optarg; break;
 		case 'Y': younger = optarg; break;
 		case 'C': complaints = true; break;
+		case 'c': combine = optarg; break;
 		case 'n': dry_run = true; break;
 		case 'a': apply = true; break;
 		case 'f':
@@ -769,9 +879,20 @@ query_exec(int argc, char **argv, const char *config_path)
 		fprintf(stderr, "paynotify: query: unexpected argument \"%s\"\n", argv[optind]);
 		return PN_EXIT_USAGE;
 	}
-	if ((order != NULL) + (older != NULL) + complaints != 1) {
+	if ((order != NULL) + (older != NULL) + complaints + (combine != NULL) != 1) {
 		fprintf(stderr, "paynotify: query: give exactly one of --order, "
-			"--pending-older-than and --complaints\n");
+			"--pending-older-than, --complaints and --combine\n");
+		return PN_EXIT_USAGE;
+	}
+	if (combine != NULL && (site_name == NULL || (provider != NULL
+						      && strcmp(provider, "wechatpay") != 0))) {
+		fprintf(stderr, "paynotify: query: --combine needs --site (and is WeChat Pay's: "
+			"--provider wechatpay or none)\n");
+		return PN_EXIT_USAGE;
+	}
+	if (combine != NULL && (*combine == '\0' || strlen(combine) > 32)) {
+		fprintf(stderr, "paynotify: query: --combine needs a combine_out_trade_no of 1 to 32 "
+			"bytes\n");
 		return PN_EXIT_USAGE;
 	}
 	if (dry_run && apply) {
@@ -837,7 +958,9 @@ query_exec(int argc, char **argv, const char *config_path)
 	params[3] = provider;
 	snprintf(ysecs, sizeof(ysecs), "%lld", (long long)younger_s);
 	params[4] = younger ? ysecs : NULL;
-	if (!pn_db_query(r.conn, PN_SQL_CONST(orders_sql), 5, params, &orders, &err)) {
+	memset(&orders, 0, sizeof(orders));
+	if (combine == NULL
+	    && !pn_db_query(r.conn, PN_SQL_CONST(orders_sql), 5, params, &orders, &err)) {
 		fprintf(stderr, "paynotify: %s\n", err.msg);
 		goto done;
 	}
@@ -845,6 +968,8 @@ query_exec(int argc, char **argv, const char *config_path)
 			       r.cfg->connect_timeout_s, "paynotify-query");
 	pn_table_init(&r.out, PN_ARRAY_LEN(cols), cols);
 	a = pn_arena_new();
+	if (combine != NULL)
+		query_combine(&r, a, pn_cfg_site(r.cfg, site_name), combine);
 	for (i = 0; i < orders.nrows; i++) {
 		const struct pn_site *site = pn_cfg_site(r.cfg, pn_table_get(&orders, i, "site"));
 		const char *psp = pn_table_get(&orders, i, "psp");
@@ -895,7 +1020,15 @@ query_exec(int argc, char **argv, const char *config_path)
 		pn_arena_reset(a);
 	}
 	pn_table_free(&orders);
-	/* then the stored refunds that wait for the provider's signed confirmation */
+	/*
+	 * Then the stored events that wait for the provider's signed
+	 * confirmation, of --order or of the --pending-older-than window.  Not
+	 * after --complaints or --combine: neither names an order or a window
+	 * (params would select every waiting refund of the site, whatever its
+	 * age), and each asks one thing only.
+	 */
+	if (complaints || combine != NULL)
+		goto print;
 	if (!pn_db_query(r.conn, PN_SQL_CONST(refunds_pending_sql), 5, params, &orders, &err)) {
 		fprintf(stderr, "paynotify: %s\n", err.msg);
 		pn_table_free(&r.out);
@@ -926,6 +1059,7 @@ query_exec(int argc, char **argv, const char *config_path)
 	}
 summary:
 	pn_table_free(&orders);
+print:
 	pn_table_print(&r.out, fmt, stdout);
 	if (r.errors > 0)
 		rc = PN_EXIT_FAILED;
@@ -953,6 +1087,6 @@ done:
 }
 
 const struct pn_cmd pn_cmd_query = {
-	"query", "(--order ID | --pending-older-than D | --complaints) [--apply]",
+	"query", "(--order ID | --pending-older-than D | --complaints | --combine NO) [--apply]",
 	"ask the provider about orders whose notification never came", query_exec, help,
 };

@@ -25,7 +25,8 @@ help(FILE *f)
 		"                      [--currency CNY]\n"
 		"                      [--event paid|refund|closed|failed|dispute|complaint]\n"
 		"                      [--case ID] [--status WORD] [--v2]\n"
-		"                      [--marker VALUE | --no-marker] [--curl] [--url BASE]\n\n"
+		"                      [--marker VALUE | --no-marker]\n"
+		"                      [--combine SITE:ORDER:AMOUNT ...] [--curl] [--url BASE]\n\n"
 		"Print a complete signed notification (method, path, headers, body) for a\n"
 		"site that has test signing keys, or with --curl a ready curl command.\n"
 		"PROVIDER is alipay, wechatpay, stripe or 2c2p; --v2 makes a WeChat Pay\n"
@@ -41,7 +42,12 @@ help(FILE *f)
 		"  --marker VALUE  the site marker the notification carries (default: the\n"
 		"               site's own 2c2p.site_marker, wechatpay.site_attach,\n"
 		"               alipay.site_passback or stripe.site_metadata value, if set)\n"
-		"  --no-marker  carry none\n\n"
+		"  --no-marker  carry none\n"
+		"  --combine SITE:ORDER:AMOUNT\n"
+		"               WeChat Pay only: a combine payment (合单支付) whose first\n"
+		"               sub-order is --site/--order/--amount and each --combine one\n"
+		"               more, of SITE (a site of this configuration: its mchid and\n"
+		"               appid), at most 49 times; --event paid only\n\n"
 		"Exit status: 0, 64 usage (an unknown provider, site or currency, a bad\n"
 		"amount or URL), 78 the site has no test keys or the configuration is\n"
 		"broken.\n");
@@ -99,6 +105,7 @@ sign_exec(int argc, char **argv, const char *config_path)
 		{"no-marker", no_argument, NULL, 'M'},
 		{"curl", no_argument, NULL, 'u'},
 		{"url", required_argument, NULL, 'U'},
+		{"combine", required_argument, NULL, 'c'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -112,6 +119,8 @@ sign_exec(int argc, char **argv, const char *config_path)
 	struct pn_err err;
 	struct pn_arena *a;
 	char	cur[4];
+	const char *combine[PN_EVENT_MAX_SUBS];
+	size_t	ncombine = 0;
 	bool	curl = false, marker_set = false;
 	const char *marker = NULL;
 	int	opt, rc = PN_EXIT_CONFIG;
@@ -148,6 +157,14 @@ sign_exec(int argc, char **argv, const char *config_path)
 			else
 				req.case_status = optarg;
 			break;
+		case 'c':
+			if (ncombine + 1 >= PN_EVENT_MAX_SUBS) {
+				fprintf(stderr, "paynotify: --combine: at most %d sub-orders in one "
+					"combine payment\n", PN_EVENT_MAX_SUBS);
+				return PN_EXIT_USAGE;
+			}
+			combine[ncombine++] = optarg;
+			break;
 		case 'e':
 			if (!parse_kind(optarg, &req.kind)) {
 				fprintf(stderr, "paynotify: --event must be paid, refund, closed, failed, "
@@ -172,6 +189,10 @@ sign_exec(int argc, char **argv, const char *config_path)
 	p = pn_provider_find(argv[optind]);
 	if ((sign = pn_signer_find(p->name)) == NULL) {
 		fprintf(stderr, "paynotify: provider \"%s\" cannot sign\n", argv[optind]);
+		return PN_EXIT_USAGE;
+	}
+	if (ncombine > 0 && strcmp(p->name, "wechatpay") != 0) {
+		fprintf(stderr, "paynotify: --combine: only WeChat Pay has combine payments\n");
 		return PN_EXIT_USAGE;
 	}
 	if (*order == '\0') {
@@ -212,6 +233,38 @@ sign_exec(int argc, char **argv, const char *config_path)
 	if (req.site == NULL || !pn_provider_configured(p, req.site)) {
 		fprintf(stderr, "paynotify: site \"%s\" has no %s configuration\n", site_name, p->name);
 		goto done;
+	}
+	if (ncombine > 0) {
+		struct pn_sign_sub *subs = pn_arena_alloc(a, ncombine * sizeof(*subs));
+
+		for (i = 0; i < ncombine; i++) {
+			const char *c1 = strchr(combine[i], ':'), *c2 = strrchr(combine[i], ':');
+			const char *sname = c1 ? pn_arena_strndup(a, combine[i],
+								 (size_t)(c1 - combine[i])) : NULL;
+
+			if (c1 == NULL || c2 == c1 || c2 == c1 + 1 || c2[1] == '\0') {
+				fprintf(stderr, "paynotify: --combine \"%s\": expected SITE:ORDER:AMOUNT\n",
+					combine[i]);
+				rc = PN_EXIT_USAGE;
+				goto done;
+			}
+			subs[i].site = pn_cfg_site(cfg, sname);
+			subs[i].order_id = pn_arena_strndup(a, c1 + 1, (size_t)(c2 - c1 - 1));
+			if (subs[i].site == NULL || !pn_provider_configured(p, subs[i].site)) {
+				fprintf(stderr, "paynotify: --combine: site \"%s\" has no %s "
+					"configuration\n", sname, p->name);
+				rc = PN_EXIT_USAGE;
+				goto done;
+			}
+			if (!pn_money_parse(c2 + 1, pn_money_exponent(cur), &subs[i].amount_minor,
+					    &err)) {
+				fprintf(stderr, "paynotify: --combine \"%s\": %s\n", combine[i], err.msg);
+				rc = PN_EXIT_USAGE;
+				goto done;
+			}
+		}
+		req.subs = subs;
+		req.nsubs = ncombine;
 	}
 	{
 		unsigned char rnd[8];

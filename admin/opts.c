@@ -21,8 +21,8 @@
 const char *const pn_outcomes[] = {
 	"applied", "already_applied", "unknown_order", "amount_mismatch", "merchant_mismatch",
 	"mode_mismatch", "ignored", "duplicate_payment", "paid_after_close",
-	"conflicting_duplicate", "txn_mismatch", "foreign_site", "unhandled", "refund_failed",
-	"pending_confirmation", "dispute", "complaint", NULL,
+	"conflicting_duplicate", "txn_mismatch", "combined", "missing_id", "foreign_site",
+	"unhandled", "refund_failed", "pending_confirmation", "dispute", "complaint", NULL,
 };
 
 #define DURATION_FORMS "30s, 30m, 2h, 1d, 1w, 1h30m, \"90 seconds\", \"2 hours\", \"1 day\""

@@ -79,11 +79,24 @@ enum pn_query_state {
 	PN_Q_ERROR,		/* transport error, timeout, 5xx, unreadable answer */
 };
 
+/* One sub-order of a combine order's answer (pn_query_wechatpay_combine). */
+struct pn_query_sub {
+	const char *order_id;
+	const char *psp_state;		/* its trade_state */
+	int64_t	amount_minor;		/* -1 if absent */
+	const char *currency;
+	int	ingest;			/* index in ans->ev.subs, or -1: not ingested */
+	const char *result;		/* when not ingested: waiting, other_merchant */
+	const char *detail;
+};
+
 struct pn_query_answer {
 	enum pn_query_state state;
 	const char *psp_state;		/* the provider's word: TRADE_SUCCESS, NOTPAY, ... */
 	const char *detail;		/* for the operator (arena) */
 	struct pn_event ev;		/* PN_Q_FINAL only */
+	const struct pn_query_sub *subs;	/* a combine order: each sub-order */
+	size_t	nsubs;
 	const unsigned char *raw;	/* the verified answer as received (PN_Q_FINAL) */
 	size_t	raw_len;
 	const char *raw_headers_json;
@@ -176,6 +189,18 @@ bool pn_query_wechatpay_get(const struct pn_query_ctx *ctx, const char *url, boo
  */
 bool pn_query_alipay_call(const struct pn_query_ctx *ctx, const char *method, json_t *biz,
 			  json_t **root, json_t **resp, struct pn_err *err) PN_WUR;
+
+/*
+ * WeChat Pay API v3 combine order (合单支付): GET /v3/combine-transactions/
+ * out-trade-no/{combine_out_trade_no}, signed and verified as every v3
+ * query.  ans->subs says what each sub-order is; PN_Q_FINAL when at least
+ * one sub-order of ctx->site is final (paid, closed, failed): ans->ev is
+ * then the envelope with those sub-orders as ev.subs (the answer's raw
+ * bytes stored once, pn_store_ingest_combined).  Sub-orders of another
+ * merchant are not this site's (never ingested here).
+ */
+void pn_query_wechatpay_combine(const struct pn_query_ctx *ctx, const char *combine_out_trade_no,
+				struct pn_query_answer *ans);
 
 extern const struct pn_query_provider pn_query_alipay;
 extern const struct pn_query_provider pn_query_wechatpay;

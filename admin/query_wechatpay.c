@@ -755,6 +755,140 @@ done:
 	json_decref(root);
 }
 
+/*
+ * A combine order (合单查询订单, docs/WECHATPAY.md "Combine payments"):
+ * GET /v3/combine-transactions/out-trade-no/{combine_out_trade_no}, no
+ * mchid parameter (the combine merchant is the caller); the answer has the
+ * notification's resource fields: combine_appid, combine_mchid,
+ * combine_out_trade_no, sub_orders[] with mchid, (sub_mchid,) trade_state,
+ * transaction_id, out_trade_no, amount.total_amount / payer_amount.
+ */
+void
+pn_query_wechatpay_combine(const struct pn_query_ctx *ctx, const char *cotn,
+			   struct pn_query_answer *ans)
+{
+	struct pn_arena *a = ctx->arena;
+	const struct pn_site *site = ctx->site;
+	const char *key_id = NULL, *got;
+	struct pn_qhttp_answer h;
+	struct pn_verify_ctx vctx;
+	struct pn_err err;
+	json_t *root = NULL, *subs;
+	struct pn_event *ev = &ans->ev;
+	struct pn_query_sub *qs;
+	size_t	i, n, nfinal = 0, nwaiting = 0;
+	char   *canon;
+
+	if (site->wechatpay.napiv3_keys == 0) {
+		pn_query_set(ctx, ans, PN_Q_ERROR, "combine orders are queried with API v3: site "
+			     "%s has no wechatpay.apiv3_key_file", site->name);
+		return;
+	}
+	if (!signed_get(ctx, pn_arena_printf(a, "%s/v3/combine-transactions/out-trade-no/%s",
+					     site->wechatpay.query_url, pn_uri_encode(a, cotn)),
+			&h, &err)) {
+		pn_query_set(ctx, ans, PN_Q_ERROR, "%s", err.msg);
+		return;
+	}
+	if (!pn_query_http_ok(ctx, &h, true, ans))
+		return;
+	memset(&vctx, 0, sizeof(vctx));
+	vctx.req = &h.headers;
+	vctx.site = site;
+	vctx.arena = a;
+	vctx.now = ctx->now;
+	vctx.check_freshness = true;
+	if (!pn_wechatpay_v3_verify_sig(&vctx, &key_id, &err)) {
+		pn_query_set(ctx, ans, PN_Q_REFUSED, "WeChat Pay answer refused: %s", err.msg);
+		return;
+	}
+	root = pn_json_parse(h.body, h.body_len, &err);
+	if (root == NULL || !json_is_object(root)) {
+		pn_query_set(ctx, ans, PN_Q_ERROR, "WeChat Pay answer is not a JSON object");
+		goto done;
+	}
+	got = pn_json_str(a, root, "combine_out_trade_no");
+	subs = json_object_get(root, "sub_orders");
+	n = json_is_array(subs) ? json_array_size(subs) : 0;
+	if (got == NULL || strcmp(got, cotn) != 0 || n == 0 || n > PN_EVENT_MAX_SUBS) {
+		pn_query_set(ctx, ans, PN_Q_REFUSED, "WeChat Pay answered for combine_out_trade_no "
+			     "\"%.64s\" with %zu sub_orders, not for \"%s\" (1 to %d sub-orders)",
+			     got ? got : "", n, cotn, PN_EVENT_MAX_SUBS);
+		goto done;
+	}
+	pn_event_init(ev);
+	ev->source = "query";
+	ev->key_id = key_id;
+	ev->event_type = "QUERY";
+	canon = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+	{
+		struct pn_iov iov = {canon ? canon : "", canon ? strlen(canon) : 0};
+		unsigned char md[64];
+		size_t	mdlen = 0;
+
+		if (!pn_digest(PN_MD_SHA256, &iov, 1, md, &mdlen))
+			mdlen = 0;
+		ev->dedup_key = pn_arena_printf(a, "combine:%s:QUERY",
+						pn_hex_encode(a, md, mdlen, false));
+	}
+	free(canon);
+	ev->subs = pn_arena_alloc(a, n * sizeof(*ev->subs));
+	qs = pn_arena_alloc(a, n * sizeof(*qs));
+	ans->subs = qs;
+	ans->nsubs = n;
+	for (i = 0; i < n; i++) {
+		json_t *so = json_array_get(subs, i);
+		const char *state = json_is_object(so) ? pn_json_str(a, so, "trade_state") : NULL;
+		struct pn_event *sub = &ev->subs[nfinal];
+		bool	ours = pn_wechatpay_v3_combine_sub(a, site, root, so,
+							   state && strcmp(state, "SUCCESS") == 0
+							   ? "TRANSACTION.SUCCESS" : "QUERY", sub);
+
+		memset(&qs[i], 0, sizeof(qs[i]));
+		qs[i].order_id = sub->order_id ? sub->order_id : "";
+		qs[i].psp_state = state;
+		qs[i].amount_minor = sub->amount_minor;
+		qs[i].currency = sub->currency;
+		qs[i].ingest = -1;
+		if (!ours) {
+			qs[i].result = "other_merchant";
+			qs[i].detail = pn_arena_printf(a, "sub-order of merchant %.32s, not site %s's: "
+						       "its own site queries it",
+						       json_is_object(so) ? pn_json_str(a, so, "mchid")
+						       : "?", site->name);
+			continue;
+		}
+		if (sub->kind != PN_KIND_PAID && sub->kind != PN_KIND_CLOSED
+		    && sub->kind != PN_KIND_FAILED) {
+			qs[i].result = "waiting";
+			qs[i].detail = pn_arena_printf(a, "WeChat Pay trade_state %.32s",
+						       state ? state : "(none)");
+			nwaiting++;
+			continue;
+		}
+		sub->source = "query";
+		sub->key_id = key_id;
+		qs[i].ingest = (int)nfinal++;
+		qs[i].detail = pn_arena_printf(a, "WeChat Pay trade_state %s, transaction_id %s",
+					       state, sub->psp_txn_id ? sub->psp_txn_id : "-");
+	}
+	ev->nsubs = nfinal;
+	ev->flag_detail = pn_arena_printf(a, "combine order %.32s queried: %zu sub-orders, %zu of "
+					  "site %s final", cotn, n, nfinal, site->name);
+	if (nfinal == 0) {
+		pn_query_set(ctx, ans, PN_Q_WAITING, "combine order %s: nothing final for site %s "
+			     "(%zu waiting)", cotn, site->name, nwaiting);
+		goto done;
+	}
+	ans->raw = h.body;
+	ans->raw_len = h.body_len;
+	ans->raw_headers_json = h.headers_json;
+	pn_query_set(ctx, ans, PN_Q_FINAL, "combine order %s: %zu of %zu sub-orders final", cotn,
+		     nfinal, n);
+done:
+	json_decref(root);
+}
+
 const struct pn_query_provider pn_query_wechatpay = {
 	.name = "wechatpay",
 	.configured = wechatpay_configured,

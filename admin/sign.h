@@ -41,6 +41,17 @@ struct pn_sign_req {
 	 * site without a marker: 2C2P userDefined1, Stripe metadata.site);
 	 * NULL: none.  `paynotify sign` defaults it to the site's own. */
 	const char *marker;
+	/* WeChat Pay combine payment (--combine): the further sub-orders, the
+	 * first being site/order_id/amount_minor itself; nsubs 0 = a single one */
+	const struct pn_sign_sub *subs;
+	size_t	nsubs;
+};
+
+/* One more sub-order of a combine payment: a site of the same configuration. */
+struct pn_sign_sub {
+	const struct pn_site *site;
+	const char *order_id;
+	int64_t	amount_minor;
 };
 
 /* The request that carries it. */

@@ -15,7 +15,7 @@
 	{&(ev)->dedup_key, &(ev)->event_type, &(ev)->order_id, &(ev)->psp_txn_id, \
 	 &(ev)->psp_event_id, &(ev)->currency, &(ev)->psp_time, &(ev)->key_id, &(ev)->flag, \
 	 &(ev)->flag_detail, &(ev)->source, &(ev)->case_id, &(ev)->case_status, \
-	 &(ev)->case_reason}
+	 &(ev)->case_reason, &(ev)->site}
 
 const char *
 pn_kind_name(enum pn_kind kind)
@@ -67,6 +67,8 @@ pn_event_canonicalise(struct pn_event *ev, struct pn_arena *a)
 		*fields[i] = pn_arena_strdup(a, e);
 		free(e);
 	}
+	for (i = 0; i < ev->nsubs; i++)
+		pn_event_canonicalise(&ev->subs[i], a);
 }
 
 bool
@@ -77,6 +79,9 @@ pn_event_is_canonical(const struct pn_event *ev)
 
 	for (i = 0; i < PN_ARRAY_LEN(fields); i++)
 		if (*fields[i] != NULL && !pn_utf8_valid(*fields[i], strlen(*fields[i])))
+			return false;
+	for (i = 0; i < ev->nsubs; i++)
+		if (!pn_event_is_canonical(&ev->subs[i]))
 			return false;
 	return true;
 }

@@ -70,12 +70,29 @@ struct pn_event {
 	int64_t	case_time;		/* provider time of this status, Unix seconds; -1 if none */
 	bool	case_closed;		/* the provider closed the case (won, lost, PROCESSED) */
 	bool	case_reopens;		/* this event reopens a closed case (a complaint continued) */
+	/*
+	 * A combine payment (WeChat Pay 合单支付): this event is the envelope,
+	 * stored once with the raw bytes (outcome "combined", never applied);
+	 * its sub-orders are subs[0 .. nsubs), each an event of its own (its
+	 * own dedup key, flag and site) stored in the same transaction, each
+	 * row linked to the envelope's (notifications.parent_id).
+	 */
+	struct pn_event *subs;
+	size_t	nsubs;
+	const char *site;		/* a sub-order's site; NULL: the request's */
 };
 
 /* The flag of an event that nothing signs as a whole (WeChat Pay v2 refund
  * results): the store keeps it, the order waits for the provider's signed
  * answer (docs/WECHATPAY.md "Refund confirmation"). */
 #define PN_FLAG_PENDING_CONFIRMATION "pending_confirmation"
+
+/* At most this many sub-orders in one combine payment (WeChat Pay documents 50). */
+#define PN_EVENT_MAX_SUBS 50
+
+/* The missing-id flag: no provider id names the event; keyed by a hash of
+ * its signed content ("noid:<sha256>"), stored, never applied, reported. */
+#define PN_FLAG_MISSING_ID "missing_id"
 
 struct pn_arena;
 

@@ -19,9 +19,9 @@ enum { SLOT_NONE = 0, SLOT_UNKNOWN = 1, SLOT_OTHER = 2, SLOT_SITES = 3 };
 static const char *const outcomes[] = {
 	"applied", "already_applied", "unknown_order", "amount_mismatch", "merchant_mismatch",
 	"mode_mismatch", "txn_mismatch", "duplicate_payment", "paid_after_close",
-	"conflicting_duplicate", "ignored", "foreign_site", "unhandled", "refund_failed",
-	"pending_confirmation", "dispute", "complaint", "duplicate", "rejected", "unavailable",
-	"health",
+	"conflicting_duplicate", "ignored", "combined", "missing_id", "foreign_site", "unhandled",
+	"refund_failed", "pending_confirmation", "dispute", "complaint", "duplicate", "rejected",
+	"unavailable", "health",
 	"other",
 };
 #define NOUTCOMES (sizeof(outcomes) / sizeof(outcomes[0]))

@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "buf.h"
 #include "log.h"
 #include "metrics.h"
 #include "pipeline.h"
@@ -117,6 +118,43 @@ reject(struct pn_receiver *r, int variant, struct pn_reqlog *rl, int status, con
 	rl->outcome = outcome;
 	rl->reason = why;
 	r->provider->answer(variant, &r->res, status, answer);
+}
+
+/*
+ * A combine payment (ev->nsubs > 0): stored in one transaction; the log
+ * line says what became of each sub-order ("applied WX-1@shop-a,
+ * merchant_mismatch WX-3", "duplicate" when the envelope and every
+ * sub-order were stored before).
+ */
+static bool
+ingest_combined(struct pn_receiver *r, const struct pn_site *site, const struct pn_event *ev,
+		const char *headers_json, const struct pn_request *req, struct pn_reqlog *rl,
+		struct pn_err *err)
+{
+	struct pn_ingest_result *ir = pn_arena_alloc(r->arena, (ev->nsubs + 1) * sizeof(*ir));
+	struct pn_buf b = PN_BUF_INIT;
+	bool	all_dup;
+	size_t	i;
+
+	if (!pn_store_ingest_combined(r->store, site->name, r->provider->name, ev, headers_json,
+				      req->body, req->body_len, r->arena, ir, err))
+		return false;
+	all_dup = ir[0].duplicate;
+	pn_buf_printf(&b, "combine payment, %zu sub-orders:", ev->nsubs);
+	for (i = 0; i < ev->nsubs; i++) {
+		const struct pn_event *sub = &ev->subs[i];
+
+		all_dup = all_dup && ir[i + 1].duplicate;
+		pn_buf_printf(&b, "%s %s %.64s%s%.64s", i ? "," : "",
+			      ir[i + 1].duplicate ? "duplicate" : ir[i + 1].outcome,
+			      sub->order_id ? sub->order_id : "-", sub->site ? "@" : "",
+			      sub->site ? sub->site : "");
+	}
+	rl->notification_id = ir[0].notification_id;
+	rl->outcome = all_dup ? "duplicate" : "combined";
+	rl->reason = pn_arena_strndup(r->arena, (const char *)b.data, b.len);
+	pn_buf_free(&b);
+	return true;
 }
 
 void
@@ -256,6 +294,20 @@ pn_pipeline_handle(struct pn_receiver *r, struct pn_io *io)
 	rl.key_id = ev.key_id;
 
 	headers_json = raw_headers_json(p, &req);
+	if (ev.nsubs > 0) {
+		/* a combine payment: every sub-order in one transaction, then the answer */
+		if (!ingest_combined(r, site, &ev, headers_json, &req, &rl, &err)) {
+			reject(r, variant, &rl, 503, "unavailable", err.msg,
+			       "temporarily unavailable, retry later");
+			goto respond;
+		}
+		pn_metrics_ingested();
+		/* a combine payment is a type with handling (its envelope's type;
+		 * each sub-order's outcome is its own row's) */
+		pn_metrics_event(site->name, ev.event_type, true);
+		p->answer(variant, &r->res, 200, NULL);
+		goto respond;
+	}
 	if (!pn_store_ingest(r->store, site->name, p->name, &ev, headers_json, req.body,
 			     req.body_len, &ir, &err)) {
 		/* Nothing is known to be committed: the provider must retry. */

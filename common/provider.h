@@ -31,9 +31,14 @@ struct pn_verify_ctx {
 	int64_t	now;			/* Unix seconds, injectable for tests */
 	bool	check_freshness;	/* false when replaying history */
 	int	variant;		/* the provider's variant(req); 0: verify decides */
-	/* The whole configuration, or NULL: lets an adapter tell a sibling
+	/*
+	 * The whole installation, or NULL.  Lets an adapter tell a sibling
 	 * site's event (Stripe: another configured site's marker) from a
-	 * stranger's.  NULL: every other marker is a stranger's. */
+	 * stranger's, and route each part of a notification that names
+	 * several merchants (a WeChat Pay combine payment) to the site whose
+	 * keys verify it too and whose identity it carries.  NULL (replay,
+	 * tests): only site; every other marker is a stranger's.
+	 */
 	const struct pn_config *cfg;
 };
 

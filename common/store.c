@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "arena.h"
 #include "log.h"
 #include "sql.h"		/* <libpq-fe.h>, SQL text only as literals */
@@ -21,6 +23,14 @@
 	"$19::boolean, $20, $21, $22, $23, $24::bigint, $25::bigint, $26::boolean, $27::boolean)"
 #define INGEST_NPARAMS 27
 
+/* A combine payment: the envelope and every sub-order in one statement
+ * (one transaction), sql/functions.sql ingest_combined(). */
+#define COMBINED_SQL \
+	"SELECT ord, notification_id, outcome, duplicate, deliveries, order_status, event_id, " \
+	"wakeup, detail FROM paynotify.ingest_combined($1, $2, $3, $4, $5, $6, $7, $8, " \
+	"$9::jsonb, $10::bytea, $11, $12::jsonb) ORDER BY ord"
+#define COMBINED_NPARAMS 12
+
 /* The wake-up: its own statement, after the answer (README "Event feed"). */
 #define WAKEUP_SQL "SELECT pg_notify('paynotify', $1)"
 
@@ -33,11 +43,31 @@ struct pn_store {
 	bool	prepared;		/* the named statement exists on this connection */
 	bool	use_prepared;		/* [database] prepared_statements */
 	bool	warned;			/* a WARNING arrived during the statement */
-	char   *wakeup;		/* payload of the last ingest's wake-up, or NULL */
+	char  **wakeups;		/* payloads of the last ingest's wake-ups */
+	size_t	nwakeups;
 	char   *detail;		/* the last ingest's detail, or NULL */
 };
 
 static void disconnect(struct pn_store *s);
+
+static void
+clear_wakeups(struct pn_store *s)
+{
+	size_t	i;
+
+	for (i = 0; i < s->nwakeups; i++)
+		free(s->wakeups[i]);
+	free(s->wakeups);
+	s->wakeups = NULL;
+	s->nwakeups = 0;
+}
+
+static void
+add_wakeup(struct pn_store *s, const char *payload)
+{
+	s->wakeups = pn_xrealloc(s->wakeups, (s->nwakeups + 1) * sizeof(*s->wakeups));
+	s->wakeups[s->nwakeups++] = pn_xstrdup(payload);
+}
 
 struct pn_store *
 pn_store_new(const char *conninfo, int64_t statement_timeout_ms, int64_t connect_timeout_s,
@@ -71,7 +101,7 @@ pn_store_free(struct pn_store *s)
 		PQfinish(s->conn);
 	free(s->conninfo);
 	free(s->application_name);
-	free(s->wakeup);
+	clear_wakeups(s);
 	free(s->detail);
 	free(s);
 }
@@ -226,7 +256,7 @@ session_unusable(const char *sqlstate)
  * is only returned once the server said ReadyForQuery, i.e. after the
  * commit: a connection lost before that is an error result. */
 static PGresult *
-exec_unnamed(struct pn_store *s, const char *const *values, const int *lengths,
+exec_unnamed(struct pn_store *s, bool combined, const char *const *values, const int *lengths,
 	     const int *formats)
 {
 	const char *tvals[1] = {s->timeout_ms};
@@ -244,8 +274,10 @@ exec_unnamed(struct pn_store *s, const char *const *values, const int *lengths,
 		return NULL;
 	if (!PQsendQueryParams(s->conn, "SELECT set_config('statement_timeout', $1, true)", 1,
 			       NULL, tvals, NULL, NULL, 0)
-	    || !PQsendQueryParams(s->conn, INGEST_SQL, INGEST_NPARAMS, NULL, values, lengths,
-				  formats, 0)
+	    || !(combined ? PQsendQueryParams(s->conn, COMBINED_SQL, COMBINED_NPARAMS, NULL, values,
+					      lengths, formats, 0)
+		 : PQsendQueryParams(s->conn, INGEST_SQL, INGEST_NPARAMS, NULL, values, lengths,
+				     formats, 0))
 	    || !PQpipelineSync(s->conn))
 		goto done;
 	for (;;) {
@@ -307,89 +339,35 @@ i64_param(char *buf, size_t sz, int64_t v)
 	return buf;
 }
 
-bool
-pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
-		const struct pn_event *ev, const char *raw_headers_json,
-		const unsigned char *body, size_t body_len, struct pn_ingest_result *out,
-		struct pn_err *err)
+/*
+ * Run one ingest statement (ingest, or ingest_combined when combined) with
+ * the reasoned retry below; the result (PGRES_TUPLES_OK, at least one row),
+ * or NULL with err set when nothing is known to be committed.
+ */
+static PGresult *
+run_ingest(struct pn_store *s, bool combined, const char *const *values, const int *lengths,
+	   const int *formats, struct pn_err *err)
 {
-	char	amount[24], refund[24], due[24], ctime[24];
-	bool	is_case;
-	const char *values[INGEST_NPARAMS];
-	int	lengths[INGEST_NPARAMS] = {0};
-	int	formats[INGEST_NPARAMS] = {0};
-	struct pn_event canon;
-	struct pn_arena *ca = NULL;
 	int	attempt;
-	bool	ok, unusable;
+	bool	unusable;
 	const char *sqlstate;
 
-	/*
-	 * Only canonical events are stored (pn_event_canonicalise: text that is
-	 * not valid UTF-8 escaped, as PostgreSQL would refuse it on every retry).
-	 * This is the one place every source's events pass (the receivers, a
-	 * query answer, a statement line): a copy of an event that is not
-	 * canonical is canonicalised here; valid text is only checked, never
-	 * copied.  Replay re-derives with the same step before it compares.
-	 */
-	if (!pn_event_is_canonical(ev)) {
-		canon = *ev;
-		ca = pn_arena_new();
-		pn_event_canonicalise(&canon, ca);
-		ev = &canon;
-	}
-	values[0] = site;
-	values[1] = provider;
-	values[2] = ev->dedup_key;
-	values[3] = pn_kind_name(ev->kind);
-	values[4] = ev->event_type;
-	values[5] = ev->order_id;
-	values[6] = ev->psp_txn_id;
-	values[7] = ev->psp_event_id;
-	values[8] = i64_param(amount, sizeof(amount), ev->amount_minor);
-	values[9] = ev->currency;
-	values[10] = i64_param(refund, sizeof(refund), ev->refund_minor);
-	values[11] = ev->refund_cumulative ? "true" : "false";
-	values[12] = ev->psp_time;
-	values[13] = ev->key_id;
-	values[14] = ev->flag;
-	values[15] = ev->flag_detail;
-	values[16] = raw_headers_json;
-	values[17] = (const char *)body;	/* binary: bytes as they arrived */
-	lengths[17] = (int)body_len;
-	formats[17] = 1;
-	values[18] = ev->weak_identity ? "true" : "false";
-	values[19] = ev->source;		/* NULL: "notification" */
-	/* a dispute or complaint: its case (sql/functions.sql case_record) */
-	is_case = (ev->kind == PN_KIND_DISPUTE || ev->kind == PN_KIND_COMPLAINT)
-	    && ev->case_id != NULL;
-	values[20] = is_case ? ev->case_id : NULL;
-	values[21] = is_case ? ev->case_status : NULL;
-	values[22] = is_case ? ev->case_reason : NULL;
-	values[23] = is_case ? i64_param(due, sizeof(due), ev->case_due) : NULL;
-	values[24] = is_case ? i64_param(ctime, sizeof(ctime), ev->case_time) : NULL;
-	values[25] = is_case ? (ev->case_closed ? "true" : "false") : NULL;
-	values[26] = is_case ? (ev->case_reopens ? "true" : "false") : NULL;
-
-	memset(out, 0, sizeof(*out));
-	free(s->wakeup);
-	s->wakeup = NULL;
-	free(s->detail);
-	s->detail = NULL;
-	ok = false;
-	for (attempt = 0; attempt < 2 && !ok; attempt++) {
+	for (attempt = 0; attempt < 2; attempt++) {
 		PGresult *res;
-		const char *v;
 
 		if (!ensure_connected(s, err))
 			break;
 		s->warned = false;
-		if (s->use_prepared)
+		if (s->use_prepared && !combined)
 			res = PQexecPrepared(s->conn, INGEST_STMT, INGEST_NPARAMS, values, lengths,
 					     formats, 0);
+		else if (s->use_prepared)
+			/* rare (a combine payment): unnamed, under the session's timeout */
+			res = PQexecParams(s->conn, COMBINED_SQL, COMBINED_NPARAMS, NULL, values,
+					   lengths, formats, 0);
 		else
-			res = exec_unnamed(s, values, lengths, formats);
-		if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && s->warned) {
+			res = exec_unnamed(s, combined, values, lengths, formats);
+		if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) >= 1 && s->warned) {
 			/*
 			 * Committed, but PostgreSQL warned while it did (see
 			 * notice_to_log): the synchronous standby may not have
@@ -405,36 +383,14 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 				pn_log(PN_LOG_ERROR, "%s; retrying once", err->msg);
 			continue;
 		}
-		if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
-			int64_t id = 0;
-
-			if (!pn_parse_i64(PQgetvalue(res, 0, 0), &id))
-				id = 0;
-			out->notification_id = id;
-			snprintf(out->outcome, sizeof(out->outcome), "%s", PQgetvalue(res, 0, 1));
-			out->duplicate = strcmp(PQgetvalue(res, 0, 2), "t") == 0;
-			out->deliveries = atoi(PQgetvalue(res, 0, 3));
-			v = PQgetisnull(res, 0, 4) ? "" : PQgetvalue(res, 0, 4);
-			snprintf(out->order_status, sizeof(out->order_status), "%s", v);
-			if (PQgetisnull(res, 0, 5) || !pn_parse_i64(PQgetvalue(res, 0, 5),
-								   &out->event_id))
-				out->event_id = 0;
-			if (!PQgetisnull(res, 0, 6))
-				s->wakeup = pn_xstrdup(PQgetvalue(res, 0, 6));
-			out->wakeup = s->wakeup != NULL;
-			if (!PQgetisnull(res, 0, 7))
-				s->detail = pn_xstrdup(PQgetvalue(res, 0, 7));
-			out->detail = s->detail;
-			PQclear(res);
-			ok = true;
-			break;
-		}
+		if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) >= 1)
+			return res;
 		set_pq_error(err, "could not store notification", res && PQresultErrorMessage(res)[0]
 			     ? PQresultErrorMessage(res)
 			     : s->conn ? PQerrorMessage(s->conn) : "connection lost");
 		sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 		unusable = session_unusable(sqlstate);
-		if (sqlstate && strcmp(sqlstate, "26000") == 0 && s->use_prepared) {
+		if (sqlstate && strcmp(sqlstate, "26000") == 0 && s->use_prepared && !combined) {
 			/*
 			 * Our named statement is not on the server session we
 			 * reached: a transaction (or statement) pooler hands out
@@ -472,8 +428,250 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 			pn_log(PN_LOG_ERROR, "%s; retrying once on a new connection", err->msg);
 		disconnect(s);
 	}
+	return NULL;
+}
+
+/* Row `row` of an ingest result, columns from `col` on: notification_id,
+ * outcome, duplicate, deliveries, order_status, event_id, wakeup, detail. */
+static void
+read_result(struct pn_store *s, PGresult *res, int row, int col, struct pn_ingest_result *out)
+{
+	int64_t id = 0;
+	const char *v;
+
+	memset(out, 0, sizeof(*out));
+	if (!pn_parse_i64(PQgetvalue(res, row, col), &id))
+		id = 0;
+	out->notification_id = id;
+	snprintf(out->outcome, sizeof(out->outcome), "%s", PQgetvalue(res, row, col + 1));
+	out->duplicate = strcmp(PQgetvalue(res, row, col + 2), "t") == 0;
+	out->deliveries = atoi(PQgetvalue(res, row, col + 3));
+	v = PQgetisnull(res, row, col + 4) ? "" : PQgetvalue(res, row, col + 4);
+	snprintf(out->order_status, sizeof(out->order_status), "%s", v);
+	if (PQgetisnull(res, row, col + 5) || !pn_parse_i64(PQgetvalue(res, row, col + 5),
+							     &out->event_id))
+		out->event_id = 0;
+	if (!PQgetisnull(res, row, col + 6))
+		add_wakeup(s, PQgetvalue(res, row, col + 6));
+	out->wakeup = !PQgetisnull(res, row, col + 6);
+}
+
+/* A dispute or complaint with its case id: ingest() records its case. */
+static bool
+event_is_case(const struct pn_event *ev)
+{
+	return (ev->kind == PN_KIND_DISPUTE || ev->kind == PN_KIND_COMPLAINT) && ev->case_id != NULL;
+}
+
+static void
+reset_last(struct pn_store *s)
+{
+	clear_wakeups(s);
+	free(s->detail);
+	s->detail = NULL;
+}
+
+bool
+pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
+		const struct pn_event *ev, const char *raw_headers_json,
+		const unsigned char *body, size_t body_len, struct pn_ingest_result *out,
+		struct pn_err *err)
+{
+	char	amount[24], refund[24], due[24], ctime[24];
+	bool	is_case;
+	const char *values[INGEST_NPARAMS];
+	int	lengths[INGEST_NPARAMS] = {0};
+	int	formats[INGEST_NPARAMS] = {0};
+	struct pn_event canon;
+	struct pn_arena *ca = NULL;
+	PGresult *res;
+
+	/*
+	 * Only canonical events are stored (pn_event_canonicalise: text that is
+	 * not valid UTF-8 escaped, as PostgreSQL would refuse it on every retry).
+	 * This is the one place every source's events pass (the receivers, a
+	 * query answer, a statement line): a copy of an event that is not
+	 * canonical is canonicalised here; valid text is only checked, never
+	 * copied.  Replay re-derives with the same step before it compares.
+	 */
+	if (!pn_event_is_canonical(ev)) {
+		canon = *ev;
+		canon.subs = NULL;	/* a single event: its sub-orders are not stored here */
+		canon.nsubs = 0;
+		ca = pn_arena_new();
+		pn_event_canonicalise(&canon, ca);
+		ev = &canon;
+	}
+	values[0] = site;
+	values[1] = provider;
+	values[2] = ev->dedup_key;
+	values[3] = pn_kind_name(ev->kind);
+	values[4] = ev->event_type;
+	values[5] = ev->order_id;
+	values[6] = ev->psp_txn_id;
+	values[7] = ev->psp_event_id;
+	values[8] = i64_param(amount, sizeof(amount), ev->amount_minor);
+	values[9] = ev->currency;
+	values[10] = i64_param(refund, sizeof(refund), ev->refund_minor);
+	values[11] = ev->refund_cumulative ? "true" : "false";
+	values[12] = ev->psp_time;
+	values[13] = ev->key_id;
+	values[14] = ev->flag;
+	values[15] = ev->flag_detail;
+	values[16] = raw_headers_json;
+	values[17] = (const char *)body;	/* binary: bytes as they arrived */
+	lengths[17] = (int)body_len;
+	formats[17] = 1;
+	values[18] = ev->weak_identity ? "true" : "false";
+	values[19] = ev->source;		/* NULL: "notification" */
+	/* a dispute or complaint: its case (sql/functions.sql case_record) */
+	is_case = event_is_case(ev);
+	values[20] = is_case ? ev->case_id : NULL;
+	values[21] = is_case ? ev->case_status : NULL;
+	values[22] = is_case ? ev->case_reason : NULL;
+	values[23] = is_case ? i64_param(due, sizeof(due), ev->case_due) : NULL;
+	values[24] = is_case ? i64_param(ctime, sizeof(ctime), ev->case_time) : NULL;
+	values[25] = is_case ? (ev->case_closed ? "true" : "false") : NULL;
+	values[26] = is_case ? (ev->case_reopens ? "true" : "false") : NULL;
+
+	memset(out, 0, sizeof(*out));
+	reset_last(s);
+	res = run_ingest(s, false, values, lengths, formats, err);
 	pn_arena_free(ca);
-	return ok;
+	if (res == NULL)
+		return false;
+	/* ingest() returns: id, outcome, duplicate, deliveries, order_status, event_id,
+	 * wakeup, detail (INGEST_SQL) */
+	read_result(s, res, 0, 0, out);
+	if (!PQgetisnull(res, 0, 7))
+		s->detail = pn_xstrdup(PQgetvalue(res, 0, 7));
+	out->detail = s->detail;
+	PQclear(res);
+	return true;
+}
+
+/* jansson's string of v, or JSON null (v is canonical: valid UTF-8). */
+static json_t *
+jstr_or_null(const char *v)
+{
+	json_t *j = v ? json_string(v) : NULL;
+
+	return j ? j : json_null();
+}
+
+/* The sub-orders as the jsonb array ingest_combined() reads. */
+static char *
+subs_json(const char *site, const struct pn_event *ev)
+{
+	json_t *arr = json_array();
+	char   *out;
+	size_t	i;
+
+	for (i = 0; i < ev->nsubs; i++) {
+		const struct pn_event *e = &ev->subs[i];
+		json_t *o = json_object();
+
+		json_object_set_new(o, "site", jstr_or_null(e->site ? e->site : site));
+		json_object_set_new(o, "dedup_key", jstr_or_null(e->dedup_key));
+		json_object_set_new(o, "event_kind", jstr_or_null(pn_kind_name(e->kind)));
+		json_object_set_new(o, "event_type", jstr_or_null(e->event_type));
+		json_object_set_new(o, "order_id", jstr_or_null(e->order_id));
+		json_object_set_new(o, "psp_txn_id", jstr_or_null(e->psp_txn_id));
+		json_object_set_new(o, "psp_event_id", jstr_or_null(e->psp_event_id));
+		json_object_set_new(o, "amount_minor", e->amount_minor >= 0
+				    ? json_integer(e->amount_minor) : json_null());
+		json_object_set_new(o, "currency", jstr_or_null(e->currency));
+		json_object_set_new(o, "refund_minor", e->refund_minor >= 0
+				    ? json_integer(e->refund_minor) : json_null());
+		json_object_set_new(o, "refund_cumulative", json_boolean(e->refund_cumulative));
+		json_object_set_new(o, "psp_time", jstr_or_null(e->psp_time));
+		json_object_set_new(o, "key_id", jstr_or_null(e->key_id));
+		json_object_set_new(o, "flag", jstr_or_null(e->flag));
+		json_object_set_new(o, "flag_detail", jstr_or_null(e->flag_detail));
+		json_object_set_new(o, "weak_identity", json_boolean(e->weak_identity));
+		/* ingest()'s p_case_* (absent: NULL), as pn_store_ingest passes them */
+		if (event_is_case(e)) {
+			json_object_set_new(o, "case_id", jstr_or_null(e->case_id));
+			json_object_set_new(o, "case_status", jstr_or_null(e->case_status));
+			json_object_set_new(o, "case_reason", jstr_or_null(e->case_reason));
+			json_object_set_new(o, "case_due", e->case_due >= 0
+					    ? json_integer(e->case_due) : json_null());
+			json_object_set_new(o, "case_time", e->case_time >= 0
+					    ? json_integer(e->case_time) : json_null());
+			json_object_set_new(o, "case_closed", json_boolean(e->case_closed));
+			json_object_set_new(o, "case_reopens", json_boolean(e->case_reopens));
+		}
+		json_array_append_new(arr, o);
+	}
+	out = json_dumps(arr, JSON_COMPACT);
+	json_decref(arr);
+	return out;
+}
+
+bool
+pn_store_ingest_combined(struct pn_store *s, const char *site, const char *provider,
+			 const struct pn_event *ev, const char *raw_headers_json,
+			 const unsigned char *body, size_t body_len, struct pn_arena *a,
+			 struct pn_ingest_result *out, struct pn_err *err)
+{
+	const char *values[COMBINED_NPARAMS];
+	int	lengths[COMBINED_NPARAMS] = {0};
+	int	formats[COMBINED_NPARAMS] = {0};
+	struct pn_event canon;
+	struct pn_arena *ca = NULL;
+	char   *subs = NULL;
+	PGresult *res;
+	size_t	i;
+	int	row;
+
+	if (!pn_event_is_canonical(ev)) {
+		/* a deep copy: the caller's event and sub-orders stay as they are */
+		canon = *ev;
+		ca = pn_arena_new();
+		canon.subs = pn_arena_alloc(ca, ev->nsubs * sizeof(*canon.subs));
+		memcpy(canon.subs, ev->subs, ev->nsubs * sizeof(*canon.subs));
+		pn_event_canonicalise(&canon, ca);
+		ev = &canon;
+	}
+	subs = subs_json(site, ev);
+	values[0] = site;
+	values[1] = provider;
+	values[2] = ev->dedup_key;
+	values[3] = ev->event_type;
+	values[4] = ev->psp_event_id;
+	values[5] = ev->psp_time;
+	values[6] = ev->key_id;
+	values[7] = ev->flag_detail;
+	values[8] = raw_headers_json;
+	values[9] = (const char *)body;
+	lengths[9] = (int)body_len;
+	formats[9] = 1;
+	values[10] = ev->source;
+	values[11] = subs;
+
+	for (i = 0; i <= ev->nsubs; i++)
+		memset(&out[i], 0, sizeof(out[i]));
+	reset_last(s);
+	res = subs ? run_ingest(s, true, values, lengths, formats, err) : NULL;
+	if (subs == NULL)
+		pn_err_set(err, "could not store notification: its sub-orders cannot be encoded");
+	free(subs);
+	pn_arena_free(ca);
+	if (res == NULL)
+		return false;
+	if ((size_t)PQntuples(res) != ev->nsubs + 1) {
+		pn_err_set(err, "could not store notification: ingest_combined returned %d rows for "
+			   "%zu sub-orders", PQntuples(res), ev->nsubs);
+		PQclear(res);
+		return false;	/* committed, but not as asked: never acknowledged */
+	}
+	for (row = 0; row < PQntuples(res); row++) {
+		read_result(s, res, row, 1, &out[row]);
+		out[row].detail = PQgetisnull(res, row, 8) ? NULL
+		    : pn_arena_strdup(a, PQgetvalue(res, row, 8));
+	}
+	PQclear(res);
+	return true;
 }
 
 bool
@@ -481,21 +679,22 @@ pn_store_send_wakeup(struct pn_store *s, struct pn_err *err)
 {
 	const char *values[1];
 	PGresult *res;
-	bool	ok;
+	bool	ok = true;
+	size_t	i;
 
-	if (s->wakeup == NULL)
-		return true;
-	values[0] = s->wakeup;
 	/*
 	 * No retry and no reconnect: the wake-up is a hint to listeners, the
 	 * feed row committed with the payment is what counts.  Its own
 	 * transaction holds the NOTIFY queue lock only for itself, and writes
-	 * no WAL to wait for.
+	 * no WAL to wait for.  A combine payment has one per sub-order applied.
 	 */
-	if (s->conn == NULL || PQstatus(s->conn) != CONNECTION_OK) {
-		pn_err_set(err, "wake-up not sent: no database connection");
-		ok = false;
-	} else {
+	for (i = 0; i < s->nwakeups && ok; i++) {
+		values[0] = s->wakeups[i];
+		if (s->conn == NULL || PQstatus(s->conn) != CONNECTION_OK) {
+			pn_err_set(err, "wake-up not sent: no database connection");
+			ok = false;
+			break;
+		}
 		res = PQexecParams(s->conn, WAKEUP_SQL, 1, NULL, values, NULL, NULL, 0);
 		ok = PQresultStatus(res) == PGRES_TUPLES_OK;
 		if (!ok)
@@ -503,8 +702,7 @@ pn_store_send_wakeup(struct pn_store *s, struct pn_err *err)
 				     ? PQresultErrorMessage(res) : PQerrorMessage(s->conn));
 		PQclear(res);
 	}
-	free(s->wakeup);
-	s->wakeup = NULL;
+	clear_wakeups(s);
 	return ok;
 }
 

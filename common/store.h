@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "arena.h"
 #include "event.h"
 #include "util.h"
 
@@ -52,6 +53,19 @@ bool pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 		     const struct pn_event *ev, const char *raw_headers_json,
 		     const unsigned char *body, size_t body_len,
 		     struct pn_ingest_result *out, struct pn_err *err) PN_WUR;
+
+/*
+ * A combine payment (ev->nsubs > 0): the envelope (ev, with the raw bytes;
+ * stored once, outcome "combined", never applied) and every sub-order
+ * (ev->subs[i], under its own site, ev->subs[i].site or site), in ONE
+ * transaction: sql/functions.sql ingest_combined().  out has 1 + nsubs
+ * entries: out[0] the envelope, out[1 + i] sub-order i; their details are
+ * copied into a.  False: nothing is known to be committed.
+ */
+bool pn_store_ingest_combined(struct pn_store *s, const char *site, const char *provider,
+			      const struct pn_event *ev, const char *raw_headers_json,
+			      const unsigned char *body, size_t body_len, struct pn_arena *a,
+			      struct pn_ingest_result *out, struct pn_err *err) PN_WUR;
 
 /*
  * Send the wake-up of the last ingest, if any (SELECT pg_notify(...) as its

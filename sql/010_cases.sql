@@ -26,8 +26,9 @@
 --
 -- `paynotify report` lists every open case and, for a while, the outcome of
 -- a closed one; `paynotify purge` never removes a row of a case that is
--- still open.  Version 9 is another branch's; this file depends on nothing
--- after version 8.
+-- still open.  Version 9 (sql/009_combine_payments.sql) runs before this
+-- file and added the outcomes combined and missing_id: the full lists below
+-- keep them.
 
 BEGIN;
 
@@ -40,8 +41,8 @@ ALTER DOMAIN paynotify.outcome DROP CONSTRAINT outcome_check;
 ALTER DOMAIN paynotify.outcome ADD CONSTRAINT outcome_check
     CHECK (VALUE IN ('applied', 'already_applied', 'unknown_order', 'amount_mismatch',
                      'merchant_mismatch', 'mode_mismatch', 'ignored', 'duplicate_payment',
-                     'paid_after_close', 'conflicting_duplicate', 'txn_mismatch', 'dispute',
-                     'complaint'));
+                     'paid_after_close', 'conflicting_duplicate', 'txn_mismatch', 'combined',
+                     'missing_id', 'dispute', 'complaint'));
 
 -- NULL for every existing row: no rewrite of the table.
 ALTER TABLE paynotify.notifications ADD COLUMN case_id text;

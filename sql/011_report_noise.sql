@@ -36,17 +36,21 @@ ALTER DOMAIN paynotify.outcome DROP CONSTRAINT outcome_check;
 ALTER DOMAIN paynotify.outcome ADD CONSTRAINT outcome_check
     CHECK (VALUE IN ('applied', 'already_applied', 'unknown_order', 'amount_mismatch',
                      'merchant_mismatch', 'mode_mismatch', 'ignored', 'duplicate_payment',
-                     'paid_after_close', 'conflicting_duplicate', 'txn_mismatch', 'dispute',
-                     'complaint', 'foreign_site', 'unhandled', 'refund_failed')) NOT VALID;
+                     'paid_after_close', 'conflicting_duplicate', 'txn_mismatch', 'combined',
+                     'missing_id', 'dispute', 'complaint', 'foreign_site', 'unhandled',
+                     'refund_failed')) NOT VALID;
 ALTER DOMAIN paynotify.outcome VALIDATE CONSTRAINT outcome_check;
 
 -- What `paynotify report` reads: the rows that need a person.  Foreign and
 -- unhandled rows leave that index (a shared Stripe account makes every
 -- sibling's payment a foreign row here); `paynotify report --unhandled`
 -- reads the unhandled rows of the last N days through their own index.
+-- A combine payment's envelope (combined, schema 9) is never on `report`
+-- either (its sub-orders are rows of their own): out of the index too.
 DROP INDEX paynotify.notifications_attention_idx;
 CREATE INDEX notifications_attention_idx ON paynotify.notifications (outcome)
-    WHERE outcome NOT IN ('applied', 'already_applied', 'ignored', 'foreign_site', 'unhandled');
+    WHERE outcome NOT IN ('applied', 'already_applied', 'ignored', 'foreign_site', 'unhandled',
+                          'combined');
 CREATE INDEX notifications_unhandled_idx ON paynotify.notifications (received_at)
     WHERE outcome = 'unhandled';
 

@@ -23,9 +23,9 @@ ALTER DOMAIN paynotify.outcome DROP CONSTRAINT outcome_check;
 ALTER DOMAIN paynotify.outcome ADD CONSTRAINT outcome_check
     CHECK (VALUE IN ('applied', 'already_applied', 'unknown_order', 'amount_mismatch',
                      'merchant_mismatch', 'mode_mismatch', 'ignored', 'duplicate_payment',
-                     'paid_after_close', 'conflicting_duplicate', 'txn_mismatch', 'dispute',
-                     'complaint', 'foreign_site', 'unhandled', 'refund_failed',
-                     'pending_confirmation')) NOT VALID;
+                     'paid_after_close', 'conflicting_duplicate', 'txn_mismatch', 'combined',
+                     'missing_id', 'dispute', 'complaint', 'foreign_site', 'unhandled',
+                     'refund_failed', 'pending_confirmation')) NOT VALID;
 ALTER DOMAIN paynotify.outcome VALIDATE CONSTRAINT outcome_check;
 
 CREATE INDEX notifications_pending_confirmation

@@ -733,6 +733,92 @@ END;
 $$;
 
 -- ---------------------------------------------------------------------------
+-- A combine payment (WeChat Pay 合单支付): the envelope and each sub-order,
+-- in the caller's one transaction (one statement).
+--
+--   the envelope: one row under p_site holding the raw bytes, event_kind
+--       ignored, outcome combined (never applied, not reported), keyed by
+--       the adapter from its signed content; a retry counts its deliveries.
+--   each sub-order (p_subs: a jsonb array of the events the adapter made,
+--       each with its own site, dedup key, kind, ids, amount and flag):
+--       ingest() exactly as a single payment (dedup, flags, apply, feed),
+--       with an empty raw_body; a row it stored new gets parent_id = the
+--       envelope's id (a duplicate keeps the link of its first storing).
+--       Every argument of ingest() is passed (schema 10's p_case_* too,
+--       NULL when the sub-order has none, as for every payment), so that a
+--       sub-order meets the very rules of a single event: its flag
+--       (merchant_mismatch, foreign_site, missing_id, pending_confirmation,
+--       ...), conflicting duplicates, the case path of a dispute or
+--       complaint, apply_event() and the feed.
+--
+-- Sub-orders are ingested in the order sent; their orders are locked in
+-- that order (the same for every delivery of the same notification).
+-- One row per part: ord 0 the envelope, ord i the i-th sub-order.
+CREATE OR REPLACE FUNCTION paynotify.ingest_combined(
+    p_site text, p_provider text, p_dedup_key text, p_event_type text,
+    p_psp_event_id text, p_psp_time text, p_key_id text, p_detail text,
+    p_raw_headers jsonb, p_raw_body bytea, p_source text, p_subs jsonb)
+RETURNS TABLE (ord integer, notification_id bigint, outcome text, duplicate boolean,
+               deliveries integer, order_status text, event_id bigint, wakeup text,
+               detail text)
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
+DECLARE
+    v_parent bigint;
+    s        record;
+    r        record;
+BEGIN
+    INSERT INTO paynotify.notifications AS n
+           (site, provider, dedup_key, event_kind, event_type, psp_event_id, psp_time,
+            outcome, outcome_detail, raw_headers, raw_body, key_id, source)
+    VALUES (p_site, p_provider, p_dedup_key, 'ignored', p_event_type, p_psp_event_id,
+            p_psp_time, 'combined', p_detail, coalesce(p_raw_headers, '{}'), p_raw_body,
+            p_key_id, coalesce(p_source, 'notification'))
+    ON CONFLICT (site, provider, dedup_key) DO UPDATE
+       SET deliveries = n.deliveries + 1, last_delivery_at = now()
+    RETURNING n.id, n.deliveries, n.outcome_detail
+         INTO v_parent, deliveries, detail;
+    ord := 0;
+    notification_id := v_parent;
+    outcome := 'combined';
+    duplicate := deliveries > 1;
+    order_status := NULL;
+    event_id := NULL;
+    wakeup := NULL;
+    RETURN NEXT;
+
+    FOR s IN SELECT e.value AS v, e.ordinality::integer AS i
+               FROM jsonb_array_elements(p_subs) WITH ORDINALITY e LOOP
+        r := paynotify.ingest(s.v->>'site', p_provider, s.v->>'dedup_key',
+                              s.v->>'event_kind', s.v->>'event_type', s.v->>'order_id',
+                              s.v->>'psp_txn_id', s.v->>'psp_event_id',
+                              (s.v->>'amount_minor')::bigint, s.v->>'currency',
+                              (s.v->>'refund_minor')::bigint,
+                              coalesce((s.v->>'refund_cumulative')::boolean, false),
+                              s.v->>'psp_time', s.v->>'key_id', s.v->>'flag',
+                              s.v->>'flag_detail', '{}'::jsonb, '\x'::bytea,
+                              coalesce((s.v->>'weak_identity')::boolean, false), p_source,
+                              s.v->>'case_id', s.v->>'case_status', s.v->>'case_reason',
+                              (s.v->>'case_due')::bigint, (s.v->>'case_time')::bigint,
+                              (s.v->>'case_closed')::boolean, (s.v->>'case_reopens')::boolean);
+        IF NOT r.duplicate THEN
+            UPDATE paynotify.notifications x SET parent_id = v_parent
+             WHERE x.id = r.notification_id;
+        END IF;
+        ord := s.i;
+        notification_id := r.notification_id;
+        outcome := r.outcome;
+        duplicate := r.duplicate;
+        deliveries := r.deliveries;
+        order_status := r.order_status;
+        event_id := r.event_id;
+        wakeup := r.wakeup;
+        detail := r.detail;
+        RETURN NEXT;
+    END LOOP;
+END;
+$$;
+
+-- ---------------------------------------------------------------------------
 -- Run a stored, re-verified notification through the rules again
 -- (`paynotify replay --apply`; the dry run calls it in a transaction that
 -- is rolled back).  Idempotent: a notification that was applied, needed
@@ -783,14 +869,16 @@ BEGIN
         RETURN;
     END IF;
     IF n.outcome IN ('applied', 'already_applied', 'ignored', 'duplicate_payment',
-                     'paid_after_close', 'conflicting_duplicate', 'dispute', 'complaint')
+                     'paid_after_close', 'conflicting_duplicate', 'dispute', 'complaint',
+                     'combined')
        OR p_flag IS NOT NULL
        -- a dispute or complaint is no order transition: replay re-verifies it only
        OR p_event_kind IN ('dispute', 'complaint') THEN
+        -- (combined: a combine payment's envelope; its sub-orders are rows of their own)
         outcome_now := CASE WHEN p_flag IS NOT NULL AND n.outcome NOT IN (
                                  'applied', 'already_applied', 'ignored', 'duplicate_payment',
                                  'paid_after_close', 'conflicting_duplicate', 'dispute',
-                                 'complaint')
+                                 'complaint', 'combined')
                             THEN p_flag ELSE n.outcome END;
         -- nothing to apply: the order's status as it is (no lock)
         SELECT r.status INTO order_status FROM paynotify.order_rows(n.site) r

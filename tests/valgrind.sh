@@ -10,7 +10,7 @@
 #
 # The slice: the hostile-input matrix over FastCGI (100 cases, all four
 # providers), every FastCGI scenario of test_core (Stripe, Alipay), test_2c2p,
-# test_wechatpay and test_concurrency (concurrent duplicates, every provider),
+# test_wechatpay, test_wechatpay_combine and test_concurrency (concurrent duplicates, every provider),
 # a few CGI scenarios per provider, and the slow-database fault test, run
 # through pytest (tests/conftest.py).  Prints "valgrind: N passed, N failed"
 # and, last, "N passed, N failed" (the tests plus one failure per dirty log).
@@ -44,6 +44,7 @@ integration/test_hostile.py	test_matrix_fastcgi
 integration/test_core.py	FastCgi or (StripeCgi and (test_payment_applied_once or test_forged)) or (AlipayCgi and (test_payment_applied_once or test_forged or test_malformed)) or StartupRefusals
 integration/test_2c2p.py	FastCgi or (TwoC2PCgi and (test_paid_twice or test_alg_none))
 integration/test_wechatpay.py	FastCgi
+integration/test_wechatpay_combine.py	FastCgi
 integration/test_concurrency.py	FastCgi
 faults/test_faults.py	test_4_slow_database
 '

@@ -184,7 +184,16 @@ normalise_complaint(struct pn_arena *a, const struct pn_form *f, const struct pn
 	ev->psp_time = nonempty(f, "utc_timestamp");
 	if (msg == NULL)
 		msg = ev->psp_time ? ev->psp_time : pn_form_get(f, "sign");
-	if (id == NULL || *id == '\0' || strlen(id) > 128) {
+	if ((id == NULL || *id == '\0' || strlen(id) > 128) && ev->psp_event_id == NULL) {
+		/* neither a complaint nor a message id: no placeholder key (a time
+		 * two messages may share), its signature, and a person looks
+		 * (missing_id, as every Alipay message without notify_id) */
+		ev->kind = PN_KIND_IGNORED;
+		ev->dedup_key = pn_arena_printf(a, "unkeyed:%s", pn_form_get(f, "sign"));
+		ev->flag = PN_FLAG_MISSING_ID;
+		ev->flag_detail = "an Alipay complaint message without complain_event_id or "
+		    "notify_id: keyed by its signature";
+	} else if (id == NULL || *id == '\0' || strlen(id) > 128) {
 		ev->kind = PN_KIND_IGNORED;	/* kept as it is: no complaint to put it in */
 		ev->dedup_key = pn_arena_printf(a, "notify:%s", msg);
 	} else {
@@ -248,9 +257,16 @@ normalise(struct pn_arena *a, const struct pn_config *cfg, const struct pn_form 
 			method = nonempty(f, "notify_type");
 		ev->event_type = status != NULL ? status : method;
 		ev->kind = PN_KIND_IGNORED;
-		ev->dedup_key = ev->psp_event_id
-		    ? pn_arena_printf(a, "notify:%s", ev->psp_event_id)
-		    : pn_arena_printf(a, "unkeyed:%s", pn_form_get(f, "sign"));
+		if (ev->psp_event_id) {
+			ev->dedup_key = pn_arena_printf(a, "notify:%s", ev->psp_event_id);
+		} else {
+			/* no notify_id: the sign names the signed content (RSA PKCS #1
+			 * v1.5 is deterministic), and a person looks at it (issue 22):
+			 * missing_id comes before unhandled (a flag is never replaced) */
+			ev->dedup_key = pn_arena_printf(a, "unkeyed:%s", pn_form_get(f, "sign"));
+			ev->flag = PN_FLAG_MISSING_ID;
+			ev->flag_detail = "an Alipay message without notify_id: keyed by its signature";
+		}
 		if (status != NULL || method == NULL
 		    || strcmp(method, "alipay.trade.refund.depositback.completed") != 0)
 			pn_flag_unhandled(a, ev, "Alipay");
@@ -271,8 +287,18 @@ normalise(struct pn_arena *a, const struct pn_config *cfg, const struct pn_form 
 	if (refund) {
 		ev->kind = PN_KIND_REFUND;
 		ev->refund_cumulative = true;	/* refund_fee is the total refunded so far */
-		ev->dedup_key = pn_arena_printf(a, "%s:%s:refund:%s", trade, status,
-						biz ? biz : refund_fee ? refund_fee : "-");
+		/*
+		 * out_biz_no names the refund; without it refund_fee (the running
+		 * total: each refund its own); without both, notify_id (stable
+		 * across Alipay's resends), never a "-" that every such refund of
+		 * the trade would share (issue 22).  Such a refund is already
+		 * flagged below (no refund_fee).
+		 */
+		ev->dedup_key = pn_arena_printf(a, "%s:%s:refund:%s%s", trade, status,
+						biz || refund_fee || !ev->psp_event_id ? "" : "notify:",
+						biz ? biz : refund_fee ? refund_fee
+						: ev->psp_event_id ? ev->psp_event_id
+						: pn_form_get(f, "sign"));
 		if (refund_fee == NULL || !pn_money_parse(refund_fee, 2, &ev->refund_minor, &err))
 			flag_amount(ev, a, "refund_fee", refund_fee,
 				    refund_fee ? err.msg : "missing on a refund notification");

@@ -18,6 +18,7 @@
 #include "crypto.h"
 #include "money.h"
 #include "provider.h"
+#include "wechatpay_cfg.h"
 #include "wechatpay.h"
 #include "wechatpay_int.h"
 
@@ -100,6 +101,34 @@ pn_wechatpay_check_attach(struct pn_arena *a, const struct pn_config *cfg,
 }
 
 /*
+ * wechatpay.site_attach on a combine sub-order (its own attach, signed with
+ * the rest of the notification).  A sub-order that stayed at the request's
+ * site but whose attach is the marker of a sibling (a site of the same
+ * identity: it holds the key that verified this notification, which the
+ * loader's shared-identity check requires) is that sibling's: routed there,
+ * so that its payment is applied where it belongs and never dropped as
+ * foreign.  Otherwise the marker is checked at the site the sub-order was
+ * routed to, exactly as for a single payment.
+ */
+void
+pn_wechatpay_sub_marker(const struct pn_verify_ctx *ctx, const char *attach, struct pn_event *sub)
+{
+	const struct pn_site *at = sub->site ? pn_cfg_site(ctx->cfg, sub->site) : ctx->site;
+	const struct pn_site *sib;
+	size_t	len = attach ? strlen(attach) : 0;
+
+	if (at == NULL)
+		return;
+	if (sub->site == NULL && sub->flag == NULL && attach != NULL && ctx->cfg != NULL
+	    && (sib = pn_marker_sibling(ctx->cfg, ctx->site, &pn_wechatpay_cfg_keys, attach,
+					len)) != NULL) {
+		sub->site = sib->name;
+		return;
+	}
+	pn_wechatpay_check_attach(ctx->arena, ctx->cfg, at, attach, len, sub);
+}
+
+/*
  * Keys are indexed (unique per site and provider): a key built from an
  * unusually long provider field is replaced by its SHA-256, so that it can
  * never make the insert fail and the provider retry forever.
@@ -114,6 +143,79 @@ pn_wechatpay_bound_key(struct pn_arena *a, const char *key)
 	if (iov.len <= PN_WECHATPAY_MAX_KEY || !pn_digest(PN_MD_SHA256, &iov, 1, md, &mdlen))
 		return key;
 	return pn_arena_printf(a, "sha256:%s", pn_hex_encode(a, md, mdlen, false));
+}
+
+const char *
+pn_wechatpay_noid_key(struct pn_arena *a, const struct pn_iov *parts, size_t n)
+{
+	unsigned char md[64];
+	size_t	mdlen = 0;
+
+	if (!pn_digest(PN_MD_SHA256, parts, n, md, &mdlen))
+		pn_fatal("could not compute SHA-256");
+	return pn_arena_printf(a, "noid:%s", pn_hex_encode(a, md, mdlen, false));
+}
+
+void
+pn_wechatpay_flag_missing_id(struct pn_event *ev, const char *detail)
+{
+	if (ev->flag != NULL)
+		return;
+	ev->flag = PN_FLAG_MISSING_ID;
+	ev->flag_detail = detail;
+}
+
+/* Does site t carry this identity (merchant id and appid both)? */
+static bool
+site_is(const struct pn_site *t, const char *mch, const char *app)
+{
+	return streq(mch, t->wechatpay.mchid) && streq(app, t->wechatpay.appid);
+}
+
+void
+pn_wechatpay_route(struct pn_wechatpay_router *r, const struct pn_wechatpay_merchant *m,
+		   struct pn_event *sub)
+{
+	const struct pn_verify_ctx *ctx = r->ctx;
+	const struct pn_config *cfg = ctx->cfg;
+	const char *mch = nonempty(m->sub_mchid) ? m->sub_mchid : nonempty(m->mchid);
+	const char *app = nonempty(m->sub_appid) ? m->sub_appid : nonempty(m->appid);
+	const char *unverified = NULL;
+	size_t	i;
+
+	sub->key_id = r->own_key_id;
+	if (site_is(ctx->site, mch, app))
+		return;		/* the request's own site: no flag */
+	for (i = 0; cfg != NULL && i < cfg->nsites; i++) {
+		const struct pn_site *t = &cfg->sites[i];
+
+		if (t == ctx->site || t->disabled != NULL
+		    || !pn_cfg_configured(t, &pn_wechatpay_cfg_keys) || !site_is(t, mch, app))
+			continue;
+		if (r->state == NULL) {
+			r->state = pn_arena_alloc(ctx->arena, cfg->nsites);
+			memset(r->state, 0, cfg->nsites);
+			r->key_ids = pn_arena_alloc(ctx->arena, cfg->nsites * sizeof(*r->key_ids));
+		}
+		if (r->state[i] == 0)
+			r->state[i] = r->verified(r->arg, t, &r->key_ids[i]) ? 1 : -1;
+		if (r->state[i] > 0) {
+			sub->site = t->name;
+			sub->key_id = r->key_ids[i];
+			return;
+		}
+		if (unverified == NULL)
+			unverified = t->name;
+	}
+	/* No site of ours with keys that verified it: for a human. */
+	pn_wechatpay_check_merchant(ctx->arena, ctx->site, m, true, sub);
+	if (sub->flag == NULL)	/* cannot happen: the identity is not the site's */
+		pn_flag_merchant(ctx->arena, sub, m->mchid_name, 32, mch, ctx->site,
+				 ctx->site->wechatpay.mchid);
+	if (unverified != NULL)
+		sub->flag_detail = pn_arena_printf(ctx->arena, "%s; site %s has this merchant id "
+						   "and appid, but its keys did not verify this "
+						   "notification", sub->flag_detail, unverified);
 }
 
 /* ---- the adapter ----------------------------------------------------------- */

@@ -78,4 +78,16 @@ void pn_wechatpay_v2_payment(struct pn_arena *a, const struct pn_site *site,
 void pn_wechatpay_v3_transaction(struct pn_arena *a, const struct pn_site *site, json_t *p,
 				 const char *event_type, struct pn_event *ev);
 
+/*
+ * `paynotify query --combine` (admin/query_wechatpay.c): sub-order so of a
+ * combine order's answer (root: GET /v3/combine-transactions/out-trade-no/
+ * {combine_out_trade_no}, the same fields as the notification's resource),
+ * normalised exactly as the notification's sub-order (its dedup key too).
+ * True when its signed identity (sub_mchid or mchid, sub_appid or
+ * combine_appid) is site's; false: another merchant's sub-order, not for
+ * this site.
+ */
+bool pn_wechatpay_v3_combine_sub(struct pn_arena *a, const struct pn_site *site, json_t *root,
+				 json_t *so, const char *event_type, struct pn_event *sub);
+
 #endif

@@ -58,7 +58,39 @@ void pn_wechatpay_check_merchant(struct pn_arena *a, const struct pn_site *site,
 void pn_wechatpay_check_attach(struct pn_arena *a, const struct pn_config *cfg,
 			       const struct pn_site *site, const char *attach, size_t attach_len,
 			       struct pn_event *ev);
+/* A combine sub-order's attach: to the sibling it names, else checked where it
+ * was routed (wechatpay.site_attach; after pn_wechatpay_route). */
+void pn_wechatpay_sub_marker(const struct pn_verify_ctx *ctx, const char *attach,
+			     struct pn_event *sub);
 const char *pn_wechatpay_bound_key(struct pn_arena *a, const char *key);
+
+/* "noid:<sha256 hex>" of content: the key of an event no provider id names
+ * (PN_FLAG_MISSING_ID), the same for every delivery of the same content. */
+const char *pn_wechatpay_noid_key(struct pn_arena *a, const struct pn_iov *parts, size_t n);
+/* Flag ev missing_id (unless another flag is set) with a detail. */
+void pn_wechatpay_flag_missing_id(struct pn_event *ev, const char *detail);
+
+/*
+ * Routing the sub-orders of a combine payment (合单支付).  A sub-order goes
+ * to the request's site when its signed identity (sub_mchid, else mchid;
+ * sub_appid, else combine_appid) is that site's; else to another site of
+ * the installation (ctx->cfg) with that identity whose own keys verify the
+ * same notification (verified(), asked once per site); else it is flagged
+ * merchant_mismatch under the request's site, for a human.  A site whose
+ * keys did not verify the notification never gets anything.
+ */
+typedef bool (*pn_wechatpay_verified_fn)(void *arg, const struct pn_site *t,
+					 const char **key_id);
+struct pn_wechatpay_router {
+	const struct pn_verify_ctx *ctx;
+	pn_wechatpay_verified_fn verified;
+	void   *arg;
+	const char *own_key_id;		/* what verified it for the request's site */
+	signed char *state;		/* per cfg->sites: 0 not asked, 1 verified, -1 not */
+	const char **key_ids;
+};
+void pn_wechatpay_route(struct pn_wechatpay_router *r, const struct pn_wechatpay_merchant *m,
+			struct pn_event *sub);
 
 /* The two generations' verify. */
 enum pn_verdict pn_wechatpay_v3_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev,

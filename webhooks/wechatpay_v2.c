@@ -19,6 +19,7 @@
 #include "money.h"
 #include "buf.h"
 #include "crypto.h"
+#include "json.h"
 #include "wechatpay.h"
 #include "wechatpay_int.h"
 
@@ -92,9 +93,27 @@ v2_sign_string(struct pn_arena *a, const struct pn_xml_flat *x, const struct pn_
 		pn_buf_put(&b, v, vlen);
 		pn_buf_putc(&b, '&');
 	}
+	if (key == NULL)	/* the signed content alone (v2_noid) */
+		return b;
 	pn_buf_puts(&b, "key=");
 	pn_buf_put(&b, key->data, key->len);
 	return b;
+}
+
+/*
+ * "noid:<sha256>" of the signed content (the fields as the sign covers
+ * them, without the key): the key of an event no id names, the same for
+ * every delivery of the same fields.
+ */
+static const char *
+v2_noid(struct pn_arena *a, const char *context, const struct pn_xml_flat *x)
+{
+	struct pn_buf b = v2_sign_string(a, x, NULL);
+	struct pn_iov iov[3] = {{context, strlen(context)}, {"\n", 1}, {b.data, b.len}};
+	const char *k = pn_wechatpay_noid_key(a, iov, 3);
+
+	pn_buf_free(&b);
+	return k;
 }
 
 bool
@@ -222,13 +241,12 @@ v2_payment(struct pn_arena *a, const struct pn_xml_flat *x, struct pn_event *ev)
 	const char *result = v2_get(a, x, "result_code");
 	const char *txn = v2_get(a, x, "transaction_id");
 	const char *otn = v2_get(a, x, "out_trade_no");
-	const char *base = txn ? txn : otn ? pn_arena_printf(a, "otn:%s", otn) : "-";
+	const char *base;
 
 	ev->order_id = otn;
 	ev->psp_txn_id = txn;
 	ev->psp_time = v2_get(a, x, "time_end");
 	ev->event_type = pn_arena_printf(a, "v2.pay.%s", result ? result : "-");
-	ev->dedup_key = pn_arena_printf(a, "%s:%s", base, result ? result : "-");
 	ev->kind = streq(result, "SUCCESS") ? PN_KIND_PAID
 	    : streq(result, "FAIL") ? PN_KIND_FAILED : PN_KIND_IGNORED;
 	if (txn == NULL && otn == NULL) {
@@ -243,6 +261,29 @@ v2_payment(struct pn_arena *a, const struct pn_xml_flat *x, struct pn_event *ev)
 		ev->kind = PN_KIND_IGNORED;
 		ev->event_type = v2_get(a, x, "contract_code") != NULL
 		    ? pn_arena_printf(a, "v2.contract.%s", ct ? ct : "-") : "v2.other";
+	}
+	/*
+	 * "<transaction_id>:<result_code>"; a result that is not a payment
+	 * falls back to the seller's out_trade_no ("otn:").  A payment without
+	 * transaction_id, or anything with neither id, is keyed by its signed
+	 * content: the placeholder "-" this once was made every such
+	 * notification (a combine payment's: issue 22) a duplicate of the
+	 * first.  Flagged missing_id (for a person: it may be money), except a
+	 * contract change (contract_code: another product's, no money here),
+	 * which is unhandled under that content key.
+	 */
+	base = txn ? txn : otn && ev->kind != PN_KIND_PAID ? pn_arena_printf(a, "otn:%s", otn)
+	    : NULL;
+	if (base != NULL)
+		ev->dedup_key = pn_arena_printf(a, "%s:%s", base, result ? result : "-");
+	else {
+		ev->dedup_key = v2_noid(a, "v2.pay", x);
+		if (ev->kind == PN_KIND_PAID)
+			pn_wechatpay_flag_missing_id(ev, "a payment without transaction_id: keyed by "
+						     "its signed content, not applied");
+		else if (v2_get(a, x, "contract_code") == NULL)
+			pn_wechatpay_flag_missing_id(ev, "no transaction_id or out_trade_no: keyed by "
+						     "its signed content, not applied");
 	}
 	if (ev->kind == PN_KIND_IGNORED)
 		pn_flag_unhandled(a, ev, "WeChat Pay");
@@ -302,7 +343,7 @@ v2_refund(struct pn_arena *a, const struct pn_xml_flat *in, struct pn_event *ev,
 	const char *status = v2_get(a, in, "refund_status");
 	const char *rid = v2_get(a, in, "refund_id");
 	const char *orn = v2_get(a, in, "out_refund_no");
-	const char *base = rid ? rid : orn ? pn_arena_printf(a, "out:%s", orn) : "-";
+	const char *base = rid ? rid : orn ? pn_arena_printf(a, "out:%s", orn) : NULL;
 
 	r->refund_id = rid;
 	r->out_refund_no = orn;
@@ -312,7 +353,14 @@ v2_refund(struct pn_arena *a, const struct pn_xml_flat *in, struct pn_event *ev,
 	ev->psp_txn_id = v2_get(a, in, "transaction_id");
 	ev->psp_time = v2_get(a, in, "success_time");
 	ev->event_type = pn_arena_printf(a, "v2.refund.%s", status ? status : "-");
-	ev->dedup_key = pn_arena_printf(a, "refund:%s:%s", base, status ? status : "-");
+	if (base != NULL)
+		ev->dedup_key = pn_arena_printf(a, "refund:%s:%s", base, status ? status : "-");
+	else {
+		/* the decrypted req_info names it: no "-" shared by every such refund */
+		ev->dedup_key = v2_noid(a, "v2.refund", in);
+		pn_wechatpay_flag_missing_id(ev, "a refund result without refund_id or "
+					     "out_refund_no: keyed by its content, not applied");
+	}
 	ev->currency = "CNY";
 	if (!fen_text(v2_get(a, in, "total_fee"), &ev->amount_minor))
 		ev->amount_minor = -1;
@@ -422,6 +470,179 @@ pn_wechatpay_v2_payment(struct pn_arena *a, const struct pn_site *site,
 	v2_payment_site(a, NULL, site, x, ev);
 }
 
+/* ---- API v2: combine payments (合单支付) --------------------------------- */
+
+/*
+ * The v2 combine payment result (docs/WECHATPAY.md "Combine payments"):
+ * combine_appid, combine_mch_id, combine_out_trade_no, result_code, sign
+ * over every field, and sub_order_list, a JSON string {"order_num": N,
+ * "order_list": [{appid, mch_id, (sub_mch_id, sub_appid,) openid,
+ * total_fee, cash_fee, transaction_id, out_trade_no, attach, time_end}]}.
+ * The sign covers sub_order_list as a string, so each sub-order is signed.
+ */
+struct v2_reverify {
+	const struct pn_verify_ctx *ctx;
+	const struct pn_xml_flat *x;
+};
+
+static bool
+v2_verified_by(void *arg, const struct pn_site *t, const char **key_id)
+{
+	const struct v2_reverify *rv = arg;
+	struct pn_verify_ctx tc = *rv->ctx;
+	struct pn_err e;
+
+	tc.site = t;
+	return t->wechatpay.napiv2_keys > 0 && v2_check_sign(&tc, rv->x, key_id, &e);
+}
+
+/* A sub-order amount: a JSON integer, or a decimal string of fen. */
+static bool
+v2_sub_fen(json_t *so, const char *name, int64_t *out)
+{
+	json_t *v = json_object_get(so, name);
+
+	if (json_is_string(v))
+		return fen_text(json_string_value(v), out);
+	if (!json_is_integer(v) || json_integer_value(v) < 0
+	    || json_integer_value(v) > PN_WECHATPAY_MAX_FEN)
+		return false;
+	*out = json_integer_value(v);
+	return true;
+}
+
+static const char *
+v2_sub_str(struct pn_arena *a, json_t *so, const char *name)
+{
+	const char *v = pn_json_str(a, so, name);
+
+	return v && *v ? v : NULL;
+}
+
+static void
+v2_sub_order(struct pn_arena *a, json_t *so, const char *combine_id, const char *result,
+	     struct pn_event *sub)
+{
+	const char *txn = v2_sub_str(a, so, "transaction_id");
+	const char *otn = v2_sub_str(a, so, "out_trade_no");
+	char   *c;
+
+	sub->order_id = otn;
+	sub->psp_txn_id = txn;
+	sub->psp_time = v2_sub_str(a, so, "time_end");
+	sub->kind = streq(result, "SUCCESS") ? PN_KIND_PAID
+	    : streq(result, "FAIL") ? PN_KIND_FAILED : PN_KIND_IGNORED;
+	if (!pn_wechatpay_currency(a, v2_sub_str(a, so, "fee_type"), &sub->currency)) {
+		sub->currency = NULL;
+		pn_flag_amount(sub, "fee_type is not an ISO 4217 code");
+	}
+	if (!v2_sub_fen(so, "total_fee", &sub->amount_minor)) {
+		sub->amount_minor = -1;
+		if (sub->kind == PN_KIND_PAID && sub->flag == NULL)
+			pn_flag_amount(sub, "no usable total_fee on a sub-order");
+	}
+	/* the key a single v2 payment of this transaction has */
+	if (txn != NULL || (otn != NULL && sub->kind != PN_KIND_PAID)) {
+		sub->dedup_key = pn_arena_printf(a, "%s%s:%s", txn ? "" : "otn:", txn ? txn : otn,
+						 result ? result : "-");
+		return;
+	}
+	c = json_dumps(so, JSON_COMPACT | JSON_SORT_KEYS);
+	{
+		struct pn_iov iov[3] = {{combine_id, strlen(combine_id)}, {"\n", 1},
+					{c ? c : "", c ? strlen(c) : 0}};
+
+		sub->dedup_key = pn_wechatpay_noid_key(a, iov, 3);
+	}
+	free(c);
+	pn_wechatpay_flag_missing_id(sub, "a sub-order without transaction_id: keyed by its "
+				     "signed content, not applied");
+}
+
+static void
+v2_combine(const struct pn_verify_ctx *ctx, const struct pn_xml_flat *x, const char *key_id,
+	   struct pn_event *ev)
+{
+	struct pn_arena *a = ctx->arena;
+	const char *result = v2_get(a, x, "result_code");
+	const char *cotn = v2_get(a, x, "combine_out_trade_no");
+	const char *cmch = v2_get(a, x, "combine_mch_id"), *capp = v2_get(a, x, "combine_appid");
+	const char *list = v2_get(a, x, "sub_order_list");
+	const char *combine_id = pn_arena_printf(a, "combine\n%s\n%s", cmch ? cmch : "",
+						 cotn ? cotn : "");
+	struct v2_reverify rv = {ctx, x};
+	struct pn_wechatpay_router router;
+	struct pn_err jerr;
+	json_t *root = NULL, *orders;
+	size_t	i, n = 0;
+
+	ev->kind = PN_KIND_IGNORED;
+	ev->key_id = key_id;
+	ev->event_type = pn_arena_printf(a, "v2.combine.%s", result ? result : "-");
+	ev->psp_time = v2_get(a, x, "time_end");
+	ev->dedup_key = pn_arena_printf(a, "combine:%s:%s", v2_noid(a, "v2.combine", x) + 5,
+					result ? result : "-");
+	if (list != NULL)
+		root = pn_json_parse(list, strlen(list), &jerr);
+	orders = json_is_object(root) ? json_object_get(root, "order_list") : NULL;
+	n = json_is_array(orders) ? json_array_size(orders) : 0;
+	if (n == 0 || n > PN_EVENT_MAX_SUBS) {
+		pn_wechatpay_flag_missing_id(ev, pn_arena_printf(a, "combine payment %.32s with %zu "
+					     "usable sub-orders in sub_order_list (1 to %d "
+					     "expected): not applied",
+					     cotn ? cotn : "(no combine_out_trade_no)", n,
+					     PN_EVENT_MAX_SUBS));
+		goto done;
+	}
+	ev->flag_detail = pn_arena_printf(a, "combine payment %.32s of combine_mch_id %.32s: %zu "
+					  "sub-orders", cotn ? cotn : "-", cmch ? cmch : "-", n);
+	ev->subs = pn_arena_alloc(a, n * sizeof(*ev->subs));
+	ev->nsubs = n;
+	memset(&router, 0, sizeof(router));
+	router.ctx = ctx;
+	router.verified = v2_verified_by;
+	router.arg = &rv;
+	router.own_key_id = key_id;
+	for (i = 0; i < n; i++) {
+		json_t *so = json_array_get(orders, i);
+		struct pn_event *sub = &ev->subs[i];
+		struct pn_wechatpay_merchant m;
+
+		pn_event_init(sub);
+		sub->event_type = pn_arena_printf(a, "v2.pay.%s", result ? result : "-");
+		sub->key_id = key_id;
+		if (!json_is_object(so)) {
+			char   *c = json_dumps(so, JSON_COMPACT | JSON_ENCODE_ANY);
+			struct pn_iov iov[3] = {{combine_id, strlen(combine_id)}, {"\n", 1},
+						{c ? c : "", c ? strlen(c) : 0}};
+
+			sub->dedup_key = pn_wechatpay_noid_key(a, iov, 3);
+			free(c);
+			pn_wechatpay_flag_missing_id(sub, "an order_list entry that is not an object");
+			continue;
+		}
+		v2_sub_order(a, so, combine_id, result, sub);
+		memset(&m, 0, sizeof(m));
+		m.mchid = v2_sub_str(a, so, "mch_id");
+		m.sub_mchid = v2_sub_str(a, so, "sub_mch_id");
+		/* the sub-order's own appid (WeChat: bound to its mch_id), else the combine one */
+		m.appid = v2_sub_str(a, so, "appid");
+		if (m.appid == NULL)
+			m.appid = capp;
+		m.sub_appid = v2_sub_str(a, so, "sub_appid");
+		m.mchid_name = "order_list[].mch_id";
+		m.appid_name = "order_list[].appid";
+		pn_wechatpay_route(&router, &m, sub);
+		pn_wechatpay_sub_marker(ctx, v2_sub_str(a, so, "attach"), sub);
+		/* as a single v2 payment (v2_payment): a result_code with no handling */
+		if (sub->kind == PN_KIND_IGNORED)
+			pn_flag_unhandled(a, sub, "WeChat Pay");
+		sub->dedup_key = pn_wechatpay_bound_key(a, sub->dedup_key);
+	}
+done:
+	json_decref(root);
+}
+
 enum pn_verdict
 pn_wechatpay_v2_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_err *err)
 {
@@ -482,6 +703,11 @@ pn_wechatpay_v2_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, str
 	}
 	if (!v2_check_sign(ctx, &x, &key_id, err))
 		return PN_UNVERIFIED;
+	if (pn_xml_get(&x, "sub_order_list") != NULL
+	    || pn_xml_get(&x, "combine_out_trade_no") != NULL) {
+		v2_combine(ctx, &x, key_id, ev);
+		return PN_VERIFIED;
+	}
 	ev->key_id = key_id;
 	v2_payment_site(ctx->arena, ctx->cfg, ctx->site, &x, ev);
 	return PN_VERIFIED;

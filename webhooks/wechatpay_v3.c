@@ -279,13 +279,68 @@ v3_amounts(struct pn_arena *a, json_t *p, struct pn_event *ev)
 	}
 }
 
+/* The canonical text of a JSON value (keys sorted, compact): arena. */
+static const char *
+v3_canonical(struct pn_arena *a, json_t *v)
+{
+	char   *t = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+	const char *out;
+
+	if (t == NULL)
+		pn_fatal("could not serialise a JSON value");
+	out = pn_arena_strdup(a, t);
+	free(t);
+	return out;
+}
+
+/* "noid:<sha256>" of the canonical resource (and a prefix naming its context). */
+static const char *
+v3_noid(struct pn_arena *a, const char *context, json_t *p)
+{
+	const char *c = v3_canonical(a, p);
+	struct pn_iov iov[3] = {{context, strlen(context)}, {"\n", 1}, {c, strlen(c)}};
+
+	return pn_wechatpay_noid_key(a, iov, 3);
+}
+
+/*
+ * The key of a payment-like resource (a transaction, a combine sub-order,
+ * a query answer): "<transaction_id>:<event_type>" (a non-SUCCESS state
+ * appended, so that a later SUCCESS is not swallowed).  Without a
+ * transaction_id, a state that is not a payment falls back to the seller's
+ * out_trade_no ("otn:", as before); a payment without one, or anything
+ * with no id at all, is keyed by its signed content and flagged
+ * missing_id: a placeholder would make a second, different payment look
+ * like a retry of the first.
+ */
+static void
+v3_payment_key(struct pn_arena *a, json_t *p, const char *context, const char *id,
+	       const char *state, const char *txn, const char *otn, struct pn_event *ev)
+{
+	const char *base = txn;
+
+	if (base == NULL && ev->kind != PN_KIND_PAID)
+		base = otn ? pn_arena_printf(a, "otn:%s", otn)
+		    : id ? pn_arena_printf(a, "event:%s", id) : NULL;
+	if (base == NULL) {
+		ev->dedup_key = v3_noid(a, context, p);
+		pn_wechatpay_flag_missing_id(ev, ev->kind == PN_KIND_PAID
+					     ? "a payment without transaction_id: keyed by its "
+					     "signed content, not applied"
+					     : "no transaction_id, out_trade_no or notification id: "
+					     "keyed by its signed content, not applied");
+		return;
+	}
+	ev->dedup_key = state == NULL || streq(state, "SUCCESS")
+	    ? pn_arena_printf(a, "%s:%s", base, ev->event_type)
+	    : pn_arena_printf(a, "%s:%s:%s", base, ev->event_type, state);
+}
+
 static void
 v3_transaction(struct pn_arena *a, json_t *p, const char *id, struct pn_event *ev)
 {
 	const char *state = jstr(a, p, "trade_state");
 	const char *txn = jstr(a, p, "transaction_id"), *otn = jstr(a, p, "out_trade_no");
-	const char *base = txn ? txn
-	    : otn ? pn_arena_printf(a, "otn:%s", otn) : pn_arena_printf(a, "event:%s", id);
 
 	ev->order_id = otn;
 	ev->psp_txn_id = txn;
@@ -294,11 +349,8 @@ v3_transaction(struct pn_arena *a, json_t *p, const char *id, struct pn_event *e
 		ev->kind = PN_KIND_PAID;
 	else
 		ev->kind = trade_state_kind(state);
-	/* A non-SUCCESS state keys separately, so a later SUCCESS is not swallowed. */
-	ev->dedup_key = state == NULL || streq(state, "SUCCESS")
-	    ? pn_arena_printf(a, "%s:%s", base, ev->event_type)
-	    : pn_arena_printf(a, "%s:%s:%s", base, ev->event_type, state);
 	v3_amounts(a, p, ev);
+	v3_payment_key(a, p, "transaction", id, state, txn, otn, ev);
 }
 
 static void
@@ -306,12 +358,20 @@ v3_refund(struct pn_arena *a, json_t *p, const char *id, struct pn_event *ev)
 {
 	const char *rid = jstr(a, p, "refund_id"), *orn = jstr(a, p, "out_refund_no");
 	const char *base = rid ? rid
-	    : orn ? pn_arena_printf(a, "out:%s", orn) : pn_arena_printf(a, "event:%s", id);
+	    : orn ? pn_arena_printf(a, "out:%s", orn) : id ? pn_arena_printf(a, "event:%s", id)
+	    : NULL;
 
 	ev->order_id = jstr(a, p, "out_trade_no");
 	ev->psp_txn_id = jstr(a, p, "transaction_id");
 	ev->psp_time = jstr(a, p, "success_time");
-	ev->dedup_key = pn_arena_printf(a, "refund:%s:%s", base, ev->event_type);
+	if (base != NULL)
+		ev->dedup_key = pn_arena_printf(a, "refund:%s:%s", base, ev->event_type);
+	else {
+		ev->dedup_key = v3_noid(a, "refund", p);
+		pn_wechatpay_flag_missing_id(ev, "a refund without refund_id, out_refund_no or "
+					     "notification id: keyed by its signed content, not "
+					     "applied");
+	}
 	/* ABNORMAL and CLOSED are recorded: a human looks at them. */
 	if (!streq(ev->event_type, "REFUND.SUCCESS") || !streq(jstr(a, p, "refund_status"),
 							       "SUCCESS"))
@@ -389,7 +449,15 @@ v3_complaint(struct pn_arena *a, json_t *p, const char *id, struct pn_event *ev)
 
 	if (cid == NULL || strlen(cid) > 128) {
 		ev->kind = PN_KIND_IGNORED;	/* kept as it is: no case to put it in */
-		ev->dedup_key = pn_arena_printf(a, "event:%s", id);
+		if (id != NULL)
+			ev->dedup_key = pn_arena_printf(a, "event:%s", id);
+		else {
+			/* no notification id either: the content names it (the nonce
+			 * is per delivery), for a person */
+			ev->dedup_key = v3_noid(a, "complaint", p);
+			pn_wechatpay_flag_missing_id(ev, "a complaint notification without id or "
+						     "complaint_id: keyed by its signed content");
+		}
 		return;
 	}
 	ev->kind = PN_KIND_COMPLAINT;
@@ -411,21 +479,170 @@ v3_attach(struct pn_arena *a, const struct pn_config *cfg, const struct pn_site 
 				  json_is_string(v) ? json_string_length(v) : 0, ev);
 }
 
-static void
-v3_normalise(struct pn_arena *a, json_t *env, json_t *p, const struct v3_headers *h,
-	     const struct pn_config *cfg, const struct pn_site *site, struct pn_event *ev)
+/* ---- API v3: combine payments (合单支付) --------------------------------- */
+
+/*
+ * A combine payment's resource (docs/WECHATPAY.md "Combine payments"):
+ * combine_appid, combine_mchid, combine_out_trade_no and sub_orders[], each
+ * sub-order with mchid (sub_mchid, sub_appid in service-provider mode),
+ * trade_state, transaction_id, out_trade_no, success_time and
+ * amount.total_amount / payer_amount / currency: no top-level mchid,
+ * out_trade_no or transaction_id.
+ */
+static bool
+v3_is_combine(json_t *p)
 {
+	return json_object_get(p, "combine_out_trade_no") != NULL
+	    || json_object_get(p, "sub_orders") != NULL;
+}
+
+/* What re-verifying for another site needs: the request's parts. */
+struct v3_reverify {
+	const struct pn_verify_ctx *ctx;
+	const struct v3_headers *h;
+	json_t *env;
+	const unsigned char *plain;
+	size_t	plen;
+};
+
+/* Do site t's own keys verify the same notification (signature, and the same plaintext)? */
+static bool
+v3_verified_by(void *arg, const struct pn_site *t, const char **key_id)
+{
+	const struct v3_reverify *rv = arg;
+	struct pn_verify_ctx tc = *rv->ctx;
+	const char *sk = NULL, *ak = NULL;
+	unsigned char *p2 = NULL;
+	size_t	l2 = 0;
+	struct pn_err e;
+
+	tc.site = t;
+	if (t->wechatpay.napiv3_keys == 0 || (tc.check_freshness && !v3_fresh(&tc, rv->h, &e))
+	    || !v3_signature(&tc, rv->h, &sk, &e)
+	    || v3_decrypt(&tc, rv->env, &p2, &l2, &ak, &e) != PN_VERIFIED
+	    || l2 != rv->plen || memcmp(p2, rv->plain, l2) != 0)
+		return false;
+	*key_id = pn_arena_printf(tc.arena, "%s/%s", sk, ak);
+	return true;
+}
+
+/* One sub-order, normalised exactly as a single payment's transaction. */
+static void
+v3_sub_order(struct pn_arena *a, json_t *so, const char *combine_id, struct pn_event *sub)
+{
+	const char *state = jstr(a, so, "trade_state");
+	const char *txn = jstr(a, so, "transaction_id"), *otn = jstr(a, so, "out_trade_no");
+
+	sub->order_id = otn;
+	sub->psp_txn_id = txn;
+	sub->psp_time = jstr(a, so, "success_time");
+	if (streq(sub->event_type, "TRANSACTION.SUCCESS") && streq(state, "SUCCESS"))
+		sub->kind = PN_KIND_PAID;
+	else
+		sub->kind = trade_state_kind(state);
+	/* amount.total_amount is the sub-order's order amount (标价金额), as
+	 * amount.total of a single payment; payer_amount is what the payer paid */
+	if (!pn_wechatpay_currency(a, pn_json_str(a, so, "amount.currency"), &sub->currency)) {
+		sub->currency = NULL;
+		pn_flag_amount(sub, "amount.currency is not an ISO 4217 code");
+	}
+	if (!fen_json(so, "amount.total_amount", &sub->amount_minor)) {
+		sub->amount_minor = -1;
+		if (sub->kind == PN_KIND_PAID && sub->flag == NULL)
+			pn_flag_amount(sub, "no usable integer amount.total_amount on a sub-order");
+	}
+	v3_payment_key(a, so, combine_id, NULL, state, txn, otn, sub);
+}
+
+static void
+v3_combine(const struct pn_verify_ctx *ctx, json_t *env, json_t *p, const struct v3_headers *h,
+	   const unsigned char *plain, size_t plen, struct pn_event *ev)
+{
+	struct pn_arena *a = ctx->arena;
+	json_t *subs = json_object_get(p, "sub_orders");
+	const char *cotn = jstr(a, p, "combine_out_trade_no");
+	const char *cmch = jstr(a, p, "combine_mchid"), *capp = jstr(a, p, "combine_appid");
+	const char *combine_id = pn_arena_printf(a, "combine\n%s\n%s", cmch ? cmch : "",
+						 cotn ? cotn : "");
+	struct v3_reverify rv = {ctx, h, env, plain, plen};
+	struct pn_wechatpay_router router;
+	size_t	i, n = json_is_array(subs) ? json_array_size(subs) : 0;
+
+	/* The envelope: stored once with the raw bytes, keyed by its content. */
+	ev->kind = PN_KIND_IGNORED;
+	ev->dedup_key = pn_arena_printf(a, "combine:%s:%s", v3_noid(a, "combine", p) + 5,
+					ev->event_type ? ev->event_type : "");
+	if (n == 0 || n > PN_EVENT_MAX_SUBS) {
+		/* nothing to route: the envelope alone, for a human */
+		pn_wechatpay_flag_missing_id(ev, pn_arena_printf(a, "combine payment %.32s with %zu "
+					     "usable sub_orders (1 to %d expected): not applied",
+					     cotn ? cotn : "(no combine_out_trade_no)", n,
+					     PN_EVENT_MAX_SUBS));
+		return;
+	}
+	ev->flag_detail = pn_arena_printf(a, "combine payment %.32s of combine_mchid %.32s: %zu "
+					  "sub-orders", cotn ? cotn : "-", cmch ? cmch : "-", n);
+	ev->subs = pn_arena_alloc(a, n * sizeof(*ev->subs));
+	ev->nsubs = n;
+	memset(&router, 0, sizeof(router));
+	router.ctx = ctx;
+	router.verified = v3_verified_by;
+	router.arg = &rv;
+	router.own_key_id = ev->key_id;
+	for (i = 0; i < n; i++) {
+		json_t *so = json_array_get(subs, i);
+		struct pn_event *sub = &ev->subs[i];
+		struct pn_wechatpay_merchant m;
+
+		pn_event_init(sub);
+		sub->event_type = ev->event_type;
+		sub->psp_event_id = ev->psp_event_id;
+		sub->source = ev->source;
+		if (!json_is_object(so)) {
+			sub->dedup_key = v3_noid(a, combine_id, so);
+			sub->key_id = ev->key_id;
+			pn_wechatpay_flag_missing_id(sub, "a sub_orders entry that is not an object");
+			continue;
+		}
+		v3_sub_order(a, so, combine_id, sub);
+		memset(&m, 0, sizeof(m));
+		m.mchid = jstr(a, so, "mchid");
+		m.sub_mchid = jstr(a, so, "sub_mchid");
+		m.appid = capp;
+		m.sub_appid = jstr(a, so, "sub_appid");
+		m.mchid_name = "sub_orders[].mchid";
+		m.appid_name = "combine_appid";
+		pn_wechatpay_route(&router, &m, sub);
+		pn_wechatpay_sub_marker(ctx, jstr(a, so, "attach"), sub);
+		/* as a single transaction (v3_normalise): the merchant first, then a
+		 * trade_state with no handling (REFUND: refunds have their own events) */
+		if (sub->kind == PN_KIND_IGNORED && !streq(jstr(a, so, "trade_state"), "REFUND"))
+			pn_flag_unhandled(a, sub, "WeChat Pay");
+		sub->dedup_key = pn_wechatpay_bound_key(a, sub->dedup_key);
+	}
+}
+
+static void
+v3_normalise(const struct pn_verify_ctx *ctx, json_t *env, json_t *p, const struct v3_headers *h,
+	     const unsigned char *plain, size_t plen, struct pn_event *ev)
+{
+	struct pn_arena *a = ctx->arena;
+	const struct pn_config *cfg = ctx->cfg;
+	const struct pn_site *site = ctx->site;
 	const char *id = jstr(a, env, "id");
 	const char *type = jstr(a, env, "event_type");
 	bool	txn = type && strncmp(type, "TRANSACTION.", 12) == 0;
 	bool	refund = type && strncmp(type, "REFUND.", 7) == 0;
 	struct pn_wechatpay_merchant m;
 
+	(void)h;
 	ev->psp_event_id = id;
 	ev->event_type = type;
 	ev->psp_time = jstr(a, env, "create_time");
-	if (id == NULL)	/* keys below need something stable; the nonce is per delivery */
-		id = pn_arena_printf(a, "nonce:%s:%s", h->ts, h->nonce);
+	if (txn && v3_is_combine(p)) {
+		v3_combine(ctx, env, p, h, plain, plen, ev);
+		return;
+	}
 	v3_merchant(a, p, &m);
 	if (txn)
 		v3_transaction(a, p, id, ev);
@@ -435,7 +652,14 @@ v3_normalise(struct pn_arena *a, json_t *env, json_t *p, const struct v3_headers
 		v3_complaint(a, p, id, ev);
 	else {
 		ev->kind = PN_KIND_IGNORED;
-		ev->dedup_key = pn_arena_printf(a, "event:%s", id);
+		if (id != NULL)
+			ev->dedup_key = pn_arena_printf(a, "event:%s", id);
+		else {
+			/* the nonce is per delivery: the content names it */
+			ev->dedup_key = v3_noid(a, type ? type : "event", p);
+			pn_wechatpay_flag_missing_id(ev, "a notification without id: keyed by its "
+						     "signed content");
+		}
 	}
 	if (ev->psp_time == NULL)
 		ev->psp_time = jstr(a, env, "create_time");
@@ -502,7 +726,7 @@ pn_wechatpay_v3_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, str
 		goto done;
 	}
 	ev->key_id = pn_arena_printf(ctx->arena, "%s/%s", sig_key, aes_key);
-	v3_normalise(ctx->arena, env, plain_json, &h, ctx->cfg, ctx->site, ev);
+	v3_normalise(ctx, env, plain_json, &h, plain, plen, ev);
 	ev->dedup_key = pn_wechatpay_bound_key(ctx->arena, ev->dedup_key);
 done:
 	json_decref(plain_json);
@@ -540,4 +764,33 @@ pn_wechatpay_v3_transaction(struct pn_arena *a, const struct pn_site *site, json
 	pn_wechatpay_check_merchant(a, site, &m, true, ev);
 	v3_attach(a, NULL, site, p, ev);
 	ev->dedup_key = pn_wechatpay_bound_key(a, ev->dedup_key);
+}
+
+bool
+pn_wechatpay_v3_combine_sub(struct pn_arena *a, const struct pn_site *site, json_t *root,
+			    json_t *so, const char *event_type, struct pn_event *sub)
+{
+	const char *cotn = jstr(a, root, "combine_out_trade_no");
+	const char *cmch = jstr(a, root, "combine_mchid");
+	const char *combine_id = pn_arena_printf(a, "combine\n%s\n%s", cmch ? cmch : "",
+						 cotn ? cotn : "");
+	struct pn_wechatpay_merchant m;
+
+	pn_event_init(sub);
+	sub->event_type = event_type;
+	if (!json_is_object(so))
+		return false;
+	v3_sub_order(a, so, combine_id, sub);
+	memset(&m, 0, sizeof(m));
+	m.mchid = jstr(a, so, "mchid");
+	m.sub_mchid = jstr(a, so, "sub_mchid");
+	m.appid = jstr(a, root, "combine_appid");
+	m.sub_appid = jstr(a, so, "sub_appid");
+	m.mchid_name = "sub_orders[].mchid";
+	m.appid_name = "combine_appid";
+	sub->dedup_key = pn_wechatpay_bound_key(a, sub->dedup_key);
+	if (!streq(nonempty(m.sub_mchid) ? m.sub_mchid : m.mchid, site->wechatpay.mchid))
+		return false;
+	pn_wechatpay_check_merchant(a, site, &m, true, sub);	/* the appid */
+	return true;
 }

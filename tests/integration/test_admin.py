@@ -984,8 +984,9 @@ class TestTypos(AdminTest):
         sites = "the sites are: shop, shop2, twin, legacy, nokeys"
         outcomes = ("expected one of applied, already_applied, unknown_order, amount_mismatch, "
                     "merchant_mismatch, mode_mismatch, ignored, duplicate_payment, "
-                    "paid_after_close, conflicting_duplicate, txn_mismatch, foreign_site, "
-                    "unhandled, refund_failed, pending_confirmation")
+                    "paid_after_close, conflicting_duplicate, txn_mismatch, combined, missing_id, "
+                    "foreign_site, unhandled, refund_failed, pending_confirmation, dispute, "
+                    "complaint")
         durations = "expected a duration: a number and a unit (s, m, h, d, w, or the words)"
         self.typo(["replay", "--site", "nosuch"], '--site "nosuch": no such site in %s; ' % CFG,
                   sites)

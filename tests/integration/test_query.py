@@ -418,6 +418,93 @@ class TestWechatPay(Base, unittest.TestCase):
         self.assertEqual(PG.order(self.site, self.oid)["status"], "pending")
 
 
+class TestWechatPayCombine(unittest.TestCase):
+    """paynotify query --combine: a combine order (合单支付) of the site asked
+    with GET /v3/combine-transactions/out-trade-no/{no}; each final
+    sub-order of the site ingested as its notification's sub-order (the
+    same key: the late combine notification is a duplicate per sub-order),
+    another merchant's sub-order never ingested here."""
+
+    def setUp(self):
+        PG.reset()
+        SI.reset()
+        self.cotn = "CQ" + pnkit.seq()
+        self.o1, self.o2, self.o3 = ("QC%s-%s" % (i, pnkit.seq()) for i in (1, 2, 3))
+        for o in (self.o1, self.o2):
+            PG.add_order(SITE, o, 1000, "CNY")
+        self.t1, self.t2, self.t3 = ("4200009" + pnkit.seq() for _ in range(3))
+        SI.state[("wechatpay-combine", self.cotn)] = {"appid": pnkit.WX_APPID, "sub_orders": [
+            {"mchid": pnkit.WX_MCHID, "out_trade_no": self.o1, "trade_state": "SUCCESS",
+             "transaction_id": self.t1, "total": 1000},
+            {"mchid": "1900000777", "out_trade_no": self.o3, "trade_state": "SUCCESS",
+             "transaction_id": self.t3, "total": 5},
+            {"mchid": pnkit.WX_MCHID, "out_trade_no": self.o2, "trade_state": "NOTPAY",
+             "transaction_id": self.t2, "total": 1000}]}
+
+    def tearDown(self):
+        self.assertEqual(SI.bad_requests, [], "the stand-in refused a request's signature")
+
+    def run_query(self, *extra):
+        return query("--site", SITE, "--combine", self.cotn, *extra)
+
+    def test_combine_order_applied_then_notification_duplicate(self):
+        rc, rows, err = self.run_query("--dry-run")
+        self.assertEqual(rc, 0, (rows, err))
+        self.assertEqual([(r["order_id"], r["answer"], r["result"]) for r in rows],
+                         [(self.o1, "SUCCESS", "would_ingest_paid"),
+                          (self.o3, "SUCCESS", "other_merchant"),
+                          (self.o2, "NOTPAY", "waiting")])
+        self.assertEqual(PG.notifications(), [])
+        rc, rows, err = self.run_query("--apply")
+        self.assertEqual(rc, 0, (rows, err))
+        self.assertEqual([r["result"] for r in rows], ["applied", "other_merchant", "waiting"])
+        self.assertEqual(PG.order(SITE, self.o1)["status"], "paid")
+        self.assertEqual(PG.order(SITE, self.o2)["status"], "pending")
+        self.assertEqual(SI.requests, [("wechatpay", "/v3/combine-transactions/out-trade-no/"
+                                        + self.cotn)] * 2)
+        stored = PG.psql("SELECT dedup_key, outcome, source, parent_id IS NOT NULL, "
+                         "length(raw_body) FROM paynotify.notifications ORDER BY id")
+        self.assertEqual([(o, src, linked) for _, o, src, linked, _ in stored],
+                         [("combined", "query", "f"), ("applied", "query", "t")])
+        self.assertEqual(stored[1][0], self.t1 + ":TRANSACTION.SUCCESS")
+        self.assertIn(self.cotn.encode(), PG.notifications()[0]["raw_body"])
+        # the late combine notification: a duplicate for the queried sub-order
+        res = {"combine_appid": pnkit.WX_APPID, "combine_mchid": pnkit.WX_MCHID,
+               "combine_out_trade_no": self.cotn, "sub_orders": [
+                   {"mchid": pnkit.WX_MCHID, "trade_state": "SUCCESS", "trade_type": "JSAPI",
+                    "transaction_id": self.t1, "out_trade_no": self.o1,
+                    "success_time": "2024-05-20T10:00:05+08:00",
+                    "amount": {"total_amount": 1000, "payer_amount": 1000, "currency": "CNY"}}]}
+        headers, body = pnkit.sign_wechat_v3(json.dumps(res, separators=(",", ":")))
+        r = pntest.run_cgi(pntest.binary("wechatpay"), "POST", pnkit.path("wechatpay", SITE),
+                           headers, body, config=CFG)
+        self.assertIn(r.status, (200, 204), r)
+        self.assertEqual(PG.psql("SELECT outcome, deliveries FROM paynotify.notifications "
+                                 "WHERE dedup_key = %s" % pntest.q(self.t1 + ":TRANSACTION.SUCCESS")),
+                         [("applied", "2")])
+        # asking again: a duplicate, nothing applied twice
+        rc, rows, err = self.run_query("--apply")
+        self.assertEqual(rc, 0, (rows, err))
+        self.assertEqual(rows[0]["result"], "duplicate", rows)
+
+    def test_tampered_and_wrongly_signed_answers_refused(self):
+        for mode in ("tamper", "wrong_key"):
+            SI.mode = mode
+            rc, rows, err = self.run_query("--apply")
+            self.assertEqual(rc, 1, (mode, rows, err))
+            self.assertEqual([r["result"] for r in rows], ["refused"], rows)
+        self.assertEqual(PG.notifications(), [])
+        self.assertEqual(PG.order(SITE, self.o1)["status"], "pending")
+
+    def test_not_found_and_usage(self):
+        rc, rows, err = query("--site", SITE, "--combine", "NO-SUCH")
+        self.assertEqual((rc, [r["result"] for r in rows]), (0, ["not_found"]), err)
+        self.assertEqual(query("--combine", self.cotn)[0], 64)
+        self.assertEqual(query("--site", SITE, "--combine", self.cotn, "--order", "x")[0], 64)
+        self.assertEqual(query("--site", SITE, "--combine", self.cotn, "--provider",
+                               "alipay")[0], 64)
+
+
 class TestWechatPayV2(Base, unittest.TestCase):
     """A site with API v2 keys only: orderquery, signed with the APIv2 key."""
     provider = "wechatpay"

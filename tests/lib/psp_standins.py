@@ -7,6 +7,8 @@ documented endpoints:
 
   POST /gateway.do                                     Alipay alipay.trade.query
   GET  /v3/pay/transactions/out-trade-no/{otn}?mchid=  WeChat Pay API v3
+  GET  /v3/combine-transactions/out-trade-no/{combine_out_trade_no}
+                                                       WeChat Pay combine order
   GET  /v1/payment_intents/{id}, /v1/payment_intents/search?query=
                                                        Stripe
   POST /payment/4.3/paymentInquiry                     2C2P PGW v4
@@ -245,6 +247,9 @@ class Standins:
         elif method == "GET" and url.path.startswith("/v3/pay/transactions/out-trade-no/"):
             prov = "wechatpay"
             fn = self._wechatpay
+        elif method == "GET" and url.path.startswith("/v3/combine-transactions/out-trade-no/"):
+            prov = "wechatpay"
+            fn = self._wechatpay_combine
         elif method == "GET" and url.path == "/alipay-bill":
             prov = "alipay"
             fn = self._alipay_bill_file
@@ -409,6 +414,43 @@ class Standins:
         if st["trade_state"] == "SUCCESS":
             txn["success_time"] = "2024-05-20T10:00:05+08:00"
         self._wx_answer(h, 200, txn)
+
+    def _wechatpay_combine(self, h, method, url, body):
+        """合单查询订单: GET /v3/combine-transactions/out-trade-no/{combine_out_trade_no}
+        (pay.weixin.qq.com/wiki/doc/apiv3/apis/chapter5_1_11.shtml): no query
+        string, the combine merchant is the caller (Authorization's mchid).
+        The answer's fields are the combine notification's resource:
+        combine_appid, combine_mchid, combine_out_trade_no, scene_info,
+        sub_orders[] (mchid, trade_type, trade_state, bank_type, attach,
+        success_time, transaction_id, out_trade_no, amount.total_amount,
+        payer_amount, currency, payer_currency), combine_payer_info.
+        .state[("wechatpay-combine", no)] = {"appid": ..., "sub_orders":
+        [{"mchid", "out_trade_no", "trade_state", "transaction_id", "total"}]}."""
+        if not self._wx_auth_ok(h, method, body) or url.query:
+            self._bad("wechatpay", "Authorization or a query string")
+            self._wx_answer(h, 401, {"code": "SIGN_ERROR", "message": "signature error"})
+            return
+        cotn = urllib.parse.unquote(url.path.rsplit("/", 1)[1])
+        st = self.state.get(("wechatpay-combine", cotn))
+        if st is None:
+            self._wx_answer(h, 404, {"code": "ORDER_NOT_EXIST", "message": "order does not exist"})
+            return
+        subs = []
+        for so in st["sub_orders"]:
+            sub = {"mchid": so["mchid"], "trade_type": "JSAPI", "trade_state": so["trade_state"],
+                   "bank_type": "OTHERS", "attach": "", "out_trade_no": so["out_trade_no"],
+                   "amount": {"total_amount": so["total"], "payer_amount": so["total"],
+                              "currency": "CNY", "payer_currency": "CNY"}}
+            if so["trade_state"] != "NOTPAY":
+                sub["transaction_id"] = so["transaction_id"]
+            if so["trade_state"] == "SUCCESS":
+                sub["success_time"] = "2024-05-20T10:00:05+08:00"
+            subs.append(sub)
+        self._wx_answer(h, 200, {"combine_appid": st.get("appid"), "combine_mchid": self.mchid,
+                                 "combine_out_trade_no": cotn,
+                                 "scene_info": {"device_id": "POS1:1"}, "sub_orders": subs,
+                                 "combine_payer_info": {"openid": "oUpF8uMuAJO_M2pxb1Q9zNjWeS6o"}},
+                         tamper=(b'"total_amount":', b'"total_amount":1'))
 
     def _wx_auth_ok(self, h, method, body):
         auth = h.headers.get("Authorization", "")

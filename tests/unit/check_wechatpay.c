@@ -377,6 +377,81 @@ START_TEST(test_answers)
 }
 END_TEST
 
+/* A v2 combine payment result, signed with the wx-v2 site's APIv2 key. */
+static enum pn_verdict
+v2_combine(const char *cotn, const char *list, struct pn_event *ev)
+{
+	const struct pn_site *site = pn_cfg_site(fixture_config(), "wx-v2");
+	struct pn_secret key = secret("TestAPIv2Key0123456789abcdefABCD");
+	struct pn_xml_field f[8] = {
+		{"return_code", "SUCCESS", 7}, {"combine_appid", "wx2421b1c4370ec43b", 18},
+		{"combine_mch_id", "10000100", 8}, {"nonce_str", "n1", 2},
+		{"combine_out_trade_no", cotn, strlen(cotn)}, {"result_code", "SUCCESS", 7},
+		{"sub_order_list", list, strlen(list)}, {"sign", NULL, 0}};
+	struct pn_xml_flat x = {f, 7};
+	struct pn_request req;
+	struct pn_err err;
+	struct pn_verify_ctx vc = {&req, site, A, 0, false, 0, NULL};
+	struct pn_buf b = PN_BUF_INIT;
+	size_t	i;
+
+	f[7].value = pn_wechatpay_v2_sign(A, &x, PN_WXV2_MD5, &key);
+	f[7].value_len = strlen(f[7].value);
+	pn_buf_puts(&b, "<xml>");
+	for (i = 0; i < 8; i++)
+		pn_buf_printf(&b, "<%s><![CDATA[%s]]></%s>", f[i].name, f[i].value, f[i].name);
+	pn_buf_puts(&b, "</xml>");
+	memset(&req, 0, sizeof(req));
+	req.body = pn_arena_memdup(A, b.data, b.len);
+	req.body_len = b.len;
+	pn_buf_free(&b);
+	pn_event_init(ev);
+	return pn_provider_wechatpay.verify(&vc, ev, &err);
+}
+
+/* Issue 22: a v2 combine payment is one event per sub-order, never "-:SUCCESS". */
+START_TEST(test_v2_combine_sub_orders)
+{
+	struct pn_event ev, ev2;
+
+	ck_assert_int_eq(v2_combine("C1", "{\"order_num\":3,\"order_list\":["
+				    "{\"appid\":\"wx2421b1c4370ec43b\",\"mch_id\":\"10000100\","
+				    "\"total_fee\":101,\"transaction_id\":\"4201\","
+				    "\"out_trade_no\":\"A1\"},"
+				    "{\"appid\":\"wx2421b1c4370ec43b\",\"mch_id\":\"10000199\","
+				    "\"total_fee\":\"202\",\"transaction_id\":\"4202\","
+				    "\"out_trade_no\":\"B1\"},"
+				    "{\"appid\":\"wx2421b1c4370ec43b\",\"mch_id\":\"10000100\","
+				    "\"total_fee\":303,\"out_trade_no\":\"A2\"}]}", &ev), PN_VERIFIED);
+	ck_assert_uint_eq(ev.nsubs, 3);
+	ck_assert_int_eq(ev.kind, PN_KIND_IGNORED);
+	ck_assert(strncmp(ev.dedup_key, "combine:", 8) == 0);
+	ck_assert_str_eq(ev.subs[0].dedup_key, "4201:SUCCESS");
+	ck_assert_int_eq(ev.subs[0].kind, PN_KIND_PAID);
+	ck_assert_str_eq(ev.subs[0].order_id, "A1");
+	ck_assert_int_eq(ev.subs[0].amount_minor, 101);
+	ck_assert_ptr_null(ev.subs[0].flag);
+	ck_assert_ptr_null(ev.subs[0].site);
+	/* another merchant id, and no other site to route it to (ctx.cfg NULL) */
+	ck_assert_str_eq(ev.subs[1].flag, "merchant_mismatch");
+	ck_assert_int_eq(ev.subs[1].amount_minor, 202);
+	/* no transaction_id: keyed by its content, flagged */
+	ck_assert_str_eq(ev.subs[2].flag, PN_FLAG_MISSING_ID);
+	ck_assert(strncmp(ev.subs[2].dedup_key, "noid:", 5) == 0);
+	/* a second, different combine payment has keys of its own */
+	ck_assert_int_eq(v2_combine("C2", "{\"order_num\":1,\"order_list\":["
+				    "{\"appid\":\"wx2421b1c4370ec43b\",\"mch_id\":\"10000100\","
+				    "\"total_fee\":101,\"out_trade_no\":\"A2\"}]}", &ev2),
+			 PN_VERIFIED);
+	ck_assert_str_ne(ev.dedup_key, ev2.dedup_key);
+	ck_assert_str_ne(ev.subs[2].dedup_key, ev2.subs[0].dedup_key);
+	/* no usable sub_order_list: the envelope alone, for a human */
+	ck_assert_int_eq(v2_combine("C3", "not json", &ev), PN_VERIFIED);
+	ck_assert_uint_eq(ev.nsubs, 0);
+	ck_assert_str_eq(ev.flag, PN_FLAG_MISSING_ID);
+}
+END_TEST
+
 Suite *
 suite_wechatpay(void)
 {
@@ -388,6 +463,7 @@ suite_wechatpay(void)
 	tcase_add_test(tc, test_v2_official_vector);
 	tcase_add_test(tc, test_v2_synthetic_vector);
 	tcase_add_test(tc, test_v2_refund_vector);
+	tcase_add_test(tc, test_v2_combine_sub_orders);
 	tcase_add_test(tc, test_v3_gosdk_signature);
 	tcase_add_test(tc, test_v3_gosdk_through_adapter);
 	tcase_add_test(tc, test_v3_16_byte_key_refused);
