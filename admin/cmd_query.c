@@ -387,9 +387,13 @@ query_one(struct run *r, struct pn_arena *a, const struct pn_site *site,
 		why = pn_arena_printf(a, "; stored notifications not confirmed: %s", err.msg);
 	}
 	add_row(r, a, o, qp->name, word, res.duplicate ? "duplicate" : res.outcome,
-		pn_arena_printf(a, "%s; notification %lld, order %s%s%s", ans.detail,
+		pn_arena_printf(a, "%s; notification %lld, order %s%s%s%s%s", ans.detail,
 				(long long)res.notification_id,
 				res.order_status[0] ? res.order_status : "unknown",
+				/* why it was not applied (the row's outcome_detail:
+				 * amounts in major units with currency) */
+				res.detail && strcmp(res.outcome, "applied") != 0 ? ": " : "",
+				res.detail && strcmp(res.outcome, "applied") != 0 ? res.detail : "",
 				confirmed ? pn_arena_printf(a, "; confirmed %d stored notification%s",
 							    confirmed, confirmed == 1 ? "" : "s")
 				: "", why));

@@ -18,6 +18,15 @@
  *   #退款合计：M笔，商家实收共-Z元，商家优惠共0.00元
  *   #导出时间：[...]
  *
+ * Currency: every amount column of this bill is named in yuan (订单金额（元）,
+ * 商家实收（元）, 服务费（元）) and the totals lines say 元, so its rows are
+ * CNY by the file's own wording; the columns are found by those exact
+ * names, so a bill laid out in another currency is refused (no such
+ * column), never read as CNY.  A row of a cross-border trade priced in
+ * another trans_currency (webhooks/alipay.c pn_alipay_currency) is then a
+ * currency_mismatch against its order in `reconcile`, never applied
+ * (docs/PROVIDERS.md "Alipay: currency").
+ *
  * Columns are found by name in the header row; the totals lines are
  * checked against the rows, so a truncated or edited file is refused.
  * Times are Beijing time (UTC+8); the bill covers one calendar day there.
@@ -334,7 +343,7 @@ alipay_parse(struct pn_arena *a, const unsigned char *data, size_t len, struct p
 			otn = clean(f[col[C_OTN]]);
 			t->type = type;
 			t->time = clean(f[col[C_DONE]]);
-			memcpy(t->currency, "CNY", 4);
+			memcpy(t->currency, "CNY", 4);	/* the columns are in 元 (above) */
 			if (strcmp(type, "交易") == 0)
 				t->kind = PN_STMT_PAYMENT;
 			else if (strcmp(type, "退款") == 0)

@@ -154,6 +154,24 @@ flag_amount(struct pn_event *ev, struct pn_arena *a, const char *field, const ch
 	pn_flag_amount(ev, pn_arena_printf(a, "%s \"%.40s\": %s", field, value ? value : "", why));
 }
 
+bool
+pn_alipay_currency(struct pn_arena *a, const char *trans_currency, const char **out,
+		   int *exponent)
+{
+	char	cur[4];
+
+	if (trans_currency == NULL || *trans_currency == '\0') {
+		*out = "CNY";
+		*exponent = 2;
+		return true;
+	}
+	if (!pn_money_currency(trans_currency, cur) || strcmp(cur, trans_currency) != 0)
+		return false;
+	*out = pn_arena_strdup(a, cur);
+	*exponent = pn_money_exponent(cur);
+	return *exponent >= 0;
+}
+
 /*
  * A trade complaint (交易投诉): Alipay's message service posts
  * msg_method=alipay.merchant.tradecomplain.changed to the app's gateway
@@ -219,15 +237,26 @@ normalise(struct pn_arena *a, const struct pn_config *cfg, const struct pn_form 
 	const char *refund_fee = nonempty(f, "refund_fee");
 	const char *total = nonempty(f, "total_amount");
 	const char *app_id = pn_form_get(f, "app_id"), *seller_id = pn_form_get(f, "seller_id");
+	const char *trans_currency = nonempty(f, "trans_currency");
 	bool	refund = biz != NULL || refund_fee != NULL || nonempty(f, "gmt_refund") != NULL;
+	bool	currency_ok;
 	const char *trade;
 	struct pn_err err;
+	int	exp = 2;
 
 	ev->event_type = status;
 	ev->order_id = otn;
 	ev->psp_txn_id = nonempty(f, "trade_no");
 	ev->psp_event_id = nonempty(f, "notify_id");
-	ev->currency = "CNY";
+	/*
+	 * total_amount and refund_fee are in trans_currency (标价币种), signed
+	 * like every field; absent on a domestic trade: CNY (pn_alipay_currency).
+	 * settle_currency / settle_amount (what Alipay settles to the merchant,
+	 * after conversion) never decide anything: kept in the stored body.
+	 */
+	currency_ok = pn_alipay_currency(a, trans_currency, &ev->currency, &exp);
+	if (!currency_ok)
+		ev->currency = NULL;
 	ev->psp_time = nonempty(f, "gmt_refund");
 	if (ev->psp_time == NULL)
 		ev->psp_time = nonempty(f, "gmt_payment");
@@ -299,7 +328,10 @@ normalise(struct pn_arena *a, const struct pn_config *cfg, const struct pn_form 
 						biz ? biz : refund_fee ? refund_fee
 						: ev->psp_event_id ? ev->psp_event_id
 						: pn_form_get(f, "sign"));
-		if (refund_fee == NULL || !pn_money_parse(refund_fee, 2, &ev->refund_minor, &err))
+		if (!currency_ok)
+			;	/* flagged below: no amount is read in an unknown currency */
+		else if (refund_fee == NULL || !pn_money_parse(refund_fee, exp, &ev->refund_minor,
+							       &err))
 			flag_amount(ev, a, "refund_fee", refund_fee,
 				    refund_fee ? err.msg : "missing on a refund notification");
 	} else {
@@ -313,8 +345,14 @@ normalise(struct pn_arena *a, const struct pn_config *cfg, const struct pn_form 
 		else
 			ev->kind = PN_KIND_IGNORED;	/* unhandled, below */
 	}
-	if (total != NULL) {
-		if (!pn_money_parse(total, 2, &ev->amount_minor, &err)) {
+	if (!currency_ok) {
+		/* never guessed: the event keeps no amount and a person looks */
+		ev->amount_minor = -1;
+		if (ev->flag == NULL)
+			flag_amount(ev, a, "trans_currency", trans_currency,
+				    "not an ISO 4217 currency code as Alipay writes them");
+	} else if (total != NULL) {
+		if (!pn_money_parse(total, exp, &ev->amount_minor, &err)) {
 			ev->amount_minor = -1;
 			if (ev->flag == NULL)
 				flag_amount(ev, a, "total_amount", total, err.msg);

@@ -672,6 +672,80 @@ class AlipayOnly:
             self.assertEqual([r["outcome"] for r in rows], ["merchant_mismatch"], field)
             self.assertEqual(PG.order(SITE_A.name, oid)["status"], "pending", field)
 
+    # -- currencies (issue 26): total_amount is in the signed trans_currency
+    def test_cross_border_currency_pays_its_own_order_only(self):
+        """A genuine 88.88 USD notification pays an 88.88 USD order and never
+        an 88.88 CNY one; HKD and JPY (exponent 0) the same."""
+        k = self.kit
+        for cur, text, minor in (("USD", "88.88", 8888), ("HKD", "88.88", 8888),
+                                 ("JPY", "8888", 8888)):
+            PG.reset()
+            good, cny = self.oid("cur-" + cur), self.oid("cur-cny-" + cur)
+            PG.add_order(SITE_A.name, good, minor, cur)
+            PG.add_order(SITE_A.name, cny, minor, "CNY")
+            extra = dict(trans_currency=cur, settle_currency="USD",
+                         settle_amount="11.43" if cur == "HKD" else "88.88" if cur == "USD"
+                         else "57.32")
+            k.check_success(self, self.send(SITE_A, *k.paid(SITE_A, good, amount=text, **extra)))
+            r = self.send(SITE_A, *k.paid(SITE_A, cny, amount=text, **extra))
+            k.check_success(self, r)
+            self.assertEqual(PG.order(SITE_A.name, good)["status"], "paid", cur)
+            self.assertEqual(PG.order(SITE_A.name, cny)["status"], "pending", cur)
+            out = {row["order_id"]: (row["outcome"], row["currency"], row["amount_minor"])
+                   for row in self.rows()}
+            self.assertEqual(out, {good: ("applied", cur, minor),
+                                   cny: ("amount_mismatch", cur, minor)}, cur)
+            shown = "88.88 %s" % cur if cur != "JPY" else "8888 JPY"
+            why = "paid %s, order 88.88 CNY pending" % shown
+            self.assertEqual(PG.psql("SELECT outcome_detail FROM paynotify.notifications "
+                                     "WHERE order_id = %s" % pntest.q(cny)), [(why,)], cur)
+            self.assertIn(' reason="%s; order status pending"' % why,
+                          self.request_log_line(r, cny))
+
+    def test_no_trans_currency_is_cny(self):
+        """A domestic notification (no trans_currency) is CNY: it pays a CNY
+        order and not a USD order of the same number."""
+        k = self.kit
+        cny, usd = self.oid("dom-cny"), self.oid("dom-usd")
+        PG.add_order(SITE_A.name, cny, 8888, "CNY")
+        PG.add_order(SITE_A.name, usd, 8888, "USD")
+        for oid in (cny, usd):
+            h, body = k.paid(SITE_A, oid)
+            self.assertNotIn(b"trans_currency", body)
+            k.check_success(self, self.send(SITE_A, h, body))
+        self.assertEqual(PG.order(SITE_A.name, cny)["status"], "paid")
+        self.assertEqual(PG.order(SITE_A.name, usd)["status"], "pending")
+        out = {row["order_id"]: (row["outcome"], row["currency"]) for row in self.rows()}
+        self.assertEqual(out, {cny: ("applied", "CNY"), usd: ("amount_mismatch", "CNY")})
+
+    def test_malformed_trans_currency_flagged_never_guessed(self):
+        k = self.kit
+        for bad in ("usd", "US", "USDX", "XQQ", "8 4"):
+            PG.reset()
+            oid = self.oid("badcur")
+            PG.add_order(SITE_A.name, oid, 8888, "USD")
+            k.check_success(self, self.send(SITE_A, *k.paid(SITE_A, oid, trans_currency=bad)))
+            rows = self.rows()
+            self.assertEqual([(r["outcome"], r["currency"], r["amount_minor"]) for r in rows],
+                             [("amount_mismatch", None, None)], bad)
+            self.assertEqual(PG.psql("SELECT outcome_detail FROM paynotify.notifications "
+                                     "WHERE id = %d" % rows[0]["id"]),
+                             [('trans_currency "%s": not an ISO 4217 currency code as '
+                               'Alipay writes them' % bad,)], bad)
+            self.assertEqual(PG.order(SITE_A.name, oid)["status"], "pending", bad)
+
+    def test_cross_border_refund_in_trans_currency(self):
+        """refund_fee is in trans_currency too: a USD refund of a USD order."""
+        k = self.kit
+        oid = self.oid("usd-refund")
+        PG.add_order(SITE_A.name, oid, 8888, "USD")
+        k.check_success(self, self.send(SITE_A, *k.paid(SITE_A, oid, trans_currency="USD")))
+        k.check_success(self, self.send(SITE_A, *k.paid(
+            SITE_A, oid, trans_currency="USD", out_biz_no="RF-USD-1", refund_fee="10.00",
+            gmt_refund="2024-05-21 09:00:00.123")))
+        o = PG.order(SITE_A.name, oid)
+        self.assertEqual((o["status"], o["refunded_minor"]), ("partially_refunded", 1000))
+
 
 class StartupRefusals(unittest.TestCase):
     """A bad configuration is refused: a CGI request gets the provider's

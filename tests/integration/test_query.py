@@ -359,6 +359,74 @@ class TestAlipay(Base, unittest.TestCase):
         self.assertIn(b'\\u4f1a\\u5458', raw)       # stored as sent, escapes and all
 
 
+class TestAlipayCurrency(unittest.TestCase):
+    """total_amount is in the answer's signed trans_currency (CNY when the
+    answer has none): an 88.88 USD trade pays an 88.88 USD order and never
+    an 88.88 CNY one (issue 26); HKD and JPY (exponent 0) the same."""
+
+    def setUp(self):
+        PG.reset()
+        SI.reset()
+
+    def tearDown(self):
+        self.assertEqual(SI.bad_requests, [], "the stand-in refused a request's signature")
+
+    def ask(self, oid, order_currency, order_minor, total, **answer):
+        PG.add_order(SITE, oid, order_minor, order_currency)
+        st = {"trade_no": "2024120122001" + pnkit.seq(), "trade_status": "TRADE_SUCCESS",
+              "total_amount": total}
+        st.update(answer)
+        SI.state[("alipay", oid)] = st
+        return query("--site", SITE, "--provider", "alipay", "--order", oid, "--apply")
+
+    def row(self, oid):
+        n = PG.notifications("order_id = %s" % pntest.q(oid))
+        self.assertEqual(len(n), 1, n)
+        return n[0]["outcome"], n[0]["currency"], n[0]["amount_minor"]
+
+    def test_foreign_currency_pays_its_own_order_only(self):
+        for cur, total, minor, shown in (("USD", "88.88", 8888, "88.88 USD"),
+                                         ("HKD", "88.88", 8888, "88.88 HKD"),
+                                         ("JPY", "8888", 8888, "8888 JPY")):
+            good, cny = "QC-%s-%s" % (cur, pnkit.seq()), "QC-CNY-%s-%s" % (cur, pnkit.seq())
+            extra = dict(trans_currency=cur, settle_currency="USD", settle_amount="11.40")
+            rc, rows, err = self.ask(good, cur, minor, total, **extra)
+            self.assertEqual(rc, 0, (rows, err))
+            self.assertEqual(rows[0]["result"], "applied", rows)
+            self.assertEqual(PG.order(SITE, good)["status"], "paid", cur)
+            self.assertEqual(self.row(good), ("applied", cur, minor))
+            raw = PG.notifications("order_id = %s" % pntest.q(good))[0]["raw_body"]
+            self.assertIn(b'"settle_currency":"USD","settle_amount":"11.40"', raw)
+
+            rc, rows, err = self.ask(cny, "CNY", minor, total, **extra)
+            self.assertNotEqual(rc, 0, (rows, err))
+            self.assertEqual(rows[0]["result"], "amount_mismatch", rows)
+            self.assertIn("paid %s, order 88.88 CNY pending" % shown, rows[0]["detail"], rows)
+            self.assertEqual(PG.order(SITE, cny)["status"], "pending", cur)
+            self.assertEqual(self.row(cny), ("amount_mismatch", cur, minor))
+
+    def test_answer_without_trans_currency_is_cny(self):
+        rc, rows, err = self.ask("QD-CNY-" + pnkit.seq(), "CNY", 8888, "88.88")
+        self.assertEqual((rc, rows[0]["result"]), (0, "applied"), (rows, err))
+        oid = "QD-USD-" + pnkit.seq()
+        rc, rows, err = self.ask(oid, "USD", 8888, "88.88")
+        self.assertEqual(rows[0]["result"], "amount_mismatch", (rows, err))
+        self.assertEqual(self.row(oid), ("amount_mismatch", "CNY", 8888))
+        self.assertEqual(PG.order(SITE, oid)["status"], "pending")
+
+    def test_malformed_trans_currency_flagged(self):
+        for bad in ("usd", "US$", "XQQ", 840):
+            oid = "QM-" + pnkit.seq()
+            rc, rows, err = self.ask(oid, "USD", 8888, "88.88", trans_currency=bad)
+            self.assertNotEqual(rc, 0, (rows, err))
+            self.assertEqual(rows[0]["result"], "amount_mismatch", (bad, rows))
+            self.assertIn('trans_currency "%s"' % (bad if isinstance(bad, str)
+                                                   else "(not a string)"),
+                          rows[0]["detail"], rows)
+            self.assertEqual(self.row(oid), ("amount_mismatch", None, None))
+            self.assertEqual(PG.order(SITE, oid)["status"], "pending", bad)
+
+
 class TestAlipayCertificateMode(unittest.TestCase):
     """Public-key certificate mode: app_cert_sn and alipay_root_cert_sn as the
     SDKs compute them go with the request (the stand-in refuses anything

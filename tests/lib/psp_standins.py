@@ -28,7 +28,8 @@ headers; 2C2P: an HS256 JWT).  A request that does not verify gets the
 provider's own error answer and is counted in .bad_requests.
 
 Behaviour per order: .state[(provider, order_id)] = dict(...) (see
-answer_*); .mode = None | "tamper" (body changed after signing) |
+answer_*; Alipay: trade_no, trade_status, total_amount and, for a
+cross-border trade, trans_currency / settle_currency / settle_amount); .mode = None | "tamper" (body changed after signing) |
 "wrong_key" (signed with a key the site does not trust) | "500" | "sleep"
 (answer after .sleep_s seconds).
 
@@ -321,6 +322,13 @@ class Standins:
                         "trade_status": st["trade_status"], "total_amount": st["total_amount"],
                         "buyer_pay_amount": st["total_amount"], "send_pay_date":
                         "2024-05-20 10:00:05", "buyer_user_id": "2088101117955611"}
+                # cross-border trades: trans_currency (标价币种, the currency
+                # of total_amount), settle_currency / settle_amount (结算币种
+                # 订单金额), as alipay-sdk-java AlipayTradeQueryResponse names
+                # them; a domestic trade's answer has none of them
+                for f in ("trans_currency", "settle_currency", "settle_amount"):
+                    if f in st:
+                        resp[f] = st[f]
         # Alipay's own spacing: the signature covers these exact bytes.  An
         # "odd" layout (blanks, \u escapes) proves the verifier takes the
         # member's bytes as sent and never re-serialises them.
