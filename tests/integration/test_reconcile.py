@@ -14,7 +14,9 @@
 #     totals per currency in the summary line
 #   - an empty day (exit 0; WeChat Pay and Stripe need --date)
 #   - malformed files (truncated, edited totals, a field without its
-#     backtick, a bad amount): exit 3, the line named, nothing changed
+#     backtick, a bad amount, a missing, doubled or reworded Alipay totals
+#     line, a file of NUL bytes, empty or UTF-16): exit 3, the line (or what is
+#     wrong with the file) named, nothing changed
 # And: Alipay refunds missed and applied once even when the refund notification
 # arrives afterwards; a bill of another Alipay account or another WeChat Pay
 # merchant is refused (exit 3); usage errors exit 64.
