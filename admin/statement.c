@@ -149,8 +149,8 @@ pn_stmt_text_check(const unsigned char *data, size_t len, struct pn_err *err)
 		pn_err_set(err, "empty (0 bytes: a failed or truncated download?)");
 		return false;
 	}
-	if (len >= 2 && ((data[0] == 0xFF && data[1] == 0xFE) ||
-	                 (data[0] == 0xFE && data[1] == 0xFF))) {
+	if (len >= 2 &&
+	    ((data[0] == 0xFF && data[1] == 0xFE) || (data[0] == 0xFE && data[1] == 0xFF))) {
 		pn_err_set(err,
 		           "not text in the provider's encoding: it starts with a UTF-16 byte "
 		           "order mark (re-saved by a spreadsheet? give the file as downloaded)");

@@ -67,8 +67,8 @@ enum col {
 };
 
 static const char *const col_names[NCOLS] = {
-    "支付宝交易号",      "商户订单号",   "业务类型",       "完成时间",       "订单金额（元）",
-    "商家实收（元）",    "退款批次号/请求号", "服务费（元）", "商家优惠（元）",
+    "支付宝交易号",   "商户订单号",        "业务类型",     "完成时间",       "订单金额（元）",
+    "商家实收（元）", "退款批次号/请求号", "服务费（元）", "商家优惠（元）",
 };
 
 /* Alipay pads values with a tab (so spreadsheets keep long numbers as text). */
@@ -511,13 +511,14 @@ alipay_parse(struct pn_arena *a, const unsigned char *data, size_t len, struct p
 				yuan(want->received, s2, sizeof(s2));
 				yuan(said.discount, s3, sizeof(s3));
 				yuan(want->discount, s4, sizeof(s4));
-				pn_err_set(err,
-				           "line %d: the bill's %s line does not match its rows: it "
-				           "says %ld rows, 商家实收 %s CNY, 商家优惠 %s CNY; the %s "
-				           "rows are %ld, %s CNY, %s CNY (an edited or truncated "
-				           "bill: refused)",
-				           l.lineno, what, said.count, s1, s3, trade ? "交易" : "退款",
-				           want->count, s2, s4);
+				pn_err_set(
+				    err,
+				    "line %d: the bill's %s line does not match its rows: it "
+				    "says %ld rows, 商家实收 %s CNY, 商家优惠 %s CNY; the %s "
+				    "rows are %ld, %s CNY, %s CNY (an edited or truncated "
+				    "bill: refused)",
+				    l.lineno, what, said.count, s1, s3, trade ? "交易" : "退款",
+				    want->count, s2, s4);
 				return false;
 			}
 		}
