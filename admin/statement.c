@@ -133,6 +133,46 @@ pn_csv_col(char *const *fields, size_t n, const char *name)
 	return -1;
 }
 
+/*
+ * A statement is text: a file with NUL bytes is not one (a download cut short
+ * and padded, a disk image's hole, a zip entry that inflated to zeros), and
+ * UTF-16 (a spreadsheet's "Unicode text" save) is the wrong encoding.  Said
+ * as such here, before any line is read, instead of as a missing header.
+ */
+bool
+pn_stmt_text_check(const unsigned char *data, size_t len, struct pn_err *err)
+{
+	const unsigned char *nul;
+	size_t i, nuls = 0;
+
+	if (len == 0) {
+		pn_err_set(err, "empty (0 bytes: a failed or truncated download?)");
+		return false;
+	}
+	if (len >= 2 &&
+	    ((data[0] == 0xFF && data[1] == 0xFE) || (data[0] == 0xFE && data[1] == 0xFF))) {
+		pn_err_set(err,
+		           "not text in the provider's encoding: it starts with a UTF-16 byte "
+		           "order mark (re-saved by a spreadsheet? give the file as downloaded)");
+		return false;
+	}
+	if ((nul = memchr(data, '\0', len)) == NULL)
+		return true;
+	for (i = (size_t)(nul - data); i < len; i++)
+		nuls += data[i] == '\0';
+	if (nuls == len)
+		pn_err_set(err,
+		           "not text: NUL bytes at offset 0 (all %zu bytes are NUL: a truncated "
+		           "or corrupt download?)",
+		           len);
+	else
+		pn_err_set(err,
+		           "not text: NUL bytes at offset %zu (%zu of %zu bytes: a truncated or "
+		           "corrupt download?)",
+		           (size_t)(nul - data), nuls, len);
+	return false;
+}
+
 bool
 pn_stmt_from_gbk(struct pn_arena *a, const char *in, size_t len, char **out, struct pn_err *err)
 {

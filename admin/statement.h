@@ -112,6 +112,10 @@ bool pn_csv_split(char *line, char **fields, size_t *n, struct pn_err *err) PN_W
 /* Index of the column named name in a header row, or -1. */
 int pn_csv_col(char *const *fields, size_t n, const char *name);
 
+/* Is a whole file text (not empty, no NUL byte, no UTF-16 byte order mark)?
+ * false: err says what is wrong with it ("not text: NUL bytes at offset 0 ..."). */
+bool pn_stmt_text_check(const unsigned char *data, size_t len, struct pn_err *err) PN_WUR;
+
 /* GBK (read as GB18030, its superset) to UTF-8, into the arena. */
 bool pn_stmt_from_gbk(struct pn_arena *a, const char *in, size_t len, char **out,
                       struct pn_err *err) PN_WUR;

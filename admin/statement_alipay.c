@@ -15,7 +15,7 @@
  *   <rows: values padded with a trailing tab>
  *   #-----...业务明细列表结束-----...
  *   #交易合计：N笔，商家实收共X元，商家优惠共Y元
- *   #退款合计：M笔，商家实收共-Z元，商家优惠共0.00元
+ *   #退款合计：M笔，商家实收退款共-Z元，商家优惠退款共W元
  *   #导出时间：[...]
  *
  * Currency: every amount column of this bill is named in yuan (订单金额（元）,
@@ -27,8 +27,18 @@
  * currency_mismatch against its order in `reconcile`, never applied
  * (docs/PROVIDERS.md "Alipay: currency").
  *
- * Columns are found by name in the header row; the totals lines are
- * checked against the rows, so a truncated or edited file is refused.
+ * Columns are found by name in the header row; both totals lines must be
+ * there, in that wording, and agree with the rows (count, 商家实收 sum,
+ * 商家优惠 sum, in fen), so a truncated or edited file is refused.
+ *
+ * The totals wording is that of real downloaded bills as public projects
+ * reproduce them (docs/RECONCILE.md "Alipay" names them), e.g. a Java
+ * payment library's AlipayGeneralPaymentHandlerTest alipayBill() fixture of
+ * 2019-09-16:
+ *   #交易合计：6笔，商家实收共0.06元，商家优惠共0.00元
+ *   #退款合计：4笔，商家实收退款共-0.04元，商家优惠退款共0.00元
+ * (its rows: six 交易 of 0.01 and four 退款 of -0.01: the sums are the
+ * columns' signed sums per 业务类型).
  * Times are Beijing time (UTC+8); the bill covers one calendar day there.
  */
 #include "config.h"
@@ -46,12 +56,28 @@
 #define M_END "业务明细列表结束"
 #define T_TRADE "#交易合计："
 #define T_REFUND "#退款合计："
+/* after the count: the 商家实收 and 商家优惠 labels of each totals line */
+#define T_TRADE_RECV "商家实收共"
+#define T_TRADE_DISC "商家优惠共"
+#define T_REFUND_RECV "商家实收退款共"
+#define T_REFUND_DISC "商家优惠退款共"
 
-enum col { C_TRADE_NO, C_OTN, C_TYPE, C_DONE, C_TOTAL, C_RECEIVED, C_BATCH, C_FEE, NCOLS };
+enum col {
+	C_TRADE_NO,
+	C_OTN,
+	C_TYPE,
+	C_DONE,
+	C_TOTAL,
+	C_RECEIVED,
+	C_BATCH,
+	C_FEE,
+	C_DISCOUNT,
+	NCOLS
+};
 
 static const char *const col_names[NCOLS] = {
-    "支付宝交易号",   "商户订单号",     "业务类型",          "完成时间",
-    "订单金额（元）", "商家实收（元）", "退款批次号/请求号", "服务费（元）",
+    "支付宝交易号",   "商户订单号",        "业务类型",     "完成时间",       "订单金额（元）",
+    "商家实收（元）", "退款批次号/请求号", "服务费（元）", "商家优惠（元）",
 };
 
 /* Alipay pads values with a tab (so spreadsheets keep long numbers as text). */
@@ -66,6 +92,14 @@ clean(char *s)
 	while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t'))
 		s[--n] = '\0';
 	return s;
+}
+
+/* Signed fen as yuan, "-0.04" (pn_money_format takes no negative amounts). */
+static void
+yuan(int64_t minor, char *buf, size_t size)
+{
+	buf[0] = '-';
+	pn_money_format(minor < 0 ? -minor : minor, 2, buf + (minor < 0), size - 1);
 }
 
 static bool
@@ -90,33 +124,62 @@ cn_date(struct pn_arena *a, const char *s, const char **out)
 	return true;
 }
 
-/* "#交易合计：2笔，商家实收共36.80元，..." -> count and amount. */
+/* What one totals line says, or the rows add up to. */
+struct totals {
+	long count;
+	int64_t received; /* 商家实收, fen, signed as in the bill */
+	int64_t discount; /* 商家优惠, fen, signed as in the bill */
+};
+
+/* "<label><amount>元" at *p (amount signed, 2 decimals): fen, *p moved past it. */
 static bool
-totals_line(const char *s, long *count, int64_t *received, bool *has_received)
+labelled_amount(const char **p, const char *label, int64_t *minor)
 {
-	const char *p;
-	char *end;
 	struct pn_err e;
 	char num[32];
 	size_t n;
 
-	*count = strtol(s, &end, 10);
-	if (end == s || *count < 0 || strncmp(end, "笔", 3) != 0)
+	if (strncmp(*p, label, strlen(label)) != 0)
 		return false;
-	*has_received = false;
-	p = strstr(end, "商家实收共");
-	if (p == NULL)
-		return true;
-	p += strlen("商家实收共");
-	n = strspn(p, "-0123456789.");
-	if (n == 0 || n >= sizeof(num) || strncmp(p + n, "元", 3) != 0)
+	*p += strlen(label);
+	n = strspn(*p, "-0123456789.");
+	if (n == 0 || n >= sizeof(num) || strncmp(*p + n, "元", strlen("元")) != 0)
 		return false;
-	memcpy(num, p, n);
+	memcpy(num, *p, n);
 	num[n] = '\0';
-	if (!pn_stmt_amount(num, 2, received, &e))
+	if (!pn_stmt_amount(num, 2, minor, &e))
 		return false;
-	*has_received = true;
+	*p += n + strlen("元");
 	return true;
+}
+
+/*
+ * The text after "#交易合计：" or "#退款合计：", in the wording of real bills
+ * and nothing else: "6笔，商家实收共0.06元，商家优惠共0.00元" or
+ * "4笔，商家实收退款共-0.04元，商家优惠退款共0.00元".  Any other wording is
+ * unreadable (never skipped: a check skipped is an edited total accepted).
+ */
+static bool
+totals_line(const char *s, bool trade, struct totals *t)
+{
+	const char *p = s;
+	size_t n = strspn(s, "0123456789");
+
+	if (n == 0 || n > 9) /* a count, at most PN_STMT_MAX_ROWS: no overflow */
+		return false;
+	t->count = strtol(s, NULL, 10);
+	p += n;
+	if (strncmp(p, "笔，", strlen("笔，")) != 0)
+		return false;
+	p += strlen("笔，");
+	if (!labelled_amount(&p, trade ? T_TRADE_RECV : T_REFUND_RECV, &t->received))
+		return false;
+	if (strncmp(p, "，", strlen("，")) != 0)
+		return false;
+	p += strlen("，");
+	if (!labelled_amount(&p, trade ? T_TRADE_DISC : T_REFUND_DISC, &t->discount))
+		return false;
+	return *p == '\0';
 }
 
 /*
@@ -127,7 +190,7 @@ totals_line(const char *s, long *count, int64_t *received, bool *has_received)
  */
 static bool
 alipay_unzip(struct pn_arena *a, const unsigned char *data, size_t len, const unsigned char **out,
-             size_t *outlen, struct pn_err *err)
+             size_t *outlen, const char **entry, struct pn_err *err)
 {
 	zip_error_t ze;
 	zip_source_t *src;
@@ -135,6 +198,7 @@ alipay_unzip(struct pn_arena *a, const unsigned char *data, size_t len, const un
 	zip_stat_t zs;
 	zip_file_t *f = NULL;
 	zip_int64_t n, i, found = -1, got;
+	const char *found_name = NULL;
 	unsigned char *buf;
 	bool ok = false;
 
@@ -170,6 +234,7 @@ alipay_unzip(struct pn_arena *a, const unsigned char *data, size_t len, const un
 			goto done;
 		}
 		found = i;
+		found_name = name;
 	}
 	if (found < 0) {
 		pn_err_set(err, "the zip holds no 业务明细 file (%lld entries)", (long long)n);
@@ -194,6 +259,7 @@ alipay_unzip(struct pn_arena *a, const unsigned char *data, size_t len, const un
 	}
 	*out = buf;
 	*outlen = (size_t)zs.size;
+	*entry = found_name;
 	ok = true;
 done:
 	if (f != NULL)
@@ -210,13 +276,21 @@ alipay_parse(struct pn_arena *a, const unsigned char *data, size_t len, struct p
 	char *text, *line, *f[PN_STMT_MAX_FIELDS];
 	size_t nf, ncols = 0;
 	int col[NCOLS], i, state = 0; /* 0 preamble, 1 header next, 2 rows, 3 after */
-	long n_trade = 0, n_refund = 0, t_count;
-	int64_t sum_trade = 0, sum_refund = 0, t_recv;
-	bool eof, has_recv, seen_trade_total = false;
+	struct totals rows[2] = {{0, 0, 0}, {0, 0, 0}}; /* [0] 交易, [1] 退款 */
+	int seen_total[2] = {0, 0};                     /* the line of each totals line */
+	bool eof;
 	struct pn_err e;
 
-	if (len >= 4 && memcmp(data, "PK\x03\x04", 4) == 0 &&
-	    !alipay_unzip(a, data, len, &data, &len, err))
+	if (len >= 4 && memcmp(data, "PK\x03\x04", 4) == 0) {
+		const char *name;
+
+		if (!alipay_unzip(a, data, len, &data, &len, &name, err))
+			return false;
+		if (!pn_stmt_text_check(data, len, err)) {
+			pn_err_prefix(err, "the zip's 业务明细 file %s", name);
+			return false;
+		}
+	} else if (!pn_stmt_text_check(data, len, err))
 		return false;
 	if (len >= 3 && memcmp(data, "\xEF\xBB\xBF", 3) == 0) {
 		data += 3;
@@ -313,7 +387,7 @@ alipay_parse(struct pn_arena *a, const unsigned char *data, size_t len, struct p
 		if (state == 2) {
 			struct pn_stmt_txn *t;
 			const char *type, *trade_no, *otn;
-			int64_t total, recv, fee;
+			int64_t total, recv, fee, disc;
 
 			if (line[0] == '#') {
 				if (strstr(line, M_END) == NULL) {
@@ -374,7 +448,8 @@ alipay_parse(struct pn_arena *a, const unsigned char *data, size_t len, struct p
 			}
 			if (!pn_stmt_amount(clean(f[col[C_TOTAL]]), 2, &total, &e) ||
 			    !pn_stmt_amount(clean(f[col[C_RECEIVED]]), 2, &recv, &e) ||
-			    !pn_stmt_amount(clean(f[col[C_FEE]]), 2, &fee, &e)) {
+			    !pn_stmt_amount(clean(f[col[C_FEE]]), 2, &fee, &e) ||
+			    !pn_stmt_amount(clean(f[col[C_DISCOUNT]]), 2, &disc, &e)) {
 				pn_err_set(err, "line %d: unreadable amount: %s", l.lineno, e.msg);
 				return false;
 			}
@@ -392,11 +467,18 @@ alipay_parse(struct pn_arena *a, const unsigned char *data, size_t len, struct p
 				const char *batch = clean(f[col[C_BATCH]]);
 
 				t->refund_id = *batch ? batch : NULL;
-				n_refund++;
-				sum_refund += recv;
-			} else if (t->kind == PN_STMT_PAYMENT) {
-				n_trade++;
-				sum_trade += recv;
+			}
+			if (t->kind == PN_STMT_PAYMENT || t->kind == PN_STMT_REFUND) {
+				struct totals *sum = &rows[t->kind == PN_STMT_REFUND];
+
+				/* integer fen; 10^6 rows of 10^15 fen could overflow: refused */
+				sum->count++;
+				if (__builtin_add_overflow(sum->received, recv, &sum->received) ||
+				    __builtin_add_overflow(sum->discount, disc, &sum->discount)) {
+					pn_err_set(err, "line %d: the rows' sums overflow",
+					           l.lineno);
+					return false;
+				}
 			}
 			continue;
 		}
@@ -410,30 +492,44 @@ alipay_parse(struct pn_arena *a, const unsigned char *data, size_t len, struct p
 		if (strncmp(line, T_TRADE, strlen(T_TRADE)) == 0 ||
 		    strncmp(line, T_REFUND, strlen(T_REFUND)) == 0) {
 			bool trade = strncmp(line, T_TRADE, strlen(T_TRADE)) == 0;
-			long want = trade ? n_trade : n_refund;
-			int64_t want_sum = trade ? sum_trade : sum_refund;
+			const struct totals *want = &rows[!trade];
+			struct totals said;
+			const char *what = trade ? "交易合计" : "退款合计";
 
-			if (!totals_line(line + strlen(trade ? T_TRADE : T_REFUND), &t_count,
-			                 &t_recv, &has_recv)) {
-				pn_err_set(err, "line %d: unreadable totals line \"%.80s\"",
-				           l.lineno, line);
+			if (seen_total[!trade]) {
+				pn_err_set(err, "line %d: a second %s line (the first is line %d)",
+				           l.lineno, what, seen_total[!trade]);
 				return false;
 			}
-			if (t_count != want || (has_recv && t_recv != want_sum)) {
-				char s1[32], s2[32];
+			seen_total[!trade] = l.lineno;
+			if (!totals_line(clean(line) + strlen(trade ? T_TRADE : T_REFUND), trade,
+			                 &said)) {
+				pn_err_set(err,
+				           "line %d: unreadable %s line \"%.100s\" (expected "
+				           "\"%sN笔，%sX元，%sY元\")",
+				           l.lineno, what, line, trade ? T_TRADE : T_REFUND,
+				           trade ? T_TRADE_RECV : T_REFUND_RECV,
+				           trade ? T_TRADE_DISC : T_REFUND_DISC);
+				return false;
+			}
+			if (said.count != want->count || said.received != want->received ||
+			    said.discount != want->discount) {
+				char s1[32], s2[32], s3[32], s4[32];
 
-				pn_money_format(want_sum, 2, s1, sizeof(s1));
-				pn_money_format(t_recv, 2, s2, sizeof(s2));
+				yuan(said.received, s1, sizeof(s1));
+				yuan(want->received, s2, sizeof(s2));
+				yuan(said.discount, s3, sizeof(s3));
+				yuan(want->discount, s4, sizeof(s4));
 				pn_err_set(
 				    err,
-				    "line %d: the file's %s total says %ld rows, %s CNY; its "
-				    "rows are %ld, %s CNY (truncated or edited?)",
-				    l.lineno, trade ? "交易" : "退款", t_count, has_recv ? s2 : "?",
-				    want, s1);
+				    "line %d: the bill's %s line does not match its rows: it "
+				    "says %ld rows, 商家实收 %s CNY, 商家优惠 %s CNY; the %s "
+				    "rows are %ld, %s CNY, %s CNY (an edited or truncated "
+				    "bill: refused)",
+				    l.lineno, what, said.count, s1, s3, trade ? "交易" : "退款",
+				    want->count, s2, s4);
 				return false;
 			}
-			if (trade)
-				seen_trade_total = true;
 		}
 	}
 	if (state < 2) {
@@ -445,11 +541,15 @@ alipay_parse(struct pn_arena *a, const unsigned char *data, size_t len, struct p
 		           l.lineno, M_END);
 		return false;
 	}
-	if (!seen_trade_total) {
-		pn_err_set(err, "line %d: no \"%s\" totals line after the rows (truncated?)",
-		           l.lineno, T_TRADE);
-		return false;
-	}
+	for (i = 0; i < 2; i++)
+		if (!seen_total[i]) {
+			/* a real bill has both, "#退款合计：0笔，..." on a day without refunds */
+			pn_err_set(err,
+			           "line %d: no \"%s\" totals line after the rows (truncated or "
+			           "edited?)",
+			           l.lineno, i == 0 ? T_TRADE : T_REFUND);
+			return false;
+		}
 	return true;
 }
 

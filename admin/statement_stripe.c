@@ -66,6 +66,8 @@ stripe_parse(struct pn_arena *a, const unsigned char *data, size_t len, struct p
 	int col[NCOLS], i;
 	bool eof, header = false;
 
+	if (!pn_stmt_text_check(data, len, err))
+		return false;
 	if (len >= 3 && memcmp(data, "\xEF\xBB\xBF", 3) == 0) {
 		data += 3;
 		len -= 3;

@@ -127,6 +127,8 @@ wechatpay_parse(struct pn_arena *a, const unsigned char *data, size_t len, struc
 	long rows = 0;
 	bool eof;
 
+	if (!pn_stmt_text_check(data, len, err))
+		return false;
 	if (len >= 3 && memcmp(data, "\xEF\xBB\xBF", 3) == 0) {
 		data += 3;
 		len -= 3;

@@ -14,7 +14,9 @@
 #     totals per currency in the summary line
 #   - an empty day (exit 0; WeChat Pay and Stripe need --date)
 #   - malformed files (truncated, edited totals, a field without its
-#     backtick, a bad amount): exit 3, the line named, nothing changed
+#     backtick, a bad amount, a missing, doubled or reworded Alipay totals
+#     line, a file of NUL bytes, empty or UTF-16): exit 3, the line (or what is
+#     wrong with the file) named, nothing changed
 # And: Alipay refunds missed and applied once even when the refund notification
 # arrives afterwards; a bill of another Alipay account or another WeChat Pay
 # merchant is refused (exit 3); usage errors exit 64.
@@ -120,9 +122,20 @@ ALIPAY_HEADER = ("支付宝交易号,商户订单号,业务类型,商品名称,�
                  "卡消费金额（元）,退款批次号/请求号,服务费（元）,分润（元）,备注")
 
 
-def alipay_bill(day, rows, account=pnkit.ALIPAY_SELLER_ID + "0156", edit_total=0, cut=None):
+# The totals lines in the wording of real bills (docs/RECONCILE.md "Alipay"), e.g.
+# a Java payment library's alipayBill() fixture of a real 2019-09-16 bill:
+#   #交易合计：6笔，商家实收共0.06元，商家优惠共0.00元
+#   #退款合计：4笔，商家实收退款共-0.04元，商家优惠退款共0.00元
+ALIPAY_TRADE_TOTAL = "#交易合计：%d笔，商家实收共%s元，商家优惠共%s元"
+ALIPAY_REFUND_TOTAL = "#退款合计：%d笔，商家实收退款共%s元，商家优惠退款共%s元"
+
+
+def alipay_bill(day, rows, account=pnkit.ALIPAY_SELLER_ID + "0156", edit_total=0, cut=None,
+                edit_refund_total=0, totals=None):
     """rows: dicts trade_no, oid, type (交易/退款), time, minor (signed as in the
-    bill: refunds negative), fee (minor, positive = charged), batch.  GBK bytes."""
+    bill: refunds negative), fee (minor, positive = charged), batch.  GBK bytes.
+    edit_total / edit_refund_total: fen added to the 交易合计 / 退款合计 商家实收 sum;
+    totals: a function given the two totals lines, returning the lines to write."""
     d0 = datetime.date.fromisoformat(day)
     d1 = d0 + datetime.timedelta(days=1)
     lines = ["#支付宝业务明细查询", "#账号：[%s]" % account,
@@ -146,8 +159,10 @@ def alipay_bill(day, rows, account=pnkit.ALIPAY_SELLER_ID + "0156", edit_total=0
             sum_refund += m
     lines += ["#-----------------------------------------业务明细列表结束"
               "------------------------------------",
-              "#交易合计：%d笔，商家实收共%s元，商家优惠共0.00元" % (n_trade, yuan(sum_trade + edit_total)),
-              "#退款合计：%d笔，商家实收共%s元，商家优惠共0.00元" % (n_refund, yuan(sum_refund)),
+              ] + (totals or (lambda t: t))([
+                  ALIPAY_TRADE_TOTAL % (n_trade, yuan(sum_trade + edit_total), "0.00"),
+                  ALIPAY_REFUND_TOTAL % (n_refund, yuan(sum_refund + edit_refund_total),
+                                         "0.00")]) + [
               "#导出时间：[%s 09:00:00]" % d1.strftime("%Y年%m月%d日")]
     if cut is not None:
         lines = lines[:cut]
@@ -519,9 +534,43 @@ class TestAlipay(Base, unittest.TestCase):
     def malformed(self, oid, txn):
         good = [self.payment_row(oid, txn)]
         full = alipay_bill(self.day, good)
+        refunded = good + [self.refund_row(oid, txn, 1000, "RF" + digits())]
+        nul = b"\0" * 4096
         return [
             ("truncated", alipay_bill(self.day, good, cut=6), "before the"),
-            ("edited-total", alipay_bill(self.day, good, edit_total=100), "line 8"),
+            ("edited-total", alipay_bill(self.day, good, edit_total=100),
+             "line 8: the bill's 交易合计 line does not match its rows: it says 1 rows, "
+             "商家实收 67.00 CNY"),
+            ("edited-refund-total", alipay_bill(self.day, refunded, edit_refund_total=-1),
+             "line 10: the bill's 退款合计 line does not match its rows: it says 1 rows, "
+             "商家实收 -10.01 CNY, 商家优惠 0.00 CNY; the 退款 rows are 1, -10.00 CNY"),
+            ("edited-refund-count", alipay_bill(self.day, refunded, totals=lambda t: [
+                t[0], t[1].replace("1笔", "2笔")]), "line 10: the bill's 退款合计 line does "
+             "not match its rows: it says 2 rows"),
+            ("edited-refund-discount", alipay_bill(self.day, refunded, totals=lambda t: [
+                t[0], t[1].replace("商家优惠退款共0.00元", "商家优惠退款共-0.50元")]),
+             "商家优惠 -0.50 CNY; the 退款 rows are 1, -10.00 CNY, 0.00 CNY"),
+            ("no-refund-total", alipay_bill(self.day, refunded, totals=lambda t: t[:1]),
+             "no \"#退款合计：\" totals line after the rows"),
+            ("no-trade-total", alipay_bill(self.day, good, totals=lambda t: t[1:]),
+             "no \"#交易合计：\" totals line after the rows"),
+            ("two-refund-totals", alipay_bill(self.day, refunded, totals=lambda t: t + t[1:]),
+             "line 11: a second 退款合计 line (the first is line 10)"),
+            # the trade line's wording on the refund line (this file's fixture once had
+            # it): never read as "no sum to check"
+            ("refund-total-trade-wording", alipay_bill(self.day, refunded, totals=lambda t: [
+                t[0], t[1].replace("商家实收退款共", "商家实收共")]),
+             "line 10: unreadable 退款合计 line"),
+            ("refund-total-no-discount", alipay_bill(self.day, refunded, totals=lambda t: [
+                t[0], t[1].split("，商家优惠")[0]]), "line 10: unreadable 退款合计 line"),
+            ("nul-bytes", nul, "not text: NUL bytes at offset 0 (all 4096 bytes are NUL: "
+             "a truncated or corrupt download?)"),
+            ("nul-zip", alipay_zip(self.day, nul), "the zip's 业务明细 file "
+             + pnkit.ALIPAY_SELLER_ID + "0156_" + self.day.replace("-", "")
+             + "_业务明细.csv: not text: NUL bytes at offset 0"),
+            ("nul-tail", full + nul, "not text: NUL bytes at offset %d" % len(full)),
+            ("empty-zip-entry", alipay_zip(self.day, b""), "业务明细.csv: empty (0 bytes"),
+            ("utf-16", "\ufeff#支付宝业务明细查询\r\n".encode("utf-16-le"), "UTF-16"),
             ("bad-amount", full.replace(yuan(self.amount).encode(), b"66,00", 1), "line 6"),
             ("not-gbk", b"#\xff\xff\xff\r\n", "not GBK"),
             ("utf8-header-only", "#支付宝业务明细查询\n".encode(), "no header row"),
@@ -537,6 +586,35 @@ class TestAlipay(Base, unittest.TestCase):
         self.assertEqual(rc, 0, (rows, err))
         self.assertEqual(rows, [])
         self.assertIn("0 statement rows", err)
+
+    def test_genuine_footer_passes_edited_refund_total_refused(self):
+        # the shape of the published sample: six 交易 of 0.01, four of them refunded
+        # (退款 -0.01): its footer, byte for byte, is what the bill must carry
+        orders = [(self.new_order(amount=1), self.txn()) for _ in range(6)]
+        stmt = [self.payment_row(oid, txn, minor=1) for oid, txn in orders]
+        stmt += [self.refund_row(oid, txn, 1, "re_test_" + digits()) for oid, txn in orders[:4]]
+        bill = alipay_bill(self.day, stmt)
+        text = bill.decode("gbk")
+        self.assertIn("\r\n#交易合计：6笔，商家实收共0.06元，商家优惠共0.00元\r\n"
+                      "#退款合计：4笔，商家实收退款共-0.04元，商家优惠退款共0.00元\r\n", text)
+        edited = text.replace("商家实收退款共-0.04元", "商家实收退款共-0.03元").encode("gbk")
+        rc, rows, err = reconcile(self.provider, write("alipay-%s.csv" % digits(), edited),
+                                  "--apply")
+        self.assertEqual(rc, 3, (rows, err))
+        self.assertIn("the bill's 退款合计 line does not match its rows: it says 4 rows, "
+                      "商家实收 -0.03 CNY, 商家优惠 0.00 CNY; the 退款 rows are 4, -0.04 CNY, "
+                      "0.00 CNY (an edited or truncated bill: refused); nothing changed", err)
+        self.assertEqual(rows, [])
+        self.assertEqual(PG.notifications(), [])
+        self.assertEqual([PG.order(SITE, oid)["status"] for oid, _ in orders], ["pending"] * 6)
+        rc, rows, err = reconcile(self.provider, write("alipay-%s.csv" % digits(), bill),
+                                  "--apply")
+        self.assertEqual(rc, 0, (rows, err))
+        self.assertEqual([(r["class"], r["result"]) for r in rows],
+                         [("missing_payment", "applied")] * 6
+                         + [("missing_refund", "applied")] * 4, rows)
+        self.assertEqual([PG.order(SITE, oid)["status"] for oid, _ in orders],
+                         ["refunded"] * 4 + ["paid"] * 2)
 
     def test_the_zip_as_downloaded(self):
         oid, txn = self.new_order(), self.txn()
@@ -671,6 +749,8 @@ class TestWechatPay(Base, unittest.TestCase):
             ("edited-count", wechat_bill(good, edit_count=1), "line 4"),
             ("no-backtick", wechat_bill(good, no_tick=True), "line 2: field 7"),
             ("gbk", wechat_bill(good).decode().encode("gbk"), "not UTF-8"),
+            ("nul-bytes", b"\0" * 100, "not text: NUL bytes at offset 0 (all 100 bytes"),
+            ("empty", b"", "empty (0 bytes"),
         ]
 
     def test_empty_day(self):
@@ -739,6 +819,8 @@ class TestStripe(Base, unittest.TestCase):
             ("other-day", stripe_report([self.payment_row(oid, txn),
                                          dict(self.payment_row(oid, txn),
                                               time="2020-01-01 10:00:00")]), "line 3"),
+            ("nul-tail", good + b"\0\0", "not text: NUL bytes at offset %d (2 of %d bytes"
+             % (len(good), len(good) + 2)),
         ]
 
     def test_empty_day(self):
