@@ -216,9 +216,14 @@ pn_money_format(int64_t minor, int exponent, char *buf, size_t bufsz)
 
 	for (i = 0; i < exponent; i++)
 		scale *= 10;
-	if (exponent == 0)
+	if (exponent == 0) {
 		snprintf(buf, bufsz, "%lld", (long long)minor);
-	else
-		snprintf(buf, bufsz, "%lld.%0*lld", (long long)(minor / scale), exponent,
-			 (long long)(minor % scale));
+		return;
+	}
+	/* the sign once, in front: -4 fen is "-0.04" (a refund total), not
+	 * "0.-4"; magnitudes from the quotient and remainder, each of which
+	 * fits for any int64_t (INT64_MIN included) */
+	snprintf(buf, bufsz, "%s%lld.%0*lld", minor < 0 ? "-" : "",
+		 (long long)(minor < 0 ? -(minor / scale) : minor / scale), exponent,
+		 (long long)(minor < 0 ? -(minor % scale) : minor % scale));
 }

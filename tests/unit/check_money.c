@@ -99,6 +99,15 @@ START_TEST(test_rescale_format)
 	ck_assert_str_eq(buf, "0.005");
 	pn_money_format(500, 0, buf, sizeof(buf));
 	ck_assert_str_eq(buf, "500");
+	/* negative amounts (a bill's refund total): the sign once, in front */
+	pn_money_format(-4, 2, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "-0.04");
+	pn_money_format(-300000, 2, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "-3000.00");
+	pn_money_format(-7, 0, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "-7");
+	pn_money_format(INT64_MIN, 2, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "-92233720368547758.08");
 }
 END_TEST
 
