@@ -28,7 +28,7 @@ help(FILE *f)
 		"node_exporter's textfile collector; when the database cannot be read FILE\n"
 		"holds only paynotify_stats_up 0 (never stale counters) and the exit is 3:\n"
 		"  paynotify stats --format prometheus --output "
-		"/var/lib/node_exporter/textfile/paynotify.prom\n"
+		"/var/lib/prometheus/node-exporter/paynotify.prom\n"
 		"Exit status: 0, or 3 database error, 64 a bad option (a site not in the\n"
 		"configuration), 78 configuration error.\n");
 }

@@ -1385,7 +1385,7 @@ pn_cfg_load_flags(const char *path, unsigned flags, struct pn_err *err)
 		if (cfg != NULL && fd.v[i].severity == PN_CFG_SITE_ERROR)
 			pn_log(PN_LOG_ERROR, "%s", t);
 		else if (cfg != NULL && fd.v[i].severity == PN_CFG_WARNING)
-			pn_log(PN_LOG_INFO, "configuration warning: %s", t);
+			pn_log(PN_LOG_WARNING, "configuration warning: %s", t);
 		free(t);
 	}
 	pn_cfg_findings_free(&fd);

@@ -1,11 +1,19 @@
 /*
  * log.c: logfmt lines on stderr.
+ *
+ * Two forms (log.h): the ordinary "TIME program[pid]: level: message", and,
+ * when stderr is the journal, "<N>[pid] level: message" with the syslog
+ * priority N that journald's stream protocol takes off the line (systemd.exec(5)
+ * SyslogLevelPrefix=, default yes) and no timestamp or program (journald
+ * adds both: SYSLOG_IDENTIFIER and its own time).
  */
 #include "config.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -14,12 +22,42 @@
 
 static const char *log_program = "paynotify";
 static int log_level = PN_LOG_INFO;
+static bool log_journal = false;
+
+/*
+ * systemd.exec(5) "JOURNAL_STREAM": "<device>:<inode>" (decimal) of the
+ * stream it connected to stdout/stderr.  stderr is the journal only if fd 2
+ * is still that file: the variable is inherited by children whose stderr a
+ * shell or a test redirected (sd_journal_stream_fd(3), and systemd's own
+ * advice: compare with fstat(2) of the descriptor).
+ */
+bool
+pn_log_stderr_is_journal(void)
+{
+	const char *v = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+	char   *end;
+
+	if (v == NULL || *v < '0' || *v > '9')
+		return false;
+	dev = strtoull(v, &end, 10);
+	if (*end != ':' || end[1] < '0' || end[1] > '9')
+		return false;
+	ino = strtoull(end + 1, &end, 10);
+	if (*end != '\0')
+		return false;
+	if (fstat(STDERR_FILENO, &st) != 0)
+		return false;
+	return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
 
 void
 pn_log_init(const char *program, int level)
 {
 	log_program = program;
 	log_level = level;
+	log_journal = pn_log_stderr_is_journal();
 }
 
 void
@@ -28,13 +66,51 @@ pn_log_set_level(int level)
 	log_level = level;
 }
 
+/* syslog(3) priorities, as journald reads them off "<N>". */
+static int
+priority(enum pn_log_level level)
+{
+	switch (level) {
+	case PN_LOG_ERROR:
+		return 3;	/* LOG_ERR */
+	case PN_LOG_WARNING:
+		return 4;	/* LOG_WARNING */
+	case PN_LOG_INFO:
+		return 6;	/* LOG_INFO */
+	case PN_LOG_DEBUG:
+		break;
+	}
+	return 7;		/* LOG_DEBUG */
+}
+
+/* The [log] level (0..2) from which a line of this priority is written. */
+static int
+min_level(enum pn_log_level level)
+{
+	switch (level) {
+	case PN_LOG_ERROR:
+	case PN_LOG_WARNING:
+		return 0;
+	case PN_LOG_INFO:
+		return 1;
+	case PN_LOG_DEBUG:
+		break;
+	}
+	return 2;
+}
+
+/* The line's start: a priority for the journal, else a timestamp and program. */
 static void
-put_time(struct pn_buf *b)
+put_prefix(struct pn_buf *b, enum pn_log_level level)
 {
 	struct timespec ts;
 	struct tm tm;
 	char	tbuf[40];
 
+	if (log_journal) {
+		pn_buf_printf(b, "<%d>[%ld] ", priority(level), (long)getpid());
+		return;
+	}
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm);
@@ -55,17 +131,17 @@ emit(struct pn_buf *b)
 void
 pn_log(enum pn_log_level level, const char *fmt, ...)
 {
-	static const char *names[] = {"error", "info", "debug"};
+	static const char *names[] = {"error", "info", "debug", "warning"};
 	struct pn_buf b = PN_BUF_INIT;
 	char	msg[2048];
 	va_list	ap;
 
-	if ((int)level > log_level)
+	if (min_level(level) > log_level)
 		return;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	put_time(&b);
+	put_prefix(&b, level);
 	pn_buf_printf(&b, "%s: %s", names[level], msg);
 	emit(&b);
 	pn_buf_free(&b);
@@ -107,15 +183,36 @@ put_kv(struct pn_buf *b, const char *key, const char *value)
 	pn_buf_putc(b, '"');
 }
 
+/*
+ * A request line's priority, from its status: an answer the provider takes
+ * as delivered (2xx) is info; a refused request (4xx: bad signature, stale
+ * timestamp, unknown site, too large, too slow; the provider may retry,
+ * nothing was stored as handled) is a warning, since one is an attack, a
+ * scanner or a key or clock that drifted; an answer that asks for a retry
+ * because this side failed (503 database down or a disabled site, 500) is
+ * an error: nothing is accepted until it is fixed.
+ */
+enum pn_log_level
+pn_log_request_level(int status)
+{
+	if (status >= 500)
+		return PN_LOG_ERROR;
+	if (status >= 400)
+		return PN_LOG_WARNING;
+	return PN_LOG_INFO;
+}
+
 void
 pn_log_request(const struct pn_reqlog *rl)
 {
 	struct pn_buf b = PN_BUF_INIT;
 	char	num[32];
 
-	if (log_level < PN_LOG_INFO && rl->status < 400)
+	enum pn_log_level level = pn_log_request_level(rl->status);
+
+	if (min_level(level) > log_level)
 		return;
-	put_time(&b);
+	put_prefix(&b, level);
 	pn_buf_puts(&b, "request");
 	put_kv(&b, "site", rl->site ? rl->site : "-");
 	put_kv(&b, "provider", rl->provider);

@@ -11,11 +11,24 @@
 
 #include "util.h"
 
-enum pn_log_level { PN_LOG_ERROR = 0, PN_LOG_INFO = 1, PN_LOG_DEBUG = 2 };
+/*
+ * A line's priority.  ERROR, INFO and DEBUG are also the [log] level values
+ * (0, 1, 2) passed to pn_log_init/pn_log_set_level; WARNING is written at
+ * every level, like ERROR.
+ */
+enum pn_log_level { PN_LOG_ERROR = 0, PN_LOG_INFO = 1, PN_LOG_DEBUG = 2, PN_LOG_WARNING = 3 };
 
+/* Also decides the form (below) from JOURNAL_STREAM and fd 2: call it after
+ * stderr is where it stays. */
 void pn_log_init(const char *program, int level);
 void pn_log_set_level(int level);
-/* A free-form diagnostic line: "<program>[pid]: <level>: message". */
+/* Whether fd 2 is the stream systemd's JOURNAL_STREAM names. */
+bool pn_log_stderr_is_journal(void);
+/*
+ * A free-form diagnostic line: "TIME <program>[pid]: <level>: message", or
+ * when stderr is the journal "<N>[pid] <level>: message", N the syslog
+ * priority (3 error, 4 warning, 6 info, 7 debug) journald files it under.
+ */
 void pn_log(enum pn_log_level level, const char *fmt, ...) PN_PRINTF(2, 3);
 
 /* Longest forwarded-for value logged (bytes, with the NUL). */
@@ -36,6 +49,9 @@ struct pn_reqlog {
 	int64_t	notification_id;	/* 0 when nothing was stored */
 	int64_t	micros;
 };
+/* Written at [log] level 1, and at 0 when status >= 400; same two forms. */
 void pn_log_request(const struct pn_reqlog *rl);
+/* Its priority: info below 400, warning 4xx, error 5xx. */
+enum pn_log_level pn_log_request_level(int status);
 
 #endif

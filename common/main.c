@@ -146,6 +146,13 @@ usage(FILE *f, const char *prog)
 		prog, PN_PROVIDER.name, prog, prog, PN_PROVIDER.name);
 }
 
+/* A line written before (or instead of) pn_log: the journal's error priority. */
+static const char *
+err_prefix(void)
+{
+	return pn_log_stderr_is_journal() ? "<3>" : "";
+}
+
 int
 main(int argc, char **argv)
 {
@@ -184,16 +191,16 @@ main(int argc, char **argv)
 		case 'w':
 			opts.workers = (int)strtol(optarg, &end, 10);
 			if (*end != '\0' || opts.workers < 0) {
-				fprintf(stderr, "%s: invalid --workers \"%s\": expected a number of "
-					"workers (0 or more)\n", provider->program, optarg);
+				fprintf(stderr, "%s%s: invalid --workers \"%s\": expected a number of "
+					"workers (0 or more)\n", err_prefix(), provider->program, optarg);
 				return PN_EXIT_USAGE;
 			}
 			break;
 		case 'm':
 			opts.socket_mode = (mode_t)strtol(optarg, &end, 8);
 			if (*end != '\0' || opts.socket_mode > 0777) {
-				fprintf(stderr, "%s: invalid --socket-mode \"%s\": expected an octal "
-					"mode such as 0660\n", provider->program, optarg);
+				fprintf(stderr, "%s%s: invalid --socket-mode \"%s\": expected an octal "
+					"mode such as 0660\n", err_prefix(), provider->program, optarg);
 				return PN_EXIT_USAGE;
 			}
 			break;
@@ -202,7 +209,8 @@ main(int argc, char **argv)
 			break;
 		case 'p':
 			if (*optarg == '\0') {
-				fprintf(stderr, "%s: invalid --pidfile \"\"\n", provider->program);
+				fprintf(stderr, "%s%s: invalid --pidfile \"\"\n", err_prefix(),
+					provider->program);
 				return PN_EXIT_USAGE;
 			}
 			pidfile = optarg;
@@ -243,7 +251,8 @@ main(int argc, char **argv)
 	}
 	if (check_only) {
 		if (cfg == NULL) {
-			fprintf(stderr, "%s\n", err.msg);
+			/* ExecReload= runs this: journalctl -p err shows why */
+			fprintf(stderr, "%s%s\n", err_prefix(), err.msg);
 			return PN_EXIT_CONFIG;
 		}
 		printf("%s: configuration OK (%zu sites)\n", opts.config_path, cfg->nsites);

@@ -347,7 +347,7 @@ pn_pipeline_handle(struct pn_receiver *r, struct pn_io *io)
 respond:
 	rl.status = r->res.status;
 	if (!pn_response_write(io, &r->res))
-		pn_log(PN_LOG_ERROR, "could not write the answer for site %s (client gone?)",
+		pn_log(PN_LOG_WARNING, "could not write the answer for site %s (client gone?)",
 		       rl.site ? rl.site : "-");
 	rl.micros = pn_now_us() - t0;
 	if (counted) {
@@ -368,5 +368,5 @@ pn_pipeline_after_answer(struct pn_receiver *r)
 
 	err.msg[0] = '\0';
 	if (r->store != NULL && !pn_store_send_wakeup(r->store, &err))
-		pn_log(PN_LOG_INFO, "%s (listeners learn of it from the feed)", err.msg);
+		pn_log(PN_LOG_WARNING, "%s (listeners learn of it from the feed)", err.msg);
 }

@@ -180,7 +180,7 @@ listen_unix(const char *path, mode_t mode, const char *owner, struct pn_err *err
 				   "not replacing it", path, strerror(probe));
 			goto failed;
 		}
-		pn_log(PN_LOG_INFO, "replacing stale socket \"%s\" (nothing answers on it)", path);
+		pn_log(PN_LOG_WARNING, "replacing stale socket \"%s\" (nothing answers on it)", path);
 		unlink(path);
 	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -487,7 +487,7 @@ accept_conn(int listen_fd, char *peer, size_t peersz)
 			inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
 			port = ntohs(in->sin_port);
 			if (!peer_allowed(in)) {
-				pn_log(PN_LOG_ERROR, "refused a FastCGI connection from %s: not in "
+				pn_log(PN_LOG_WARNING, "refused a FastCGI connection from %s: not in "
 				       "FCGI_WEB_SERVER_ADDRS", host);
 				close(fd);
 				return -1;
@@ -582,7 +582,7 @@ worker_loop(struct pn_receiver *rcv, int listen_fd, const char *reload_path)
 			 * the protocol, or missed the deadline */
 			deadline_disarm();
 			if (deadline_passed) {
-				pn_log(PN_LOG_ERROR, "dropped a FastCGI connection (%s): request "
+				pn_log(PN_LOG_WARNING, "dropped a FastCGI connection (%s): request "
 				       "parameters not received within [limits] read_timeout_ms "
 				       "(%lld ms)%s", peer, (long long)timeout_ms,
 				       fresh ? "" : " on a kept connection");

@@ -147,14 +147,18 @@ notice_to_log(void *arg, const PGresult *res)
 	const char *sev = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
 	const char *msg = PQresultErrorMessage(res);
 	const char *detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
+	enum pn_log_level level;
 
 	if (sev && strcmp(sev, "WARNING") == 0)
 		s->warned = true;
+	/* PostgreSQL's own severity: WARNING a warning, NOTICE/INFO/LOG info. */
+	level = sev && strcmp(sev, "WARNING") == 0 ? PN_LOG_WARNING
+		: sev && strcmp(sev, "DEBUG") == 0 ? PN_LOG_DEBUG : PN_LOG_INFO;
 	if (detail)
-		pn_log(PN_LOG_ERROR, "database notice: %.*s (%.*s)", (int)strcspn(msg, "\n"), msg,
+		pn_log(level, "database notice: %.*s (%.*s)", (int)strcspn(msg, "\n"), msg,
 		       (int)strcspn(detail, "\n"), detail);
 	else
-		pn_log(PN_LOG_ERROR, "database notice: %.*s", (int)strcspn(msg, "\n"), msg);
+		pn_log(level, "database notice: %.*s", (int)strcspn(msg, "\n"), msg);
 }
 
 static bool
@@ -380,7 +384,7 @@ run_ingest(struct pn_store *s, bool combined, const char *const *values, const i
 			pn_err_set(err, "could not store notification: the database warned during the "
 				   "commit (outcome not certain: not acknowledged)");
 			if (attempt == 0)
-				pn_log(PN_LOG_ERROR, "%s; retrying once", err->msg);
+				pn_log(PN_LOG_WARNING, "%s; retrying once", err->msg);
 			continue;
 		}
 		if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) >= 1)
@@ -425,7 +429,7 @@ run_ingest(struct pn_store *s, bool combined, const char *const *values, const i
 		if (!connection_lost(s) && !unusable)
 			break;
 		if (attempt == 0)
-			pn_log(PN_LOG_ERROR, "%s; retrying once on a new connection", err->msg);
+			pn_log(PN_LOG_WARNING, "%s; retrying once on a new connection", err->msg);
 		disconnect(s);
 	}
 	return NULL;

@@ -568,7 +568,7 @@ class Textfile(unittest.TestCase):
         return m.group(1)
 
     def run_recipe(self, cfg, d):
-        cmd = self.recipe().replace("/var/lib/node_exporter/textfile", d)
+        cmd = self.recipe().replace("/var/lib/prometheus/node-exporter", d)
         self.assertNotEqual(cmd, self.recipe(), "the recipe writes under the textfile dir")
         env = pntest.clean_env({"PAYNOTIFY_CONFIG": cfg,
                                 "PATH": pntest.REPO + ":" + os.environ.get("PATH", "")})

@@ -4,8 +4,11 @@
 #include "config.h"
 
 #include <regex.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <check.h>
 
@@ -195,6 +198,100 @@ START_TEST(test_request_level)
 }
 END_TEST
 
+/* JOURNAL_STREAM naming fd 2 (after unit_stderr_begin), or off by one inode. */
+static void
+set_journal_stream(long long ino_delta)
+{
+	struct stat st;
+	char	v[64];
+
+	ck_assert_int_eq(fstat(STDERR_FILENO, &st), 0);
+	snprintf(v, sizeof(v), "%llu:%llu", (unsigned long long)st.st_dev,
+		 (unsigned long long)st.st_ino + (unsigned long long)ino_delta);
+	ck_assert_int_eq(setenv("JOURNAL_STREAM", v, 1), 0);
+}
+
+/* stderr is the journal: "<N>[pid] " and no timestamp or program. */
+START_TEST(test_journal_form)
+{
+	struct pn_reqlog ok = {"c", NULL, "s", "p", NULL, NULL, "applied", NULL, NULL, 200, 1, 0};
+	struct pn_reqlog bad = {"c", NULL, "s", "p", NULL, NULL, "rejected", NULL, "x", 401, 0, 0};
+	struct pn_reqlog down = {"c", NULL, "s", "p", NULL, NULL, "retry", NULL, "db", 503, 0, 0};
+	char   *out, re[512];
+
+	unit_stderr_begin();
+	set_journal_stream(0);
+	pn_log_init("pn-test", PN_LOG_DEBUG);
+	ck_assert(pn_log_stderr_is_journal());
+	pn_log(PN_LOG_ERROR, "database down");
+	pn_log(PN_LOG_WARNING, "configuration warning: w");
+	pn_log(PN_LOG_INFO, "listening");
+	pn_log(PN_LOG_DEBUG, "detail");
+	pn_log_request(&ok);
+	pn_log_request(&bad);
+	pn_log_request(&down);
+	out = unit_stderr_end();
+	unsetenv("JOURNAL_STREAM");
+	snprintf(re, sizeof(re), "^<3>\\[%ld\\] error: database down\n"
+		 "<4>\\[%ld\\] warning: configuration warning: w\n"
+		 "<6>\\[%ld\\] info: listening\n"
+		 "<7>\\[%ld\\] debug: detail\n"
+		 "<6>\\[%ld\\] request site=s [^\n]*status=200[^\n]*\n"
+		 "<4>\\[%ld\\] request site=s [^\n]*status=401[^\n]*\n"
+		 "<3>\\[%ld\\] request site=s [^\n]*status=503[^\n]*\n$",
+		 (long)getpid(), (long)getpid(), (long)getpid(), (long)getpid(),
+		 (long)getpid(), (long)getpid(), (long)getpid());
+	ck_assert_msg(matches(out, re), "%s", out);
+	free(out);
+}
+END_TEST
+
+/* A JOURNAL_STREAM that is not fd 2 (inherited, stderr redirected): ordinary. */
+START_TEST(test_journal_mismatch)
+{
+	static const char *bad[] = {"", "x", "1", "1:", ":1", "1:2x", "-1:2"};
+	char   *out;
+	size_t	i;
+
+	unit_stderr_begin();
+	set_journal_stream(1);
+	pn_log_init("pn-test", PN_LOG_INFO);
+	ck_assert(!pn_log_stderr_is_journal());
+	pn_log(PN_LOG_WARNING, "w");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_int_eq(setenv("JOURNAL_STREAM", bad[i], 1), 0);
+		ck_assert_msg(!pn_log_stderr_is_journal(), "%s", bad[i]);
+	}
+	unsetenv("JOURNAL_STREAM");
+	ck_assert(!pn_log_stderr_is_journal());
+	out = unit_stderr_end();
+	ck_assert_msg(matches(out, "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]{12}Z "
+			      "pn-test\\[[0-9]+\\]: warning: w\n$"), "%s", out);
+	free(out);
+}
+END_TEST
+
+/* Warnings are written at every level, like errors; priorities by status. */
+START_TEST(test_warning_level)
+{
+	char   *out;
+
+	pn_log_set_level(PN_LOG_ERROR);
+	unit_stderr_begin();
+	pn_log(PN_LOG_WARNING, "kept");
+	pn_log(PN_LOG_INFO, "hidden");
+	out = unit_stderr_end();
+	ck_assert_msg(matches(out, "^[^\n]*\\]: warning: kept\n$"), "%s", out);
+	free(out);
+	ck_assert_int_eq(pn_log_request_level(200), PN_LOG_INFO);
+	ck_assert_int_eq(pn_log_request_level(399), PN_LOG_INFO);
+	ck_assert_int_eq(pn_log_request_level(400), PN_LOG_WARNING);
+	ck_assert_int_eq(pn_log_request_level(499), PN_LOG_WARNING);
+	ck_assert_int_eq(pn_log_request_level(500), PN_LOG_ERROR);
+	ck_assert_int_eq(pn_log_request_level(503), PN_LOG_ERROR);
+}
+END_TEST
+
 Suite *
 suite_log(void)
 {
@@ -208,6 +305,9 @@ suite_log(void)
 	tcase_add_test(tc, test_request_quoting);
 	tcase_add_test(tc, test_request_long_value);
 	tcase_add_test(tc, test_request_level);
+	tcase_add_test(tc, test_journal_form);
+	tcase_add_test(tc, test_journal_mismatch);
+	tcase_add_test(tc, test_warning_level);
 	suite_add_tcase(s, tc);
 	return s;
 }
