@@ -25,6 +25,29 @@ enum pn_kind {
 };
 #define PN_KIND_LAST PN_KIND_COMPLAINT
 
+/*
+ * Why a request was refused: the reason label of
+ * paynotify_rejections_total (common/metrics.c names them, in this order).
+ * An adapter sets pn_event.reject to one of the first group when it knows
+ * more than its verdict says; the pipeline decides the rest.
+ */
+enum pn_reject {
+	PN_REJECT_DEFAULT = 0,	/* by the verdict: PN_MALFORMED malformed, else bad_signature */
+	PN_REJECT_STALE,	/* signed timestamp outside the tolerance (JWT exp/nbf) */
+	PN_REJECT_UNKNOWN_KEY,	/* signed with a key id/serial this site does not have */
+	PN_REJECT_UNSIGNED,	/* no signature at all (header or field missing) */
+	PN_REJECT_PROBE,	/* a provider's deliberate bad-signature probe (WeChat Pay) */
+	/* set by the pipeline */
+	PN_REJECT_MALFORMED,
+	PN_REJECT_BAD_SIGNATURE,
+	PN_REJECT_UNKNOWN_SITE,	/* no site, an unknown one, or the provider not configured */
+	PN_REJECT_METHOD,
+	PN_REJECT_TOO_LARGE,	/* body or headers over the limits */
+	PN_REJECT_TIMEOUT,	/* the body did not arrive within [limits] read_timeout_ms */
+	PN_REJECT_BAD_REQUEST,	/* any other unreadable request */
+};
+#define PN_REJECT_N (PN_REJECT_BAD_REQUEST + 1)
+
 /* "paid", "refund", ... as stored in notifications.event_kind. */
 const char *pn_kind_name(enum pn_kind kind);
 
@@ -80,6 +103,17 @@ struct pn_event {
 	struct pn_event *subs;
 	size_t	nsubs;
 	const char *site;		/* a sub-order's site; NULL: the request's */
+	/*
+	 * For the receiver's metrics (common/metrics.h), set by the adapter:
+	 * signed_time is the send time the provider signed and the freshness
+	 * check read (Stripe-Signature t=, Wechatpay-Timestamp), Unix
+	 * seconds, 0 when the form signs none; set only once the signature
+	 * verified, read only from a verified notification (the clock-skew
+	 * gauge).  reject: why it was refused, when the verdict says too
+	 * little (PN_REJECT_DEFAULT otherwise).
+	 */
+	int64_t	signed_time;
+	enum pn_reject reject;
 };
 
 /* The flag of an event that nothing signs as a whole (WeChat Pay v2 refund

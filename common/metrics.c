@@ -30,6 +30,29 @@ static const int statuses[] = {200, 204, 400, 401, 403, 404, 405, 408, 413, 415,
 			       0};
 #define NSTATUSES (sizeof(statuses) / sizeof(statuses[0]))
 
+/* The reason labels of paynotify_rejections_total, in enum pn_reject's order. */
+static const char *const reject_reasons[PN_REJECT_N] = {
+	[PN_REJECT_DEFAULT] = NULL,	/* never counted as it is: the pipeline resolves it */
+	[PN_REJECT_STALE] = "stale",
+	[PN_REJECT_UNKNOWN_KEY] = "unknown_key",
+	[PN_REJECT_UNSIGNED] = "unsigned",
+	[PN_REJECT_PROBE] = "probe",
+	[PN_REJECT_MALFORMED] = "malformed",
+	[PN_REJECT_BAD_SIGNATURE] = "bad_signature",
+	[PN_REJECT_UNKNOWN_SITE] = "unknown_site",
+	[PN_REJECT_METHOD] = "method",
+	[PN_REJECT_TOO_LARGE] = "too_large",
+	[PN_REJECT_TIMEOUT] = "timeout",
+	[PN_REJECT_BAD_REQUEST] = "bad_request",
+};
+
+/* The clock skew of one site (see pn_metrics_skew()). */
+struct skew {
+	int64_t	last;				/* seconds, receiver - signed */
+	int64_t	abs_max;			/* largest |last| since start */
+	int64_t	at;				/* Unix seconds of the sample, 0: none */
+};
+
 /*
  * One series of paynotify_events_total.  Claimed by one worker (state
  * EMPTY -> BUSY by compare-and-swap), written, then published (READY,
@@ -61,6 +84,8 @@ struct shared {
 	int64_t	last_reload_refused;		/* Unix seconds, 0: never */
 	struct type_entry types[PN_METRICS_MAX_TYPES];
 	uint64_t types_other[NSLOTS][2];	/* the table was full; [handled] */
+	uint64_t rejections[NSLOTS][PN_REJECT_N];
+	struct skew skew[NSLOTS];
 };
 
 static struct shared *M;
@@ -229,6 +254,32 @@ pn_metrics_event(const char *site, const char *type, bool handled)
 }
 
 void
+pn_metrics_rejected(const char *site, bool named, enum pn_reject reason)
+{
+	if (M == NULL || reason <= PN_REJECT_DEFAULT || reason >= PN_REJECT_N)
+		return;
+	ADD(M->rejections[site_slot(site, named)][reason], 1);
+}
+
+void
+pn_metrics_skew(const char *site, int64_t skew_s)
+{
+	struct skew *k;
+	int64_t	a = skew_s < 0 ? -skew_s : skew_s, old;
+	int	i;
+
+	if (M == NULL || site == NULL || (i = find_site(site)) < 0 || skew_s == INT64_MIN)
+		return;		/* only configured sites' own slots: bounded, never "(other)" */
+	k = &M->skew[SLOT_SITES + (size_t)i];
+	SET(k->last, skew_s);
+	SET(k->at, (int64_t)time(NULL));
+	old = GET(k->abs_max);
+	while (a > old && !__atomic_compare_exchange_n(&k->abs_max, &old, a, false,
+						       __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;	/* old reloaded: another worker raised it */
+}
+
+void
 pn_metrics_ingested(void)
 {
 	if (M != NULL)
@@ -323,6 +374,54 @@ render_types(struct pn_buf *b)
 				type_sample(b, slot, "(other)", j == 1, GET(M->types_other[slot][j]));
 }
 
+/* paynotify_rejections_total (every reason for a configured site, zeros too,
+ * so a rate sees the first one) and the clock-skew gauges. */
+static void
+render_rejections_skew(struct pn_buf *b, size_t nslots)
+{
+	size_t	slot, r;
+
+	pn_buf_printf(b, "# HELP paynotify_rejections_total Requests refused, by site and reason "
+		      "(stale: signed timestamp outside the tolerance; bad_signature, "
+		      "unknown_key, unsigned, probe, malformed, unknown_site, method, too_large, "
+		      "timeout, bad_request).\n# TYPE paynotify_rejections_total counter\n");
+	for (slot = 0; slot < nslots; slot++)
+		for (r = PN_REJECT_DEFAULT + 1; r < PN_REJECT_N; r++) {
+			uint64_t v = GET(M->rejections[slot][r]);
+
+			if (v == 0 && slot < SLOT_SITES)
+				continue;
+			pn_buf_printf(b, "paynotify_rejections_total{provider=\"%s\",site=\"%s\","
+				      "reason=\"%s\"} %llu\n", M->provider, slot_label(slot),
+				      reject_reasons[r], (unsigned long long)v);
+		}
+	pn_buf_printf(b, "# HELP paynotify_clock_skew_seconds Receiver clock minus the "
+		      "provider's signed send time of the last verified notification (delivery "
+		      "delay included; negative: the receiver's clock is behind).\n"
+		      "# TYPE paynotify_clock_skew_seconds gauge\n");
+	for (slot = SLOT_SITES; slot < nslots; slot++)
+		if (GET(M->skew[slot].at) != 0)
+			pn_buf_printf(b, "paynotify_clock_skew_seconds{provider=\"%s\",site=\"%s\"} "
+				      "%lld\n", M->provider, slot_label(slot),
+				      (long long)GET(M->skew[slot].last));
+	pn_buf_printf(b, "# HELP paynotify_clock_skew_abs_max_seconds Largest |clock skew| of a "
+		      "verified notification since the receiver started.\n"
+		      "# TYPE paynotify_clock_skew_abs_max_seconds gauge\n");
+	for (slot = SLOT_SITES; slot < nslots; slot++)
+		if (GET(M->skew[slot].at) != 0)
+			pn_buf_printf(b, "paynotify_clock_skew_abs_max_seconds{provider=\"%s\","
+				      "site=\"%s\"} %lld\n", M->provider, slot_label(slot),
+				      (long long)GET(M->skew[slot].abs_max));
+	pn_buf_printf(b, "# HELP paynotify_clock_skew_sample_timestamp_seconds When the last "
+		      "clock-skew sample was taken (Unix time).\n"
+		      "# TYPE paynotify_clock_skew_sample_timestamp_seconds gauge\n");
+	for (slot = SLOT_SITES; slot < nslots; slot++)
+		if (GET(M->skew[slot].at) != 0)
+			pn_buf_printf(b, "paynotify_clock_skew_sample_timestamp_seconds{provider="
+				      "\"%s\",site=\"%s\"} %lld\n", M->provider, slot_label(slot),
+				      (long long)GET(M->skew[slot].at));
+}
+
 void
 pn_metrics_render(struct pn_buf *b, bool db_up)
 {
@@ -383,4 +482,5 @@ pn_metrics_render(struct pn_buf *b, bool db_up)
 					      "outcome=\"%s\",status=\"%s\"} %llu\n", M->provider,
 					      slot_label(slot), outcomes[o], st, (unsigned long long)v);
 			}
+	render_rejections_skew(b, nslots);
 }

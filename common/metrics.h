@@ -28,6 +28,7 @@
 
 #include "buf.h"
 #include "cfg.h"
+#include "event.h"
 #include "util.h"
 
 #define PN_METRICS_MAX_SITES 256
@@ -61,6 +62,22 @@ void pn_metrics_ingested(void);		/* a notification stored (commit done) */
  * only from signed content, and the series are bounded (PN_METRICS_MAX_TYPES).
  */
 void pn_metrics_event(const char *site, const char *type, bool handled);
+/*
+ * A request refused (answered 4xx in the provider's failure form), by
+ * reason: paynotify_rejections_total{site, reason}.  site and named as
+ * for pn_metrics_request(); the reason is one of a fixed list (enum
+ * pn_reject), never text from the request.
+ */
+void pn_metrics_rejected(const char *site, bool named, enum pn_reject reason);
+/*
+ * A verified notification's clock skew: the receiver's clock minus the
+ * send time the provider signed (pn_event.signed_time), in seconds;
+ * positive: the notification looks old (our clock ahead, or delivery
+ * took that long), negative: it looks sent in the future (our clock
+ * behind).  Only for a configured site and a signature that verified and
+ * passed the freshness check, so a forged request cannot move it.
+ */
+void pn_metrics_skew(const char *site, int64_t skew_s);
 /* A connection closed before its request's parameters arrived within
  * [limits] read_timeout_ms: there was no request to count or answer. */
 void pn_metrics_dropped(void);

@@ -172,6 +172,7 @@ pn_pipeline_handle(struct pn_receiver *r, struct pn_io *io)
 	int	status, variant = 0;
 	enum pn_read_rc rc;
 	bool	counted = true;		/* status-path scrapes are not counted */
+	enum pn_reject rejected = PN_REJECT_DEFAULT;	/* DEFAULT: not a rejection */
 	char	client[64], forwarded[PN_LOG_FORWARDED_MAX];
 
 	memset(&rl, 0, sizeof(rl));
@@ -203,6 +204,8 @@ pn_pipeline_handle(struct pn_receiver *r, struct pn_io *io)
 		    : rc == PN_READ_TIMEOUT ? 408 : 400;
 		if (req.path_info != NULL)	/* read before the headers and the body */
 			rl.site = pn_request_site(&req, r->arena);
+		rejected = status == 413 || status == 431 ? PN_REJECT_TOO_LARGE
+		    : status == 408 ? PN_REJECT_TIMEOUT : PN_REJECT_BAD_REQUEST;
 		reject(r, variant, &rl, status, "rejected", err.msg,
 		       status == 413 ? "body too large" : status == 408 ? "request timeout"
 		       : "bad request");
@@ -253,6 +256,7 @@ pn_pipeline_handle(struct pn_receiver *r, struct pn_io *io)
 		goto respond;
 	}
 	if (strcmp(req.method, "POST") != 0) {
+		rejected = PN_REJECT_METHOD;
 		reject(r, variant, &rl, 405, "rejected",
 		       pn_arena_printf(r->arena, "method %.16s not allowed", req.method),
 		       "method not allowed");
@@ -260,6 +264,7 @@ pn_pipeline_handle(struct pn_receiver *r, struct pn_io *io)
 	}
 	site = pn_cfg_site(r->cfg, rl.site);
 	if (site == NULL || !pn_provider_configured(p, site)) {
+		rejected = PN_REJECT_UNKNOWN_SITE;
 		reject(r, variant, &rl, 404, "rejected", rl.site == NULL ? "no site in PATH_INFO"
 		       : site == NULL ? "unknown site" : "provider not configured for this site",
 		       "unknown site");
@@ -278,12 +283,18 @@ pn_pipeline_handle(struct pn_receiver *r, struct pn_io *io)
 
 		switch (p->verify(&vc, &ev, &err)) {
 		case PN_VERIFIED:
+			/* signed and fresh: the only source of the skew gauge */
+			if (ev.signed_time != 0)
+				pn_metrics_skew(site->name, vc.now - ev.signed_time);
 			break;
 		case PN_MALFORMED:
+			rejected = ev.reject != PN_REJECT_DEFAULT ? ev.reject : PN_REJECT_MALFORMED;
 			reject(r, variant, &rl, 400, "rejected", err.msg, "malformed notification");
 			goto respond;
 		case PN_UNVERIFIED:
 		default:
+			rejected = ev.reject != PN_REJECT_DEFAULT ? ev.reject
+			    : PN_REJECT_BAD_SIGNATURE;
 			reject(r, variant, &rl, PN_UNVERIFIED_STATUS, "rejected", err.msg,
 			       "signature verification failed");
 			goto respond;
@@ -355,6 +366,8 @@ respond:
 			site = pn_cfg_site(r->cfg, rl.site);
 		pn_metrics_request(site ? site->name : NULL, rl.site != NULL, rl.outcome,
 				   rl.status);
+		if (rejected != PN_REJECT_DEFAULT)
+			pn_metrics_rejected(site ? site->name : NULL, rl.site != NULL, rejected);
 	}
 	pn_log_request(&rl);
 	free(headers_json);

@@ -348,6 +348,8 @@ pn_2c2p_normalise(struct pn_arena *a, const struct pn_config *cfg, const struct 
 		goto done;
 	}
 	if (!check_times(root, now, err)) {
+		/* exp/nbf are signed but are not a send time: no skew sample */
+		ev->reject = PN_REJECT_STALE;
 		verdict = PN_UNVERIFIED;
 		goto done;
 	}

@@ -400,6 +400,7 @@ alipay_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_er
 	sign = pn_form_get(&form, "sign");
 	if (sign == NULL || *sign == '\0') {
 		pn_err_set(err, "Alipay notification has no sign field");
+		ev->reject = PN_REJECT_UNSIGNED;
 		return PN_UNVERIFIED;
 	}
 	if (!decode_sign(ctx->arena, sign, &sig, &siglen)) {

@@ -564,6 +564,7 @@ stripe_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_er
 
 	if (h == NULL) {
 		pn_err_set(err, "no Stripe-Signature header");
+		ev->reject = PN_REJECT_UNSIGNED;
 		return PN_UNVERIFIED;
 	}
 	if (h->duplicate) {
@@ -589,10 +590,12 @@ stripe_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, struct pn_er
 			pn_err_set(err, "Stripe-Signature timestamp %lld is %lld s old "
 				   "(tolerance %lld s)", (long long)sig.t, (long long)age,
 				   (long long)site->stripe.tolerance_s);
+			ev->reject = PN_REJECT_STALE;
 			return PN_UNVERIFIED;
 		}
 	}
 	ev->key_id = key_id;
+	ev->signed_time = sig.t;	/* HMAC'd with the body: "<t>." || body */
 	return pn_stripe_normalise_cfg(ctx->arena, ctx->cfg, site, req->body, req->body_len, ev,
 				       err);
 }

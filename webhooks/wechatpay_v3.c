@@ -69,7 +69,7 @@ v3_header(const struct pn_request *req, struct pn_arena *a, const char *name, bo
 
 static PN_WUR bool
 v3_read_headers(const struct pn_request *req, struct pn_arena *a, struct v3_headers *h,
-		struct pn_err *err)
+		enum pn_reject *why, struct pn_err *err)
 {
 	const struct pn_header *st = pn_request_header(req, "Wechatpay-Signature-Type");
 	const char *type;
@@ -78,8 +78,10 @@ v3_read_headers(const struct pn_request *req, struct pn_arena *a, struct v3_head
 	if ((h->ts = v3_header(req, a, "Wechatpay-Timestamp", true, err)) == NULL
 	    || (h->nonce = v3_header(req, a, "Wechatpay-Nonce", true, err)) == NULL
 	    || (h->sig = v3_header(req, a, "Wechatpay-Signature", true, err)) == NULL
-	    || (h->serial = v3_header(req, a, "Wechatpay-Serial", true, err)) == NULL)
+	    || (h->serial = v3_header(req, a, "Wechatpay-Serial", true, err)) == NULL) {
+		*why = PN_REJECT_UNSIGNED;
 		return false;
+	}
 	/* Absent means the one type there is (wechatpay-go's default). */
 	type = v3_header(req, a, "Wechatpay-Signature-Type", false, err);
 	if ((st != NULL && st->duplicate)
@@ -92,6 +94,7 @@ v3_read_headers(const struct pn_request *req, struct pn_arena *a, struct v3_head
 	if (strncmp(h->sig, PN_WECHATPAY_PROBE_PREFIX, strlen(PN_WECHATPAY_PROBE_PREFIX)) == 0) {
 		pn_err_set(err, "WeChat Pay signature probe (Wechatpay-Signature starts with %s): "
 			   "rejected as WeChat Pay expects", PN_WECHATPAY_PROBE_PREFIX);
+		*why = PN_REJECT_PROBE;
 		return false;
 	}
 	if (strlen(h->ts) > 18 || !pn_parse_i64(h->ts, &h->t)) {
@@ -120,7 +123,7 @@ v3_fresh(const struct pn_verify_ctx *ctx, const struct v3_headers *h, struct pn_
 /* SHA256withRSA over "ts\nnonce\nbody\n"; *key_id names the key that verified. */
 static PN_WUR bool
 v3_signature(const struct pn_verify_ctx *ctx, const struct v3_headers *h, const char **key_id,
-	     struct pn_err *err)
+	     enum pn_reject *why, struct pn_err *err)
 {
 	const struct pn_site *s = ctx->site;
 	const struct pn_request *req = ctx->req;
@@ -151,6 +154,8 @@ v3_signature(const struct pn_verify_ctx *ctx, const struct v3_headers *h, const 
 			return true;
 		}
 	}
+	if (tried == 0)
+		*why = PN_REJECT_UNKNOWN_KEY;
 	if (tried == 0)
 		pn_err_set(err, "unknown Wechatpay-Serial \"%.64s\" for site %s: no platform "
 			   "certificate has this serial and it is not wechatpay.public_key_id",
@@ -515,10 +520,11 @@ v3_verified_by(void *arg, const struct pn_site *t, const char **key_id)
 	unsigned char *p2 = NULL;
 	size_t	l2 = 0;
 	struct pn_err e;
+	enum pn_reject why;
 
 	tc.site = t;
 	if (t->wechatpay.napiv3_keys == 0 || (tc.check_freshness && !v3_fresh(&tc, rv->h, &e))
-	    || !v3_signature(&tc, rv->h, &sk, &e)
+	    || !v3_signature(&tc, rv->h, &sk, &why, &e)
 	    || v3_decrypt(&tc, rv->env, &p2, &l2, &ak, &e) != PN_VERIFIED
 	    || l2 != rv->plen || memcmp(p2, rv->plain, l2) != 0)
 		return false;
@@ -705,10 +711,20 @@ pn_wechatpay_v3_verify(const struct pn_verify_ctx *ctx, struct pn_event *ev, str
 			   "cannot be verified", ctx->site->name);
 		return PN_UNVERIFIED;
 	}
-	if (!v3_read_headers(req, ctx->arena, &h, err)
-	    || (ctx->check_freshness && !v3_fresh(ctx, &h, err))
-	    || !v3_signature(ctx, &h, &sig_key, err))
+	/*
+	 * The reason label of a refusal (paynotify_rejections_total): the
+	 * freshness check runs before the signature (wechatpay-go's order), so
+	 * "stale" here does not say the signature was genuine.
+	 */
+	if (!v3_read_headers(req, ctx->arena, &h, &ev->reject, err))
 		return PN_UNVERIFIED;
+	if (ctx->check_freshness && !v3_fresh(ctx, &h, err)) {
+		ev->reject = PN_REJECT_STALE;
+		return PN_UNVERIFIED;
+	}
+	if (!v3_signature(ctx, &h, &sig_key, &ev->reject, err))
+		return PN_UNVERIFIED;
+	ev->signed_time = h.t;		/* signed: "timestamp\nnonce\nbody\n" */
 	/* Only now is the body genuine: parse, then decrypt. */
 	env = pn_json_parse(req->body, req->body_len, err);
 	if (env == NULL || !json_is_object(env)) {
@@ -746,10 +762,11 @@ pn_wechatpay_v3_verify_sig(const struct pn_verify_ctx *ctx, const char **key_id,
 			   struct pn_err *err)
 {
 	struct v3_headers h;
+	enum pn_reject why;
 
-	return v3_read_headers(ctx->req, ctx->arena, &h, err)
+	return v3_read_headers(ctx->req, ctx->arena, &h, &why, err)
 	    && (!ctx->check_freshness || v3_fresh(ctx, &h, err))
-	    && v3_signature(ctx, &h, key_id, err);
+	    && v3_signature(ctx, &h, key_id, &why, err);
 }
 
 void

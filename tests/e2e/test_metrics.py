@@ -11,6 +11,12 @@ status_path = /paynotify-status, [log] trusted_proxies = 127.0.0.2):
   - paynotify_events_total{site,type,handled}: verified notifications by
     the provider's event type; a type paynotify has no handling for is
     handled="no" (issue 22), a label value with quotes is escaped
+  - clock skew and rejections by reason (issue 24): a genuine Stripe
+    notification signed 120 s ago sets paynotify_clock_skew_seconds to
+    +120 (a sign error cannot pass), one signed 60 s ahead to -60; a stale
+    one (beyond stripe.tolerance_s), a forged one and one for an unknown
+    site are counted under their reason of paynotify_rejections_total and
+    never move the gauges, whichever worker answers
   - connections dropped before their parameters arrived ([limits]
     read_timeout_ms) on their own counter, not as requests
   - gauges: database up (0 while PostgreSQL is stopped, the scrape still
@@ -296,6 +302,86 @@ class Counters(unittest.TestCase):
                           'type="customer.created",handled="no"} 2', text.splitlines())
             self.assertEqual(requests_total(m)[("demo", "unhandled", "200")], 2)
             self.assertEqual(requests_total(m)[("demo", "duplicate", "200")], 1)
+
+    def test_clock_skew_and_rejections(self):
+        """The skew gauge moves only on a verified, fresh signed timestamp;
+        refusals are counted by reason (issue 24)."""
+        rcv = self.start()
+
+        def signed(secret, age):
+            """A Stripe checkout signed `age` seconds in the past (negative:
+            in the future), with its signing time."""
+            _seq[0] += 1
+            oid = "SK-%d-%d" % (int(time.time()), _seq[0])
+            PG.add_order(SITE, oid, 1234, "USD")
+            body = pntest.stripe_checkout_completed(oid, 1234, "usd")
+            t = int(time.time()) - age
+            return {"Content-Type": pntest.STRIPE_CONTENT_TYPE,
+                    "Stripe-Signature": pntest.stripe_header(secret, t, body)}, body
+
+        def skew(m):
+            return (gauge(m, "paynotify_clock_skew_seconds", site=SITE),
+                    gauge(m, "paynotify_clock_skew_abs_max_seconds", site=SITE))
+
+        def rejections(m):
+            return {(dict(k[1])["site"], dict(k[1])["reason"]): v for k, v in m.items()
+                    if k[0] == "paynotify_rejections_total" and v}
+
+        m = scrape(rcv)
+        self.assertNotIn(("paynotify_clock_skew_seconds",
+                          (("provider", "stripe"), ("site", SITE))), m,
+                         "no sample before a verified notification")
+        # zeros for a configured site, so that an increase() sees the first one
+        self.assertEqual(gauge(m, "paynotify_rejections_total", site=SITE, reason="stale"), 0)
+        self.assertEqual(rejections(m), {})
+
+        t_before = int(time.time())
+        self.assertEqual(request(rcv, "POST", PATH, *signed(SECRET, 120)).status, 200)
+        t_after = int(time.time())
+        for _ in range(4):          # any worker answers, with the same numbers
+            m = scrape(rcv)
+            last, amax = skew(m)
+            # receiver clock - t, t = now - 120: +120 plus the delivery time
+            # (seconds on a loaded machine); -120 (a sign error) cannot pass
+            self.assertTrue(120 <= last <= 120 + (t_after - t_before) + 5, last)
+            self.assertEqual(amax, last)
+            at = gauge(m, "paynotify_clock_skew_sample_timestamp_seconds", site=SITE)
+            self.assertTrue(t_before <= at <= t_after + 1, (t_before, at, t_after))
+        first = last
+
+        # refused: stale (signature genuine, 400 s > tolerance 300), forged
+        # (wrong secret, signed 250 s ago: within tolerance, never believed),
+        # forged and very old, an unknown site, no signature at all
+        self.assertEqual(request(rcv, "POST", PATH, *signed(SECRET, 400)).status, 400)
+        self.assertEqual(request(rcv, "POST", PATH, *signed(SECRET, 100000)).status, 400)
+        self.assertEqual(request(rcv, "POST", PATH, *signed("whsec_wrong", 250)).status, 400)
+        self.assertEqual(request(rcv, "POST", PATH, *signed("whsec_wrong", -3000)).status, 400)
+        self.assertEqual(request(rcv, "POST", "/notify/stripe/nosuch",
+                                 *signed(SECRET, 30)).status, 404)
+        h, b = signed(SECRET, 0)
+        del h["Stripe-Signature"]
+        self.assertEqual(request(rcv, "POST", PATH, h, b).status, 400)
+        self.assertEqual(request(rcv, "POST", PATH, {"Content-Type": "text/plain"}, b"",
+                                 content_length=2000000).status, 413)
+        self.assertEqual(request(rcv, "PUT", PATH, *signed(SECRET, 0)).status, 405)
+        expected = {(SITE, "stale"): 2, (SITE, "bad_signature"): 2,
+                    ("(unknown)", "unknown_site"): 1, (SITE, "unsigned"): 1,
+                    (SITE, "too_large"): 1, (SITE, "method"): 1}
+        for _ in range(4):
+            m = scrape(rcv)
+            self.assertEqual(rejections(m), expected)
+            self.assertEqual(skew(m), (first, first), "a refused request moved the gauge")
+        self.assertFalse([k for k in m if "nosuch" in repr(k)])
+        # the rejections agree with the requests counter
+        self.assertEqual(requests_total(m)[(SITE, "rejected", "400")], 5)
+
+        # signed 60 s ahead (Stripe accepts a future t): the receiver's clock
+        # looks behind; the last value follows, |max| keeps the largest
+        self.assertEqual(request(rcv, "POST", PATH, *signed(SECRET, -60)).status, 200)
+        for _ in range(4):
+            last, amax = skew(scrape(rcv))
+            self.assertTrue(-60 <= last <= -60 + 10, last)
+            self.assertEqual(amax, first)
 
     def test_dropped_connections_counted(self):
         # a peer that sends part of a request's parameters and stalls is

@@ -184,6 +184,78 @@ START_TEST(test_shared_across_fork)
 }
 END_TEST
 
+/*
+ * paynotify_rejections_total by fixed reason (zeros shown for a configured
+ * site), and the skew gauges: last value with its sign, |max| raised by
+ * concurrent workers (compare-and-swap), never lowered; a site that is not
+ * configured gives no skew series.
+ */
+START_TEST(test_rejections_and_skew)
+{
+	struct pn_config *cfg = config_of(2, "s");
+	struct pn_err err;
+	pid_t	pids[3];
+	int	i, j, status;
+	char   *text;
+
+	ck_assert(pn_metrics_init("stripe", &err));
+	pn_metrics_sites(cfg);
+	text = render(true);
+	assert_line(text, "paynotify_rejections_total{provider=\"stripe\",site=\"s0\","
+		    "reason=\"stale\"} 0");
+	ck_assert_msg(strstr(text, "paynotify_clock_skew_seconds{") == NULL, "%s", text);
+	ck_assert_msg(strstr(text, "reason=\"(null)\"") == NULL, "%s", text);
+	free(text);
+	for (i = 0; i < 3; i++) {
+		pids[i] = fork();
+		ck_assert(pids[i] >= 0);
+		if (pids[i] == 0) {
+			for (j = 0; j < 1000; j++) {
+				pn_metrics_rejected("s0", true, PN_REJECT_STALE);
+				pn_metrics_skew("s0", (i + 1) * 1000 + j % 7);	/* max 3006 */
+			}
+			_exit(0);
+		}
+	}
+	for (i = 0; i < 3; i++) {
+		ck_assert(waitpid(pids[i], &status, 0) == pids[i]);
+		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	pn_metrics_skew("s0", -42);		/* our clock behind: negative, |max| kept */
+	pn_metrics_skew("s1", -5000);		/* |max| of a negative skew is positive */
+	pn_metrics_skew("nosuch", 99999);	/* not configured: nowhere */
+	pn_metrics_skew(NULL, 99999);
+	pn_metrics_rejected(NULL, true, PN_REJECT_UNKNOWN_SITE);
+	pn_metrics_rejected(NULL, false, PN_REJECT_UNKNOWN_SITE);
+	pn_metrics_rejected("s1", true, PN_REJECT_BAD_SIGNATURE);
+	pn_metrics_rejected("s1", true, PN_REJECT_DEFAULT);	/* not a reason: ignored */
+	pn_metrics_rejected("s1", true, (enum pn_reject)PN_REJECT_N);
+	text = render(true);
+	assert_line(text, "paynotify_rejections_total{provider=\"stripe\",site=\"s0\","
+		    "reason=\"stale\"} 3000");
+	assert_line(text, "paynotify_rejections_total{provider=\"stripe\",site=\"s1\","
+		    "reason=\"bad_signature\"} 1");
+	assert_line(text, "paynotify_rejections_total{provider=\"stripe\",site=\"s1\","
+		    "reason=\"stale\"} 0");
+	assert_line(text, "paynotify_rejections_total{provider=\"stripe\",site=\"(unknown)\","
+		    "reason=\"unknown_site\"} 1");
+	assert_line(text, "paynotify_rejections_total{provider=\"stripe\",site=\"(none)\","
+		    "reason=\"unknown_site\"} 1");
+	ck_assert_msg(strstr(text, "site=\"(none)\",reason=\"stale\"") == NULL, "%s", text);
+	assert_line(text, "paynotify_clock_skew_seconds{provider=\"stripe\",site=\"s0\"} -42");
+	assert_line(text, "paynotify_clock_skew_abs_max_seconds{provider=\"stripe\",site=\"s0\"} "
+		    "3006");
+	assert_line(text, "paynotify_clock_skew_seconds{provider=\"stripe\",site=\"s1\"} -5000");
+	assert_line(text, "paynotify_clock_skew_abs_max_seconds{provider=\"stripe\",site=\"s1\"} "
+		    "5000");
+	ck_assert_msg(strstr(text, "99999") == NULL && strstr(text, "nosuch") == NULL, "%s", text);
+	ck_assert_msg(strstr(text, "paynotify_clock_skew_sample_timestamp_seconds{provider="
+			      "\"stripe\",site=\"s0\"} ") != NULL, "%s", text);
+	free(text);
+	config_free(cfg);
+}
+END_TEST
+
 START_TEST(test_supervisor_gauges)
 {
 	struct pn_err err;
@@ -222,6 +294,7 @@ suite_metrics(void)
 	tcase_add_test(tc, test_site_slots_bounded);
 	tcase_add_test(tc, test_shared_across_fork);
 	tcase_add_test(tc, test_supervisor_gauges);
+	tcase_add_test(tc, test_rejections_and_skew);
 	suite_add_tcase(s, tc);
 	return s;
 }
