@@ -117,6 +117,7 @@ usage(FILE *f, const char *prog)
 {
 	fprintf(f,
 		"usage: %s [-c FILE] [--listen unix:PATH|HOST:PORT] [--workers N] [--pidfile FILE]\n"
+		"          [--user USER [--group GROUP]]\n"
 		"\n"
 		"Receives %s payment notifications.  Without --listen it is a CGI program,\n"
 		"or a FastCGI responder when fd 0 is a listening socket.\n"
@@ -127,7 +128,12 @@ usage(FILE *f, const char *prog)
 		"  -w, --workers N          pre-fork N supervised workers (default with\n"
 		"                           --listen: 2; on fd 0: 0 = serve in this process)\n"
 		"  -m, --socket-mode MODE   octal mode of a unix socket (default 0660)\n"
-		"  -o, --socket-owner U[:G] owner of a unix socket\n"
+		"  -o, --socket-owner U[:G] owner of a unix socket (only root may give it away)\n"
+		"  -u, --user USER          started as root: bind the socket and write the pid\n"
+		"                           file, then serve as USER (the configuration, its\n"
+		"                           keys and every reload are read as USER)\n"
+		"  -g, --group GROUP        with --user: serve with group GROUP (default: the\n"
+		"                           user's primary group)\n"
 		"  -p, --pidfile FILE       write the supervisor's pid to FILE (removed on a\n"
 		"                           clean stop; refused if it names a live receiver)\n"
 		"  -t, --check-config       load the configuration, report, and exit (0 when\n"
@@ -153,6 +159,68 @@ err_prefix(void)
 	return pn_log_stderr_is_journal() ? "<3>" : "";
 }
 
+/* root_cfg: the same file read before the drop (NULL: none), to say that a
+ * site's keys are unreadable by the user rather than broken. */
+static void
+log_disabled_sites(const struct pn_config *cfg, const struct pn_config *root_cfg)
+{
+	size_t	i, j;
+
+	for (i = 0; i < cfg->nsites; i++) {
+		bool	root_could = false;
+
+		if (cfg->sites[i].disabled == NULL)
+			continue;
+		for (j = 0; root_cfg != NULL && j < root_cfg->nsites; j++)
+			if (strcmp(root_cfg->sites[j].name, cfg->sites[i].name) == 0)
+				root_could = root_cfg->sites[j].disabled == NULL;
+		pn_log(PN_LOG_ERROR, "site %s is disabled (answers 503 until fixed): %s%s",
+		       cfg->sites[i].name, cfg->sites[i].disabled,
+		       root_could ? " (root could read its keys: the --user cannot)" : "");
+	}
+}
+
+/*
+ * --user: the socket is bound and chowned and the pid file written; become
+ * the user, then read the configuration again as the user, and serve that
+ * one: what serves is what a reload (SIGHUP) will read.  NULL (the old one
+ * freed, logged, *rc the exit status) when the drop fails or the user
+ * cannot read the file.
+ */
+static struct pn_config *
+serve_as(const struct pn_identity *id, const struct pn_server_opts *opts,
+	 struct pn_config *root_cfg, const char *pidfile, int *rc)
+{
+	struct pn_config *cfg;
+	struct pn_err err;
+
+	if (!pn_server_drop_privileges(id, &err)) {
+		pn_log(PN_LOG_ERROR, "%s", err.msg);
+		cfg = NULL;
+		*rc = PN_EXIT_OSERR;
+	} else {
+		*rc = PN_EXIT_CONFIG;
+		cfg = pn_cfg_load_flags(opts->config_path, PN_CFG_ISOLATE_SITES, &err);
+		if (cfg == NULL)
+			pn_log(PN_LOG_ERROR, "could not load configuration as user %s (the workers "
+			       "and every reload read it as that user; make it readable by %s): %s",
+			       id->user, id->user, err.msg);
+		else {
+			log_disabled_sites(cfg, root_cfg);
+			pn_log_set_level((int)cfg->log_level);
+			pn_log(PN_LOG_INFO, "serving as user %s (uid %ld), group %s (gid %ld)",
+			       id->user, (long)id->uid, id->group, (long)id->gid);
+		}
+	}
+	pn_cfg_free(root_cfg);
+	if (cfg == NULL) {
+		/* as the user now: removed if the directory lets it */
+		pn_server_unlink_socket();
+		pn_pidfile_remove(pidfile);
+	}
+	return cfg;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -163,6 +231,8 @@ main(int argc, char **argv)
 		{"socket-mode", required_argument, NULL, 'm'},
 		{"socket-owner", required_argument, NULL, 'o'},
 		{"pidfile", required_argument, NULL, 'p'},
+		{"user", required_argument, NULL, 'u'},
+		{"group", required_argument, NULL, 'g'},
 		{"check-config", no_argument, NULL, 't'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
@@ -170,7 +240,8 @@ main(int argc, char **argv)
 	};
 	const struct pn_provider *provider = &PN_PROVIDER;
 	struct pn_server_opts opts = {NULL, NULL, -1, 0660, NULL};
-	const char *pidfile = NULL;
+	const char *pidfile = NULL, *user = NULL, *group = NULL;
+	struct pn_identity id = {false, 0, 0, "", ""};
 	struct pn_config *cfg;
 	struct pn_err err;
 	bool	check_only = false;
@@ -178,7 +249,7 @@ main(int argc, char **argv)
 
 	/* first: getopt and the configuration keep pointers into argv */
 	argv = pn_proctitle_init(argc, argv);
-	while ((c = getopt_long(argc, argv, "c:l:w:m:o:p:thV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:l:w:m:o:p:u:g:thV", longopts, NULL)) != -1) {
 		char   *end;
 
 		switch (c) {
@@ -215,6 +286,12 @@ main(int argc, char **argv)
 			}
 			pidfile = optarg;
 			break;
+		case 'u':
+			user = optarg;
+			break;
+		case 'g':
+			group = optarg;
+			break;
 		case 't':
 			check_only = true;
 			break;
@@ -233,33 +310,66 @@ main(int argc, char **argv)
 		usage(stderr, provider->program);
 		return PN_EXIT_USAGE;
 	}
+	if (group != NULL && user == NULL) {
+		fprintf(stderr, "%s%s: --group needs --user (the user to serve as)\n", err_prefix(),
+			provider->program);
+		return PN_EXIT_USAGE;
+	}
+	if (user != NULL) {
+		if (!pn_server_identity(user, group, &id, &err)) {
+			fprintf(stderr, "%s%s: %s\n", err_prefix(), provider->program, err.msg);
+			return PN_EXIT_USAGE;
+		}
+		if (geteuid() != 0) {
+			fprintf(stderr, "%s%s: --user %s: only root can change user (this process "
+				"runs as uid %ld); start it as root, or without --user as %s "
+				"itself\n", err_prefix(), provider->program, id.user,
+				(long)geteuid(), id.user);
+			return PN_EXIT_USAGE;
+		}
+	}
 	if (opts.config_path == NULL)
 		opts.config_path = pn_cfg_default_path();
 	pn_log_init(provider->program, PN_LOG_INFO);
 	signal(SIGPIPE, SIG_IGN);
 
+	/* -t --user: check as the workers (and their reloads) will read it */
+	if (check_only && id.set && !pn_server_drop_privileges(&id, &err)) {
+		fprintf(stderr, "%s%s\n", err_prefix(), err.msg);
+		return PN_EXIT_OSERR;
+	}
 	/* -t checks strictly; serving isolates a site whose keys are unusable */
 	cfg = check_only ? pn_cfg_load(opts.config_path, &err)
 	    : pn_cfg_load_flags(opts.config_path, PN_CFG_ISOLATE_SITES, &err);
-	if (cfg != NULL && !check_only) {
-		size_t	i;
-
-		for (i = 0; i < cfg->nsites; i++)
-			if (cfg->sites[i].disabled != NULL)
-				pn_log(PN_LOG_ERROR, "site %s is disabled (answers 503 until fixed): %s",
-				       cfg->sites[i].name, cfg->sites[i].disabled);
-	}
+	if (cfg != NULL && !check_only && !id.set)	/* with --user: after the drop */
+		log_disabled_sites(cfg, NULL);
 	if (check_only) {
 		if (cfg == NULL) {
 			/* ExecReload= runs this: journalctl -p err shows why */
-			fprintf(stderr, "%s%s\n", err_prefix(), err.msg);
+			if (id.set)
+				fprintf(stderr, "%s%s (read as user %s, as the workers and every "
+					"reload read it: make the files readable by %s)\n",
+					err_prefix(), err.msg, id.user, id.user);
+			else
+				fprintf(stderr, "%s%s\n", err_prefix(), err.msg);
 			return PN_EXIT_CONFIG;
 		}
-		printf("%s: configuration OK (%zu sites)\n", opts.config_path, cfg->nsites);
+		if (id.set)
+			printf("%s: configuration OK (%zu sites) as user %s\n", opts.config_path,
+			       cfg->nsites, id.user);
+		else
+			printf("%s: configuration OK (%zu sites)\n", opts.config_path, cfg->nsites);
 		pn_cfg_free(cfg);
 		return 0;
 	}
 	if (opts.listen == NULL && FCGX_IsCGI()) {
+		if (id.set) {
+			fprintf(stderr, "%s%s: --user is for a FastCGI server (--listen, or a "
+				"socket on fd 0); a CGI program runs as its web server's user\n",
+				err_prefix(), provider->program);
+			pn_cfg_free(cfg);
+			return PN_EXIT_USAGE;
+		}
 		/* CGI: a broken configuration still gets the provider's
 		 * failure form, so that the provider retries. */
 		if (cfg == NULL)
@@ -295,6 +405,14 @@ main(int argc, char **argv)
 		pn_cfg_free(cfg);
 		return PN_EXIT_OSERR;
 	}
+	if (id.set) {
+		cfg = serve_as(&id, &opts, cfg, pidfile, &rc);
+		if (cfg == NULL)
+			return rc;
+	} else if (geteuid() == 0)
+		pn_log(PN_LOG_WARNING, "running as root: the workers will serve requests as root; "
+		       "start with --user (e.g. --user paynotify --socket-owner paynotify:www-data, "
+		       "docs/DEPLOYMENT.md \"Without systemd\") or from the systemd units");
 	rc = pn_server_run(provider, &opts, listen_fd, cfg);
 	pn_server_unlink_socket();
 	pn_pidfile_remove(pidfile);

@@ -96,7 +96,115 @@ apply_owner(const char *path, const char *owner, struct pn_err *err)
 		gid = gr->gr_gid;
 	}
 	if (chown(path, uid, gid) != 0) {
-		pn_err_set(err, "could not chown socket \"%s\": %s", path, strerror(errno));
+		int	e = errno;
+
+		if (e == EPERM && geteuid() != 0) {
+			/* what an operator without systemd ran into (issue 24) */
+			pn_err_set(err, "could not chown socket \"%s\" to \"%s\": %s: only root may "
+				   "give a socket to another owner; start the receiver as root with "
+				   "--socket-owner and --user (it binds, then serves as that user), "
+				   "or let systemd create the socket (paynotify-*.socket)",
+				   path, owner, strerror(e));
+		} else
+			pn_err_set(err, "could not chown socket \"%s\" to \"%s\": %s", path, owner,
+				   strerror(e));
+		return false;
+	}
+	return true;
+}
+
+/* ---- --user / --group ---------------------------------------------------- */
+
+bool
+pn_server_identity(const char *user, const char *group, struct pn_identity *id,
+		   struct pn_err *err)
+{
+	struct passwd *pw;
+
+	memset(id, 0, sizeof(*id));
+	if (user == NULL || *user == '\0' || strlen(user) >= sizeof(id->user)) {
+		pn_err_set(err, "invalid --user \"%s\"", user ? user : "");
+		return false;
+	}
+	errno = 0;
+	pw = getpwnam(user);
+	if (pw == NULL) {
+		pn_err_set(err, "unknown user \"%s\" in --user%s%s", user, errno ? ": " : "",
+			   errno ? strerror(errno) : "");
+		return false;
+	}
+	id->uid = pw->pw_uid;
+	id->gid = pw->pw_gid;
+	snprintf(id->user, sizeof(id->user), "%s", pw->pw_name);
+	if (group != NULL) {
+		struct group *gr;
+
+		if (*group == '\0' || strlen(group) >= sizeof(id->group)) {
+			pn_err_set(err, "invalid --group \"%s\"", group);
+			return false;
+		}
+		errno = 0;
+		gr = getgrnam(group);
+		if (gr == NULL) {
+			pn_err_set(err, "unknown group \"%s\" in --group%s%s", group,
+				   errno ? ": " : "", errno ? strerror(errno) : "");
+			return false;
+		}
+		id->gid = gr->gr_gid;
+		snprintf(id->group, sizeof(id->group), "%s", gr->gr_name);
+	} else {
+		struct group *gr = getgrgid(id->gid);
+
+		if (gr != NULL)
+			snprintf(id->group, sizeof(id->group), "%s", gr->gr_name);
+		else
+			snprintf(id->group, sizeof(id->group), "%ld", (long)id->gid);
+	}
+	id->set = true;
+	return true;
+}
+
+bool
+pn_server_drop_privileges(const struct pn_identity *id, struct pn_err *err)
+{
+	uid_t	ru, eu, su;
+	gid_t	rg, eg, sg;
+
+	/* Supplementary groups: the user's own (initgroups), so that a key
+	 * file group-readable by one of them (root:paynotify 0640, or
+	 * ssl-cert) stays readable, and root's (group 0 and others) are
+	 * gone.  Groups first: once the uid is not 0, they cannot change. */
+	if (initgroups(id->user, id->gid) != 0) {
+		pn_err_set(err, "--user %s: could not set the supplementary groups: %s", id->user,
+			   strerror(errno));
+		return false;
+	}
+	if (setresgid(id->gid, id->gid, id->gid) != 0) {
+		pn_err_set(err, "--group %s: could not set group id %ld: %s", id->group,
+			   (long)id->gid, strerror(errno));
+		return false;
+	}
+	if (setresuid(id->uid, id->uid, id->uid) != 0) {
+		pn_err_set(err, "--user %s: could not set user id %ld: %s", id->user,
+			   (long)id->uid, strerror(errno));
+		return false;
+	}
+	/* Verify, rather than trust: every id is the new one, and root's
+	 * cannot be taken back (it would if only the effective ids had
+	 * changed). */
+	if (getresuid(&ru, &eu, &su) != 0 || getresgid(&rg, &eg, &sg) != 0
+	    || ru != id->uid || eu != id->uid || su != id->uid
+	    || rg != id->gid || eg != id->gid || sg != id->gid) {
+		pn_err_set(err, "--user %s: the user and group ids did not all change", id->user);
+		return false;
+	}
+	if (id->uid != 0 && (setuid(0) == 0 || seteuid(0) == 0)) {
+		pn_err_set(err, "--user %s: root's user id could be taken back after the drop",
+			   id->user);
+		return false;
+	}
+	if (id->gid != 0 && id->uid != 0 && (setgid(0) == 0 || setegid(0) == 0)) {
+		pn_err_set(err, "--user %s: group 0 could be taken back after the drop", id->user);
 		return false;
 	}
 	return true;

@@ -47,6 +47,35 @@ int pn_server_listen(const char *spec, mode_t mode, const char *owner, struct pn
  * names it (a clean stop); nothing for TCP or an inherited fd 0. */
 void pn_server_unlink_socket(void);
 
+/*
+ * --user/--group: the identity the receiver serves as.  Resolved (and the
+ * names validated) before anything is opened; applied by
+ * pn_server_drop_privileges() once the socket is bound and chowned and the
+ * pid file written, before the configuration is read for serving and before
+ * any worker is forked.
+ */
+struct pn_identity {
+	bool	set;			/* --user given */
+	uid_t	uid;
+	gid_t	gid;			/* --group, else the user's primary group */
+	char	user[64];
+	char	group[64];
+};
+
+/* Look up user (and group, or NULL: the user's primary group).  false
+ * with err naming the unknown user or group (a usage error). */
+bool pn_server_identity(const char *user, const char *group, struct pn_identity *id,
+			struct pn_err *err) PN_WUR;
+
+/*
+ * Become id for good: the supplementary groups become the user's own
+ * (initgroups(3): what /etc/group gives the user, plus the group), then
+ * setgid, then setuid (real, effective and saved ids).  Verified: the ids
+ * are id's, and neither setuid(0) nor setgid(0) succeeds afterwards.
+ * false with err: the process must not serve.
+ */
+bool pn_server_drop_privileges(const struct pn_identity *id, struct pn_err *err) PN_WUR;
+
 /* Serve FastCGI on listen_fd until told to stop.  Takes ownership of cfg.
  * Returns the process exit status. */
 int pn_server_run(const struct pn_provider *p, const struct pn_server_opts *o, int listen_fd,
