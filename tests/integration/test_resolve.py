@@ -11,6 +11,7 @@
 import csv
 import io
 import os
+import re
 import subprocess
 import sys
 import unittest
@@ -315,6 +316,34 @@ class PurgeResolved(unittest.TestCase):
                           "notifications-2026-12-01.csv"])
         rc, out, err = run("report", "--format", "csv")
         self.assertEqual(rc, 0, out + err)
+
+    def test_archive_of_schema_13_restores_with_the_documented_variant(self):
+        # what a purge of schema 13 wrote: every column but the four of 014
+        self.send("NOPE1", "evt_old_archive")
+        cols = [r[0] for r in PG.psql(
+            "SELECT attname FROM pg_attribute WHERE attrelid = 'paynotify.notifications'::regclass"
+            " AND attnum > 0 AND NOT attisdropped ORDER BY attnum")]
+        self.assertEqual(cols[-4:], ["resolved_at", "resolved_by", "resolution_note",
+                                     "resolved_outcome"])
+        before = PG.psql("SELECT %s FROM paynotify.notifications" % ", ".join(cols))
+        archive = os.path.join(self.dir, "v13.csv")
+        copy = ("\\copy (SELECT %s FROM paynotify.notifications ORDER BY id) TO '%s' "
+                "WITH (FORMAT csv, HEADER)" % (", ".join(cols[:-4]), archive))
+        p = subprocess.run(PG._psql_argv(PG.dbname), input=copy.encode(),
+                           env=pntest.clean_env(), capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        PG.psql("DELETE FROM paynotify.notifications")
+        with open(os.path.join(pntest.REPO, "docs", "OPERATIONS.md")) as f:
+            doc = f.read()
+        m = re.search(r"lacks the last four columns.*?```sh\n(.*?)```", doc, re.S)
+        self.assertIsNotNone(m)
+        script = m.group(1).split("<<'SQL'\n", 1)[1].rsplit("SQL\n", 1)[0]
+        script = script.replace("/var/backups/paynotify/notifications-2026-09.csv", archive)
+        p = subprocess.run(PG._psql_argv(PG.dbname), input=script.encode(),
+                           env=pntest.clean_env(), capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(PG.psql("SELECT %s FROM paynotify.notifications" % ", ".join(cols)),
+                         before)
 
     def test_resolved_row_of_an_open_case_is_kept(self):
         self.send("NOPE1", "evt_case")
