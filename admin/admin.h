@@ -18,7 +18,7 @@
 #include "util.h"
 
 /* The schema version this build expects (the highest sql/NNN_*.sql). */
-#define PN_SCHEMA_VERSION 13
+#define PN_SCHEMA_VERSION 14
 
 /* Exit statuses: common/exit.h, one table for every program. */
 
@@ -35,6 +35,7 @@ extern const struct pn_cmd pn_cmd_check_config;
 extern const struct pn_cmd pn_cmd_replay;
 extern const struct pn_cmd pn_cmd_report;
 extern const struct pn_cmd pn_cmd_purge;
+extern const struct pn_cmd pn_cmd_resolve;
 extern const struct pn_cmd pn_cmd_sign;
 extern const struct pn_cmd pn_cmd_stats;
 extern const struct pn_cmd pn_cmd_query;

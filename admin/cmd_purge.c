@@ -13,7 +13,9 @@
  *     type paynotify has no handling for, listed by `report --unhandled`
  *     for days before it is this old) go; unknown_order, every mismatch,
  *     refund_failed, duplicates that need a refund and any outcome this
- *     build does not know are kept;
+ *     build does not know are kept, until a person resolves the row
+ *     (`paynotify resolve`, schema 14) and as long as it keeps the outcome
+ *     that was resolved and belongs to no open case;
  *   - an event of a dispute or complaint whose case (paynotify.cases) is
  *     still open: it goes only once the provider closed the case.
  *
@@ -53,10 +55,12 @@ help(FILE *f)
 		"closed) whose first and last delivery are both older than the horizon, then\n"
 		"delete them in batches.  Unresolved ones (unknown_order, mismatches,\n"
 		"refund_failed, duplicates needing a refund, every event of a dispute or\n"
-		"complaint still open, ...) are never deleted; purge exits 1 when old ones\n"
-		"are waiting.\n\n"
+		"complaint still open, ...) are never deleted unless a person resolved them\n"
+		"(`paynotify resolve`); purge exits 1 when old unresolved ones are waiting.\n\n"
 		"  --archive FILE    where the rows go (PostgreSQL CSV COPY format with a header,\n"
-		"                    raw_body as \\\\x hex); must not exist; created mode 0600\n"
+		"                    raw_body as \\\\x hex); created mode 0600, never over an\n"
+		"                    existing file: if FILE exists, the first free FILE with\n"
+		"                    .1, .2, ... before its extension (a.csv: a.1.csv)\n"
 		"  --keep-days N     the redelivery horizon in days (default %d, at least %d:\n"
 		"                    Stripe resends events up to 30 days old)\n"
 		"  --before DATE     purge only rows older than DATE (UTC midnight); it must lie\n"
@@ -73,13 +77,22 @@ help(FILE *f)
 /* Resolved outcomes: a whitelist, so that an outcome added later is kept. */
 #define RESOLVED "ARRAY['applied', 'already_applied', 'ignored', 'foreign_site', 'unhandled']"
 /*
- * A row that may go: a resolved outcome, or an event of a dispute or
- * complaint whose case is closed (schema 10).  A row of a case that is
+ * A row that may go: a resolved outcome; a row a person resolved
+ * (`paynotify resolve`, schema 14) that still has the outcome they resolved
+ * and belongs to no open case; or an event of a dispute or complaint whose
+ * case is closed (schema 10).  A row of a case that is
  * still open (or has no case row) is never purged: it is evidence a
  * person is working with.
  */
+#define OPEN_CASE \
+	" EXISTS (SELECT 1 FROM paynotify.cases c WHERE c.site = notifications.site" \
+	"         AND c.provider = notifications.provider" \
+	"         AND c.case_id = notifications.case_id AND c.closed_at IS NULL) "
 #define PURGEABLE \
-	" (outcome = ANY (" RESOLVED ") OR (outcome IN ('dispute', 'complaint')" \
+	" (outcome = ANY (" RESOLVED ")" \
+	"  OR (resolved_outcome IS NOT DISTINCT FROM outcome" \
+	"      AND outcome NOT IN ('dispute', 'complaint') AND NOT" OPEN_CASE ")" \
+	"  OR (outcome IN ('dispute', 'complaint')" \
 	"  AND EXISTS (SELECT 1 FROM paynotify.cases c WHERE c.site = notifications.site" \
 	"              AND c.provider = notifications.provider" \
 	"              AND c.case_id = notifications.case_id AND c.closed_at IS NOT NULL))) "
@@ -166,6 +179,42 @@ query1(PGconn *conn, struct pn_sql sql, int n, const char *const *params, struct
 	return true;
 }
 
+/*
+ * Create the archive, never over an existing file: FILE if it does not
+ * exist, else the first free FILE with ".1", ".2", ... before its
+ * extension (notifications-2026-12-01.csv, then notifications-2026-12-01.1.csv),
+ * each tried with O_EXCL, so that two purges on one day (cron's
+ * `$(date +%F)` names) both succeed and neither touches the other's rows.
+ * *used: the name created (owned by the caller).
+ */
+#define MAX_ARCHIVE_SUFFIX 9999
+
+static int
+open_archive(const char *path, char **used)
+{
+	const char *slash = strrchr(path, '/');
+	const char *base = slash ? slash + 1 : path;
+	const char *dot = strrchr(base, '.');
+	size_t	stem;
+	int	fd, n;
+
+	*used = pn_xstrdup(path);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd >= 0 || errno != EEXIST)
+		return fd;
+	/* a dot that starts the name (".csv") is no extension */
+	stem = (dot != NULL && dot != base) ? (size_t)(dot - path) : strlen(path);
+	for (n = 1; n <= MAX_ARCHIVE_SUFFIX; n++) {
+		free(*used);
+		*used = pn_xasprintf("%.*s.%d%s", (int)stem, path, n, path + stem);
+		fd = open(*used, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd >= 0 || errno != EEXIST)
+			return fd;
+	}
+	errno = EEXIST;
+	return -1;
+}
+
 static void
 rollback(PGconn *conn)
 {
@@ -197,6 +246,7 @@ purge_exec(int argc, char **argv, const char *config_path)
 	struct pn_table t;
 	struct pn_err err;
 	FILE   *out = NULL;
+	char   *archive_used = NULL;
 	char	cutoff[64], keep_txt[24], batch_txt[24], last_txt[24] = "0";
 	int64_t	purge_n = 0, unresolved = 0, done = 0, bytes = 0, nb;
 	int	opt, rc = PN_EXIT_FAILED, fd;
@@ -311,7 +361,8 @@ purge_exec(int argc, char **argv, const char *config_path)
 		if (unresolved > 0)
 			printf("kept: %" PRId64 " unresolved notification%s older than the cutoff "
 			       "(unknown_order, mismatches, duplicates to refund...): resolve them "
-			       "(`paynotify report`, `paynotify replay`)\n", unresolved,
+			       "(`paynotify report`, then `paynotify replay --apply` or\n"
+			       "`paynotify resolve`)\n", unresolved,
 			       unresolved == 1 ? "" : "s");
 	}
 	if (dry_run) {
@@ -319,13 +370,15 @@ purge_exec(int argc, char **argv, const char *config_path)
 		goto done;
 	}
 
-	fd = open(archive, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	fd = open_archive(archive, &archive_used);
 	if (fd < 0 || (out = fdopen(fd, "w")) == NULL) {
-		pn_err_set(&err, "could not create the archive %s: %s", archive, strerror(errno));
+		pn_err_set(&err, "could not create the archive %s: %s", archive_used,
+			   strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		goto failed;
 	}
+	archive = archive_used;
 	if (!pn_db_query(conn, PN_SQL_CONST(batch_table_sql), 0, NULL, NULL, &err))
 		goto failed;
 	for (;;) {
@@ -405,6 +458,7 @@ done:
 		fclose(out);
 	PQfinish(conn);
 	pn_cfg_free(cfg);
+	free(archive_used);
 	return rc;
 }
 

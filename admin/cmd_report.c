@@ -38,7 +38,8 @@ help(FILE *f)
 		"Not listed (counted by paynotify stats): applied, already_applied, ignored,\n"
 		"foreign_site (a sibling site's event: another site's marker), unhandled,\n"
 		"combined (a combine payment's envelope: each sub-order is a row of its own,\n"
-		"listed as its outcome says).\n\n"
+		"listed as its outcome says), and notifications a person resolved\n"
+		"(`paynotify resolve`) while they keep the outcome that was resolved.\n\n"
 		"--unhandled: instead, the event types received in the last --days N days\n"
 		"(default 7, 1..3650) that paynotify has no handling for (outcome unhandled),\n"
 		"by site and provider, with counts and when first and last seen: a provider\n"
@@ -90,6 +91,9 @@ static const char report_sql[] =
 	"    AND (n.outcome <> 'pending_confirmation'"
 	"         OR n.received_at < now() - interval '" PN_PENDING_CONFIRMATION_REPORT "')"
 	"    AND ($1::text IS NULL OR n.site = $1)"
+	/* acknowledged by a person (paynotify resolve, schema 14), as long as
+	 * the row still has the outcome that person looked at */
+	"    AND n.resolved_outcome IS DISTINCT FROM n.outcome"
 	/*
 	 * Disputes and complaints: one line per case (paynotify.cases), open
 	 * ones always, closed ones for $3 after they closed, with how they

@@ -18,6 +18,7 @@ static const struct pn_cmd *const commands[] = {
 	&pn_cmd_check_config,
 	&pn_cmd_replay,
 	&pn_cmd_report,
+	&pn_cmd_resolve,
 	&pn_cmd_purge,
 	&pn_cmd_sign,
 	&pn_cmd_stats,

@@ -5,7 +5,8 @@
 #     duplicate counted, the health check answers 200
 #   - a login role without those grants cannot ingest: 503 + failure form,
 #     nothing stored, the order untouched (so the test above can fail)
-#   - paynotify_admin's grants run report, stats and replay --apply
+#   - paynotify_admin's grants run report, stats, replay --apply and resolve
+#     (a role without them is refused)
 #   - paynotify_consumer's grants claim and acknowledge feed events, and a
 #     stale acknowledgement is refused and counted (schema 12) for a role
 #     that is only a member of paynotify_consumer, which cannot ingest
@@ -137,6 +138,37 @@ class TestGrants(unittest.TestCase):
                                timeout=60)
             self.assertIn(p.returncode, ok, "%s: %s%s" % (args, p.stdout, p.stderr))
         self.assertEqual(PG.order(SITE_A.name, "G-3")["status"], "paid")
+
+    def test_admin_grants_run_resolve(self):
+        rcv = pntest.write_config(conninfo=conninfo("pn_rcv"))
+        adm = pntest.write_config(conninfo=conninfo("pn_adm"))
+        nobody = pntest.write_config(conninfo=conninfo("pn_nobody"))
+        r, _ = stripe_post(rcv, "G-6-NO-SUCH-ORDER", 500)      # unknown_order
+        self.assertEqual(r.status, 200, r.stderr)
+        nid = PG.scalar("SELECT id FROM paynotify.notifications "
+                        "WHERE order_id = 'G-6-NO-SUCH-ORDER'")
+
+        def run(cfg, *args):
+            return subprocess.run([ADMIN] + list(args),
+                                  env=pntest.clean_env({"PAYNOTIFY_CONFIG": cfg.path,
+                                                        "USER": "carol"}),
+                                  stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                  timeout=60)
+        # a role without the grants is refused, and nothing is written
+        p = run(nobody, "resolve", nid, "--note", "seen")
+        self.assertEqual(p.returncode, 3, p.stdout + p.stderr)
+        self.assertIn("permission denied", p.stderr)
+        self.assertIsNone(PG.scalar("SELECT resolved_by FROM paynotify.notifications "
+                                    "WHERE id = %s" % nid))
+        p = run(adm, "report", "--format", "csv")
+        self.assertIn(",G-6-NO-SUCH-ORDER,%s," % nid, p.stdout)
+        p = run(adm, "resolve", nid, "--note", "test order, never shipped")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertEqual(PG.scalar("SELECT resolved_by FROM paynotify.notifications "
+                                   "WHERE id = %s" % nid), "pn_adm (carol)")
+        p = run(adm, "report", "--format", "csv")
+        self.assertIn(p.returncode, (0, 1), p.stderr)
+        self.assertNotIn("G-6-NO-SUCH-ORDER", p.stdout)
 
 
 class TestConsumerGrants(unittest.TestCase):

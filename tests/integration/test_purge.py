@@ -126,10 +126,17 @@ class Purge(unittest.TestCase):
         self.assertEqual(os.stat(archive).st_mode & 0o777, 0o600)
         with open(archive, "rb") as f:
             self.assertTrue(f.readline().startswith(b"id,site,provider,dedup_key,"))
-        # a second archive file may not overwrite the first
+        # a second purge with the same archive name never overwrites the first:
+        # it writes a1.1.csv (nothing is left to purge here: header-less, empty)
+        with open(archive, "rb") as f:
+            first = f.read()
         rc, out, err = purge("--archive", archive)
-        self.assertEqual(rc, 3, out + err)
-        self.assertIn("could not create the archive", err)
+        self.assertEqual(rc, 1, out + err)
+        self.assertIn("purged 0 notifications; archive %s " % os.path.join(self.dir, "a1.1.csv"),
+                      out)
+        with open(archive, "rb") as f:
+            self.assertEqual(f.read(), first)
+        self.assertEqual(os.path.getsize(os.path.join(self.dir, "a1.1.csv")), 0)
 
         # a shorter horizon, at least 30 days
         archive2 = os.path.join(self.dir, "a2.csv")
