@@ -305,35 +305,39 @@ confirm_pending(struct run *r, const struct pn_query_ctx *ctx, const struct pn_q
 	return n;
 }
 
-static void
-query_one(struct run *r, struct pn_arena *a, const struct pn_site *site,
-	  const struct pn_query_provider *qp, const struct pn_query_order *o)
+/*
+ * The context of one request to qp for site, with the site's credentials
+ * from the run's cache; counted as asked.  False, with an error row for o,
+ * when the credentials could not be loaded.
+ */
+static bool
+ask_ctx(struct run *r, struct pn_arena *a, const struct pn_site *site,
+	const struct pn_query_provider *qp, const struct pn_query_order *o,
+	struct pn_query_ctx *ctx)
 {
 	struct creds_cache *cc = creds_for(r, site, qp);
-	struct pn_query_answer ans;
-	struct pn_query_ctx ctx;
-	struct pn_ingest_result res;
-	struct pn_err err;
-	const char *word, *why = "";
-	int	confirmed = 0;
 
 	if (cc->failed) {
 		r->errors++;
 		add_row(r, a, o, qp->name, NULL, "error", cc->why);
-		return;
+		return false;
 	}
-	memset(&ans, 0, sizeof(ans));
-	memset(&ctx, 0, sizeof(ctx));
-	ctx.cfg = r->cfg;
-	ctx.site = site;
-	ctx.http = &r->http;
-	ctx.arena = a;
-	ctx.now = (int64_t)time(NULL);
-	ctx.creds = cc->creds;
+	memset(ctx, 0, sizeof(*ctx));
+	ctx->cfg = r->cfg;
+	ctx->site = site;
+	ctx->http = &r->http;
+	ctx->arena = a;
+	ctx->now = (int64_t)time(NULL);
+	ctx->creds = cc->creds;
 	r->asked++;
-	qp->ask(&ctx, o, &ans);
-	word = ans.psp_state;
-	switch (ans.state) {
+	return true;
+}
+
+/* An answer's state in the run's counts (the summary line). */
+static void
+count_state(struct run *r, enum pn_query_state state)
+{
+	switch (state) {
 	case PN_Q_WAITING: r->waiting++; break;
 	case PN_Q_NOT_FOUND: r->not_found++; break;
 	case PN_Q_REFUSED: r->refused++; break;
@@ -341,6 +345,25 @@ query_one(struct run *r, struct pn_arena *a, const struct pn_site *site,
 	case PN_Q_ERROR: r->errors++; break;
 	case PN_Q_FINAL: r->final++; break;
 	}
+}
+
+static void
+query_one(struct run *r, struct pn_arena *a, const struct pn_site *site,
+	  const struct pn_query_provider *qp, const struct pn_query_order *o)
+{
+	struct pn_query_answer ans;
+	struct pn_query_ctx ctx;
+	struct pn_ingest_result res;
+	struct pn_err err;
+	const char *word, *why = "";
+	int	confirmed = 0;
+
+	if (!ask_ctx(r, a, site, qp, o, &ctx))
+		return;
+	memset(&ans, 0, sizeof(ans));
+	qp->ask(&ctx, o, &ans);
+	word = ans.psp_state;
+	count_state(r, ans.state);
 	if (ans.state != PN_Q_FINAL) {
 		add_row(r, a, o, qp->name, word, state_name(ans.state), ans.detail);
 		return;
@@ -404,7 +427,6 @@ static void
 query_combine(struct run *r, struct pn_arena *a, const struct pn_site *site, const char *cotn)
 {
 	const struct pn_query_provider *qp = &pn_query_wechatpay;
-	struct creds_cache *cc = creds_for(r, site, qp);
 	struct pn_query_answer ans;
 	struct pn_query_ctx ctx;
 	struct pn_ingest_result *res = NULL;
@@ -426,29 +448,11 @@ query_combine(struct run *r, struct pn_arena *a, const struct pn_site *site, con
 									       why));
 		return;
 	}
-	if (cc->failed) {
-		r->errors++;
-		add_row(r, a, &o, qp->name, NULL, "error", cc->why);
+	if (!ask_ctx(r, a, site, qp, &o, &ctx))
 		return;
-	}
 	memset(&ans, 0, sizeof(ans));
-	memset(&ctx, 0, sizeof(ctx));
-	ctx.cfg = r->cfg;
-	ctx.site = site;
-	ctx.http = &r->http;
-	ctx.arena = a;
-	ctx.now = (int64_t)time(NULL);
-	ctx.creds = cc->creds;
-	r->asked++;
 	pn_query_wechatpay_combine(&ctx, cotn, &ans);
-	switch (ans.state) {
-	case PN_Q_WAITING: r->waiting++; break;
-	case PN_Q_NOT_FOUND: r->not_found++; break;
-	case PN_Q_REFUSED: r->refused++; break;
-	case PN_Q_ATTENTION: r->attention++; break;
-	case PN_Q_ERROR: r->errors++; break;
-	case PN_Q_FINAL: r->final++; break;
-	}
+	count_state(r, ans.state);
 	if (ans.nsubs == 0) {
 		add_row(r, a, &o, qp->name, NULL, state_name(ans.state), ans.detail);
 		return;
@@ -512,35 +516,16 @@ query_case(struct run *r, struct pn_arena *a, const struct pn_site *site,
 	   const struct pn_query_provider *qp, const struct pn_query_order *o,
 	   const char *case_id)
 {
-	struct creds_cache *cc = creds_for(r, site, qp);
 	struct pn_query_answer ans;
 	struct pn_query_ctx ctx;
 	struct pn_ingest_result res;
 	struct pn_err err;
 
-	if (cc->failed) {
-		r->errors++;
-		add_row(r, a, o, qp->name, NULL, "error", cc->why);
+	if (!ask_ctx(r, a, site, qp, o, &ctx))
 		return;
-	}
 	memset(&ans, 0, sizeof(ans));
-	memset(&ctx, 0, sizeof(ctx));
-	ctx.cfg = r->cfg;
-	ctx.site = site;
-	ctx.http = &r->http;
-	ctx.arena = a;
-	ctx.now = (int64_t)time(NULL);
-	ctx.creds = cc->creds;
-	r->asked++;
 	qp->ask_case(&ctx, case_id, &ans);
-	switch (ans.state) {
-	case PN_Q_WAITING: r->waiting++; break;
-	case PN_Q_NOT_FOUND: r->not_found++; break;
-	case PN_Q_REFUSED: r->refused++; break;
-	case PN_Q_ATTENTION: r->attention++; break;
-	case PN_Q_ERROR: r->errors++; break;
-	case PN_Q_FINAL: r->final++; break;
-	}
+	count_state(r, ans.state);
 	if (ans.state != PN_Q_FINAL) {
 		add_row(r, a, o, qp->name, ans.psp_state, state_name(ans.state),
 			pn_arena_printf(a, "complaint %s: %s", case_id, ans.detail));
@@ -682,7 +667,6 @@ confirm_one(struct run *r, struct pn_arena *a, const struct pn_site *site,
 	    const struct pn_query_provider *qp, const struct pn_table *rows, size_t i)
 {
 	const char *id = pn_table_get(rows, i, "id"), *hex = pn_table_get(rows, i, "raw_body");
-	struct creds_cache *cc = creds_for(r, site, qp);
 	struct pn_query_confirmation c;
 	struct pn_query_order o;
 	struct pn_query_ctx ctx;
@@ -702,11 +686,6 @@ confirm_one(struct run *r, struct pn_arena *a, const struct pn_site *site,
 	o.amount_minor = refund;	/* the refund's amount, for the amount column */
 	o.currency = "CNY";
 	r->orders++;
-	if (cc->failed) {
-		r->errors++;
-		add_row(r, a, &o, qp->name, NULL, "error", cc->why);
-		return;
-	}
 	if (hex != NULL)
 		raw = pn_arena_alloc(a, strlen(hex) / 2 + 1);
 	if (hex == NULL || !pn_hex_decode(hex, strlen(hex), raw, strlen(hex) / 2 + 1, &raw_len)) {
@@ -715,14 +694,8 @@ confirm_one(struct run *r, struct pn_arena *a, const struct pn_site *site,
 			pn_arena_printf(a, "notification %s: stored raw body unreadable", id));
 		return;
 	}
-	memset(&ctx, 0, sizeof(ctx));
-	ctx.cfg = r->cfg;
-	ctx.site = site;
-	ctx.http = &r->http;
-	ctx.arena = a;
-	ctx.now = (int64_t)time(NULL);
-	ctx.creds = cc->creds;
-	r->asked++;
+	if (!ask_ctx(r, a, site, qp, &o, &ctx))
+		return;
 	qp->confirm(&ctx, raw, raw_len, &c);
 	switch (c.state) {
 	case PN_C_CONFIRMED: verdict = "confirmed"; break;
