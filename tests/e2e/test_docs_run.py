@@ -29,19 +29,10 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import docrun  # noqa: E402
+import pne2e  # noqa: E402
 
 RESULTS = None      # (results by (doc, line), the trace) once TestDocsRun has run
 RUN_ERROR = None
-
-
-def package_installed():
-    try:
-        p = subprocess.run(["dpkg-query", "-W", "-f", "${Status}", "paynotify"],
-                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                           timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return p.returncode == 0 and p.stdout.startswith("install ok installed")
 
 
 class TestMarkers(unittest.TestCase):
@@ -164,7 +155,7 @@ def run_docs():
     global RESULTS, RUN_ERROR
     if RESULTS is not None or RUN_ERROR is not None:
         return
-    if not package_installed():
+    if pne2e.package_version() is None:
         msg = ("the paynotify Debian package is not installed (scripts/build-deb && dpkg -i "
                "build/deb/paynotify_*.deb; .ci/run does this)")
         if os.environ.get("PN_REQUIRE_PACKAGE") == "1":
