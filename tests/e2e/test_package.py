@@ -51,17 +51,7 @@ UNIT_KEYS = pne2e.UNIT_KEYS
 PG = None
 
 
-def package_version():
-    """dpkg's idea of the installed paynotify, or None."""
-    try:
-        p = subprocess.run(["dpkg-query", "-W", "-f", "${Status} ${Version}", "paynotify"],
-                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                           timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if p.returncode != 0 or not p.stdout.startswith("install ok installed "):
-        return None
-    return p.stdout.rsplit(" ", 1)[1]
+package_version = pne2e.package_version
 
 
 def source_version():

@@ -46,6 +46,19 @@ Notification = collections.namedtuple("Notification", ["path", "headers", "body"
 Response = collections.namedtuple("Response", ["status", "headers", "body"])
 
 
+def package_version():
+    """dpkg's idea of the installed paynotify, or None."""
+    try:
+        p = subprocess.run(["dpkg-query", "-W", "-f", "${Status} ${Version}", "paynotify"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                           timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if p.returncode != 0 or not p.stdout.startswith("install ok installed "):
+        return None
+    return p.stdout.rsplit(" ", 1)[1]
+
+
 def free_port():
     """A TCP port on 127.0.0.1 that nobody listens on right now."""
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
