@@ -40,6 +40,7 @@ extern const struct pn_cmd pn_cmd_sign;
 extern const struct pn_cmd pn_cmd_stats;
 extern const struct pn_cmd pn_cmd_query;
 extern const struct pn_cmd pn_cmd_reconcile;
+extern const struct pn_cmd pn_cmd_wechatpay_certificates;
 
 /* ---- rows (table.c) ------------------------------------------------------ */
 
