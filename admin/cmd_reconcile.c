@@ -751,29 +751,23 @@ byq_compare(struct run *r)
 			    pn_arena_printf(r->a, "order %s: %s; nothing changed", q->order_id, said));
 			continue;
 		case PN_Q_NOT_FOUND:
-			if (paid_here)
-				row(r, K_NOT_IN_STATEMENT, true, NULL, o, NULL,
-				    pn_arena_printf(r->a,
-				                    "paid here (%s), 2C2P does not know the invoice "
-				                    "(%s): query the provider (paynotify query "
-				                    "--order) before shipping more",
-				                    o->psp_txn_id ? o->psp_txn_id : "no tranRef",
-				                    said));
-			else
-				row(r, K_MATCHED, false, NULL, o, NULL,
-				    pn_arena_printf(r->a, "not paid here, %s", said));
-			continue;
 		case PN_Q_WAITING:
 		case PN_Q_FINAL: /* closed or failed: paid answers are payment rows */
-			if (paid_here)
-				row(r, K_STATUS_MISMATCH, true, NULL, o, NULL,
-				    pn_arena_printf(r->a,
-				                    "paid here (%s), 2C2P says the invoice is not "
-				                    "paid (%s): look in the 2C2P portal before "
+			if (paid_here) {
+				bool unknown = ans->state == PN_Q_NOT_FOUND;
+
+				row(r, unknown ? K_NOT_IN_STATEMENT : K_STATUS_MISMATCH, true, NULL, o,
+				    NULL,
+				    pn_arena_printf(r->a, "paid here (%s), 2C2P %s (%s): %s before "
 				                    "shipping more",
 				                    o->psp_txn_id ? o->psp_txn_id : "no tranRef",
-				                    said));
-			else
+				                    unknown ? "does not know the invoice"
+				                            : "says the invoice is not paid",
+				                    said,
+				                    unknown ? "query the provider (paynotify query "
+				                              "--order)"
+				                            : "look in the 2C2P portal"));
+			} else
 				row(r, K_MATCHED, false, NULL, o, NULL,
 				    pn_arena_printf(r->a, "%s here, %s%s", o->status, said,
 				                    ans->state == PN_Q_FINAL &&
