@@ -40,6 +40,7 @@ extern const struct pn_cmd pn_cmd_sign;
 extern const struct pn_cmd pn_cmd_stats;
 extern const struct pn_cmd pn_cmd_query;
 extern const struct pn_cmd pn_cmd_reconcile;
+extern const struct pn_cmd pn_cmd_wechatpay_certificates;
 
 /* ---- rows (table.c) ------------------------------------------------------ */
 
@@ -112,6 +113,9 @@ bool pn_opt_provider(const char *opt, const char *value) PN_WUR;
 bool pn_opt_outcome(const char *opt, const char *value) PN_WUR;
 /* A positive integer (row ids). */
 bool pn_opt_id(const char *opt, const char *value) PN_WUR;
+/* A whole number from min to max (counts, rates): *out. */
+bool pn_opt_int(const char *opt, const char *value, int64_t min, int64_t max,
+		int64_t *out) PN_WUR;
 /* A duration ("30m", "2h", "1 day", "90 seconds"): *seconds. */
 bool pn_opt_duration(const char *opt, const char *value, int64_t *seconds) PN_WUR;
 /* A point in time: an ISO 8601 date or date and time, with an optional zone

@@ -85,6 +85,20 @@ pn_opt_id(const char *opt, const char *value)
 	return false;
 }
 
+bool
+pn_opt_int(const char *opt, const char *value, int64_t min, int64_t max, int64_t *out)
+{
+	int64_t v;
+
+	if (pn_parse_i64(value, &v) && v >= min && v <= max) {
+		*out = v;
+		return true;
+	}
+	fprintf(stderr, "paynotify: %s \"%s\": expected a whole number from %lld to %lld\n", opt,
+		value, (long long)min, (long long)max);
+	return false;
+}
+
 /* One unit word; its length in seconds, 0 if it is none. */
 static int64_t
 unit_seconds(const char *w, size_t n)

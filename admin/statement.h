@@ -58,6 +58,11 @@ struct pn_stmt_txn {
 	int64_t net_minor; /* what the merchant keeps: signed */
 	const char *raw;   /* the line (UTF-8: Alipay lines after GBK conversion) */
 	size_t raw_len;
+	/* reconcile --by-query: the row is a verified inquiry answer, not a line
+	 * of a file; its event and headers are what `paynotify query` would
+	 * ingest (raw: the answer's body).  NULL for a statement row. */
+	const struct pn_event *ev;
+	const char *headers_json;
 };
 
 struct pn_statement {

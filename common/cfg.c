@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <libgen.h>
+#include <dirent.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -619,6 +620,47 @@ load_pubkey(const char *path, const char *key, int min_bits, struct pn_pubkey **
 	return true;
 }
 
+static int
+pem_name(const struct dirent *d)
+{
+	size_t	n = strlen(d->d_name);
+
+	return d->d_name[0] != '.' && n > 4 && strcmp(d->d_name + n - 4, ".pem") == 0;
+}
+
+/* PN_K_PUBKEY_DIR: every *.pem of dir, in name order, onto the list at kd->max. */
+static bool
+load_pubkey_dir(struct parser *p, const struct pn_cfg_keydef *kd, void *base, const char *dir,
+		struct pn_err *err)
+{
+	struct pn_pubkey **list = (struct pn_pubkey **)((char *)base + kd->max);
+	size_t *count = (size_t *)((char *)base + kd->count_off);
+	int	min_bits = kd->min > 0 ? (int)kd->min : PN_RSA_MIN_BITS;
+	struct dirent **names = NULL;
+	bool	ok = true;
+	int	n, i;
+
+	if ((n = scandir(dir, &names, pem_name, alphasort)) < 0) {
+		pn_err_set(err, "could not read directory \"%s\" for \"%s\": %s", dir, kd->key,
+			   strerror(errno));
+		return false;
+	}
+	for (i = 0; i < n; i++) {
+		char   *path = pn_xasprintf("%s/%s", dir, names[i]->d_name);
+		struct stat st;
+
+		if (ok && stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+			if (p)
+				add_file(p, path, false);
+			ok = load_pubkey(path, kd->key, min_bits, list, count, err);
+		}
+		free(path);
+		free(names[i]);
+	}
+	free(names);
+	return ok;
+}
+
 static bool
 choice_value(const struct pn_cfg_choice *c, const char *word, int *out)
 {
@@ -847,6 +889,14 @@ assign(struct parser *p, const struct pn_cfg_keydef *kd, void *base, char *value
 		free(*(char **)field);
 		*(char **)field = p ? resolve_path(p, value) : pn_xstrdup(value);
 		return true;
+	case PN_K_PUBKEY_DIR:
+		if (*value == '\0') {
+			pn_err_set(err, "empty value for \"%s\"", kd->key);
+			return false;
+		}
+		free(*(char **)field);
+		*(char **)field = p ? resolve_path(p, value) : pn_xstrdup(value);
+		return load_pubkey_dir(p, kd, base, *(char **)field, err);
 	case PN_K_URL: {
 		size_t	n = strlen(value);
 
@@ -1012,7 +1062,7 @@ loose_secret(const struct parser *p, const struct pn_cfg_keydef *kd, char *value
 	char   *w, *save = NULL;
 	bool	loose = false;
 
-	if (kd->type == PN_K_PUBKEYS)
+	if (kd->type == PN_K_PUBKEYS || kd->type == PN_K_PUBKEY_DIR)
 		return false;
 	for (w = strtok_r(value, " \t", &save); w && !loose; w = strtok_r(NULL, " \t", &save)) {
 		char   *path = resolve_path(p, w);
@@ -1052,7 +1102,8 @@ set_key(struct parser *p, char *key, char *value, struct pn_err *err)
 	p->seen[p->nseen++] = kd->key;
 	if (prov != NULL)	/* any "<prefix>." key configures the provider */
 		*(bool *)((char *)p->site + prov->configured_off) = true;
-	files = kd->type == PN_K_SECRETS || kd->type == PN_K_PUBKEYS || kd->type == PN_K_PRIVKEY;
+	files = kd->type == PN_K_SECRETS || kd->type == PN_K_PUBKEYS || kd->type == PN_K_PRIVKEY
+	    || kd->type == PN_K_PUBKEY_DIR;
 	copy = p->isolate && files ? pn_xstrdup(value) : NULL;	/* assign() splits value */
 	if (assign(p, kd, p->site ? (void *)p->site : (void *)p->cfg, value, err)) {
 		free(copy);
@@ -1407,6 +1458,7 @@ free_keys(const struct pn_cfg_keydef *kd, size_t n, void *base)
 		case PN_K_URLPATH:
 		case PN_K_PATH:
 		case PN_K_URL:
+		case PN_K_PUBKEY_DIR:	/* its keys are freed with their list */
 			if (*(char **)field && (kd->flags & PN_KEY_WIPE))
 				OPENSSL_cleanse(*(char **)field, strlen(*(char **)field));
 			free(*(char **)field);

@@ -233,6 +233,13 @@ enum pn_cfg_type {
 	PN_K_PATH,	/* char *: a file path, resolved but never opened here (the
 			 * credentials only `paynotify query` loads) */
 	PN_K_URL,	/* char *: an https:// URL */
+	PN_K_PUBKEY_DIR,	/* char *: a directory (kept, resolved); every "*.pem" file
+				 * in it (not starting with '.', in name order) is loaded
+				 * and appended to a PN_K_PUBKEYS list: max = that list's
+				 * offset, count_off its count, min its fewest RSA bits.
+				 * An empty directory adds nothing (wechatpay.
+				 * platform_cert_dir, which `paynotify
+				 * wechatpay-certificates --fetch` fills) */
 };
 
 struct pn_cfg_choice {
@@ -251,7 +258,8 @@ struct pn_cfg_keydef {
 	enum pn_cfg_type type;
 	size_t	off;		/* into struct pn_config, or struct pn_site for "site" */
 	size_t	count_off;	/* PN_K_SECRETS, PN_K_PUBKEYS, PN_K_ADDRS: the size_t count */
-	int64_t	min, max;	/* PN_K_INT; PN_K_PUBKEYS: min = fewest RSA bits (0: 2048) */
+	int64_t	min, max;	/* PN_K_INT; PN_K_PUBKEYS: min = fewest RSA bits (0: 2048);
+				 * PN_K_PUBKEY_DIR: above */
 	const struct pn_cfg_choice *choices;	/* PN_K_CHOICE, PN_K_FLAGS */
 	const char *def;	/* default, as text; NULL for none */
 	const char *doc;

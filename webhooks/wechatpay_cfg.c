@@ -30,6 +30,11 @@ static const struct pn_cfg_keydef keys[] = {
 	{"site", "wechatpay.platform_cert_files", PN_K_PUBKEYS, S(certs), S(ncerts), 0, 0, NULL,
 	 NULL, "WeChat Pay platform certificate(s), chosen by Wechatpay-Serial; several = "
 	 "rotation", 0, "platform certificate"},
+	{"site", "wechatpay.platform_cert_dir", PN_K_PUBKEY_DIR, S(platform_cert_dir), S(ncerts),
+	 0, (int64_t)S(certs), NULL, NULL, "a directory of platform certificates: every *.pem "
+	 "in it is loaded as if listed in wechatpay.platform_cert_files; `paynotify "
+	 "wechatpay-certificates --fetch` writes the downloaded, verified ones there "
+	 "(wechatpay-platform-<serial>.pem), so rotation needs no manual step", 0, NULL},
 	{"site", "wechatpay.public_key_id", PN_K_STR, S(public_key_id), 0, 0, 0, NULL, NULL,
 	 "WeChat Pay public key id (PUB_KEY_ID_...)", PN_KEY_ID, "public key id"},
 	{"site", "wechatpay.public_key_file", PN_K_PUBKEYS, S(public_keys), S(npublic_keys), 0,
@@ -86,9 +91,14 @@ validate(const struct pn_cfg_check *c)
 		       "wechatpay.public_key_file",
 		       "wechatpay.public_key_id and wechatpay.public_key_file go together");
 	pn_cfg_require(c, !v3 || w->ncerts > 0 || w->npublic_keys > 0
-		       || pn_cfg_key_failed(c, "wechatpay.public_key_file"),
-		       "wechatpay.platform_cert_files",
-		       "API v3 needs wechatpay.platform_cert_files or wechatpay.public_key_file");
+		       || pn_cfg_key_failed(c, "wechatpay.public_key_file")
+		       || pn_cfg_key_failed(c, "wechatpay.platform_cert_dir"),
+		       "wechatpay.platform_cert_files", w->platform_cert_dir
+		       ? "API v3 needs a platform certificate or wechatpay.public_key_file: "
+		       "wechatpay.platform_cert_dir holds no *.pem yet (put the first certificate "
+		       "there, from the merchant platform, or configure the public key: "
+		       "paynotify wechatpay-certificates --fetch then keeps it current)"
+		       : "API v3 needs wechatpay.platform_cert_files or wechatpay.public_key_file");
 	wrong_length(c, PN_CFG_ERROR, w->apiv3_keys, w->napiv3_keys, "APIv3", "bytes",
 		     "it must be exactly 32: copy the APIv3 key (32 characters) from the merchant "
 		     "platform (API安全); it is not the APIv2 key");

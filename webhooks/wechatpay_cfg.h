@@ -26,8 +26,10 @@ struct pn_wechatpay_cfg {
 	struct pn_secret *apiv2_keys;	/* wechatpay.apiv2_key_file */
 	size_t	napiv2_keys;
 	unsigned v2_sign_types;		/* bit set of enum pn_wxv2_sign */
-	struct pn_pubkey *certs;	/* wechatpay.platform_cert_files */
+	struct pn_pubkey *certs;	/* wechatpay.platform_cert_files and every *.pem of
+					 * wechatpay.platform_cert_dir */
 	size_t	ncerts;
+	char   *platform_cert_dir;	/* wechatpay.platform_cert_dir, or NULL */
 	char   *public_key_id;		/* wechatpay.public_key_id */
 	struct pn_pubkey *public_keys;	/* wechatpay.public_key_file */
 	size_t	npublic_keys;

@@ -1038,8 +1038,8 @@ class TestUsage(unittest.TestCase):
             self.assertEqual(p.returncode, want, (args, p.stderr))
             if "2c2p" in args:
                 # no layout was invented for 2C2P's report: the operator is told why
-                self.assertIn(b"field table could not be read", p.stderr)
-                self.assertIn(b"paynotify query --provider 2c2p", p.stderr)
+                self.assertIn(b"field table is unpublished", p.stderr)
+                self.assertIn(b"use --by-query", p.stderr)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ documented endpoints:
                                                        WeChat Pay 消费者投诉 2.0
   POST /gateway.do method=alipay.merchant.tradecomplain.query
                                                        Alipay trade complaints
+  GET  /v3/certificates                                WeChat Pay platform certificates
 
 Each CHECKS the request as the provider does (Alipay: RSA2 over the sorted
 parameters with the merchant's public key; WeChat Pay: the
@@ -38,6 +39,7 @@ Complaints: .state[("wechatpay-complaint", complaint_id)] and
 otn, amount, mchid) (see _wx_complaint, _alipay_complaint).
 """
 
+import base64
 import datetime
 import hashlib
 import http.server
@@ -149,10 +151,12 @@ class Standins:
     (signs answers); wrong_key: another key (mode "wrong_key");
     merchant_pub: the merchant's public key (checks Alipay and WeChat Pay
     requests); merchant_serial, mchid, stripe_key, twoc2p_secret,
-    twoc2p_merchant: what requests must carry."""
+    twoc2p_merchant: what requests must carry; wx_apiv2 / wx_apiv3: the WeChat
+    Pay merchant's APIv2 / APIv3 keys."""
 
     def __init__(self, provider_key, wrong_key, merchant_pub, app_id, mchid, merchant_serial,
-                 wx_pubid, stripe_key, twoc2p_merchant, twoc2p_secret, wx_apiv2=None):
+                 wx_pubid, stripe_key, twoc2p_merchant, twoc2p_secret, wx_apiv2=None,
+                 wx_apiv3=None):
         self.provider_key = pnsign.load_private(provider_key)
         self.wrong_key = pnsign.load_private(wrong_key)
         self.merchant_pub = pnsign.load_public(merchant_pub)
@@ -164,7 +168,9 @@ class Standins:
         self.twoc2p_merchant = twoc2p_merchant
         self.twoc2p_secret = twoc2p_secret
         self.wx_apiv2 = wx_apiv2
+        self.wx_apiv3 = wx_apiv3        # seals the platform certificates (/v3/certificates)
         self.alipay_cert_sns = None     # (app_cert_sn, alipay_root_cert_sn) in certificate mode
+        self.wx_platform = None         # GET /v3/certificates: see set_wx_platform
         self.state = {}
         self.mode = None
         self.sleep_s = 3
@@ -207,6 +213,7 @@ class Standins:
             self.state.clear()
             self.mode = None
             self.alipay_cert_sns = None
+            self.wx_platform = None
             self.requests.clear()
             self.bad_requests.clear()
 
@@ -257,6 +264,9 @@ class Standins:
         elif method == "GET" and url.path in ("/v3/bill/tradebill", "/v3/billdownload/file"):
             prov = "wechatpay"
             fn = self._wx_bill
+        elif method == "GET" and url.path == "/v3/certificates":
+            prov = "wechatpay"
+            fn = self._wx_certificates
         elif method == "GET" and url.path.startswith("/v3/merchant-service/complaints-v2/"):
             prov = "wechatpay"
             fn = self._wx_complaint
@@ -520,17 +530,65 @@ class Standins:
             return
         self._send(h, 200, data, ctype="text/plain; charset=utf-8")
 
-    def _wx_answer(self, h, status, obj, tamper=(b'"total":', b'"total":1')):
+    def set_wx_platform(self, certs, sign_key=None, sign_serial=None):
+        """What GET /v3/certificates answers: certs = [(pem bytes, serial, not_before,
+        not_after)], each sealed with the APIv3 key (wx_apiv3); the answer signed
+        with sign_key and named by sign_serial in Wechatpay-Serial (default: the
+        provider key and the WeChat Pay public key id)."""
+        with self.lock:
+            self.wx_platform = {"certs": certs, "key": sign_key, "serial": sign_serial}
+
+    def _wx_certificates(self, h, method, url, body):
+        """下载平台证书 (pay.weixin.qq.com/wiki/doc/apiv3/apis/wechatpay5_1.shtml):
+        GET /v3/certificates, signed like every v3 request; the answer
+        {"data": [{"serial_no", "effective_time", "expire_time",
+        "encrypt_certificate": {"algorithm": "AEAD_AES_256_GCM", "nonce",
+        "associated_data": "certificate", "ciphertext"}}]}, each certificate PEM
+        sealed with the merchant's APIv3 key, the answer signed as every v3
+        answer.  Modes: "tamper" (body altered after signing), "bad_tag" (a
+        ciphertext altered before signing: the signature holds, the GCM tag does
+        not), "wrong_key"."""
+        if not self._wx_auth_ok(h, method, body) or url.query:
+            self._bad("wechatpay", "certificates Authorization")
+            self._wx_answer(h, 401, {"code": "SIGN_ERROR", "message": "signature error"})
+            return
+        st = self.wx_platform
+        if st is None:
+            self._wx_answer(h, 500, {"code": "SYSTEM_ERROR", "message": "no certificates"})
+            return
+        data = []
+        for pem, serial, not_before, not_after in st["certs"]:
+            nonce = hashlib.sha1(os.urandom(8)).hexdigest()[:12]
+            ct = pnsign.wechat_v3_encrypt(self.wx_apiv3, nonce, pem, "certificate")
+            if self.mode == "bad_tag":
+                raw = bytearray(base64.b64decode(ct))
+                raw[-1] ^= 1
+                ct = base64.b64encode(bytes(raw)).decode()
+            fmt = "%Y-%m-%dT%H:%M:%S+08:00"
+            cn = datetime.timezone(datetime.timedelta(hours=8))
+            data.append({"serial_no": serial,
+                         "effective_time": not_before.astimezone(cn).strftime(fmt),
+                         "expire_time": not_after.astimezone(cn).strftime(fmt),
+                         "encrypt_certificate": {"algorithm": "AEAD_AES_256_GCM",
+                                                 "nonce": nonce,
+                                                 "associated_data": "certificate",
+                                                 "ciphertext": ct}})
+        self._wx_answer(h, 200, {"data": data}, tamper=(b'"serial_no":"', b'"serial_no":"0'),
+                        key=st["key"], serial=st["serial"])
+
+    def _wx_answer(self, h, status, obj, tamper=(b'"total":', b'"total":1'), key=None,
+                   serial=None):
         body = json.dumps(obj, separators=(",", ":")).encode("utf-8")
         ts = str(int(time.time()))
         nonce = hashlib.sha1(os.urandom(8)).hexdigest()
-        sig = pnsign.wechat_v3_sign(self._sign_key(), ts, nonce, body)
+        sig_key = self._sign_key() if key is None or self.mode == "wrong_key" else key
+        sig = pnsign.wechat_v3_sign(sig_key, ts, nonce, body)
         if self.mode == "tamper":
             body = body.replace(*tamper)
         self._send(h, status, body, {
             "Wechatpay-Timestamp": ts, "Wechatpay-Nonce": nonce,
             "Wechatpay-Signature": sig,
-            "Wechatpay-Serial": self.wx_pubid, "Request-ID": "08F4" + nonce[:8]})
+            "Wechatpay-Serial": serial or self.wx_pubid, "Request-ID": "08F4" + nonce[:8]})
 
     # ---- WeChat Pay v2 orderquery ------------------------------------------------
 

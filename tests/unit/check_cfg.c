@@ -305,6 +305,53 @@ START_TEST(test_wechat_key_length)
 }
 END_TEST
 
+/* wechatpay.platform_cert_dir: every *.pem (not hidden) appended to the certificates. */
+START_TEST(test_platform_cert_dir)
+{
+	char	text[1024], sub[128], cmd[1024];
+	struct pn_config *cfg;
+	struct pn_err err;
+	const struct pn_wechatpay_cfg *w;
+
+	write_file("v3", "RelAPIv3Key0123456789abcdefWXYZ0\n", 0600);
+	snprintf(sub, sizeof(sub), "%s/plat", dir);
+	ck_assert(mkdir(sub, 0755) == 0);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s/b.pem' && cp '%s' '%s/a.pem' && cp '%s' "
+		 "'%s/.c.pem.tmp' && cp '%s' '%s/d.pem' && echo x > '%s/notes.txt'",
+		 fixture_path("unit/keys/wxp-cert-b.pem"), sub,
+		 fixture_path("unit/keys/wxp-cert-a.pem"), sub,
+		 fixture_path("unit/keys/wxp-cert-a.pem"), sub,
+		 fixture_path("unit/keys/wxp-cert-a.pem"), sub, sub);
+	ck_assert(system(cmd) == 0);
+	snprintf(cmd, sizeof(cmd), "rm '%s/d.pem' && cp '%s' '%s/d.pem'", sub,
+		 fixture_path("unit/keys/test-a.crt"), sub);
+	ck_assert(system(cmd) == 0);
+	snprintf(text, sizeof(text),
+		 "[site w]\nwechatpay.mchid = 1\nwechatpay.appid = wx1\n"
+		 "wechatpay.apiv3_key_file = v3\nwechatpay.platform_cert_dir = plat\n");
+	cfg = pn_cfg_load(write_file("pn.conf", text, 0644), &err);
+	ck_assert_msg(cfg != NULL, "%s", err.msg);
+	w = &cfg->sites[0].wechatpay;
+	/* a.pem, b.pem, d.pem in name order; .c.pem.tmp and notes.txt skipped */
+	ck_assert_uint_eq(w->ncerts, 3);
+	ck_assert(strstr(w->certs[0].path, "/plat/a.pem") != NULL);
+	ck_assert(strstr(w->certs[1].path, "/plat/b.pem") != NULL);
+	ck_assert(strstr(w->certs[2].path, "/plat/d.pem") != NULL);
+	ck_assert(w->certs[0].serial != NULL);
+	ck_assert(strstr(w->platform_cert_dir, "/plat") != NULL);
+	pn_cfg_free(cfg);
+	/* an empty directory adds nothing: with nothing else, the site cannot verify */
+	snprintf(cmd, sizeof(cmd), "rm -f '%s'/*.pem", sub);
+	ck_assert(system(cmd) == 0);
+	ck_assert(strstr(load(text), "holds no *.pem yet") != NULL);
+	/* a missing directory is named */
+	snprintf(text, sizeof(text),
+		 "[site w]\nwechatpay.mchid = 1\nwechatpay.appid = wx1\n"
+		 "wechatpay.apiv3_key_file = v3\nwechatpay.platform_cert_dir = nosuch\n");
+	ck_assert(strstr(load(text), "could not read directory") != NULL);
+}
+END_TEST
+
 /* [log] and [metrics]: defaults, address lists, matching. */
 START_TEST(test_address_lists)
 {
@@ -667,6 +714,7 @@ suite_cfg(void)
 	tcase_add_test(tc, test_good_config);
 	tcase_add_loop_test(tc, test_bad_configs, 0, (int)(sizeof(bad) / sizeof(bad[0])));
 	tcase_add_test(tc, test_wechat_key_length);
+	tcase_add_test(tc, test_platform_cert_dir);
 	tcase_add_test(tc, test_stripe_binding_keys);
 	tcase_add_test(tc, test_rsa_key_sizes);
 	tcase_add_test(tc, test_isolate_sites);
