@@ -389,18 +389,23 @@ class Failover(FailoverUnderLoad, unittest.TestCase):
                                     "WHERE psp_event_id = 'evt_ro_13'"), "0")
 
 
+def check_config(conninfo):
+    """paynotify check-config with conninfo: (exit status, output)."""
+    cfg = pnkit.write_all_config(None, conninfo=conninfo)
+    # --user: the files are checked as this user (as root without it,
+    # check-config warns that it could not tell what the receivers can read)
+    p = subprocess.run([os.path.join(pntest.REPO, "paynotify"), "check-config", "-c", cfg.path,
+                        "--user", pwd.getpwuid(os.getuid()).pw_name],
+                       env=pntest.clean_env(), stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=60)
+    return p.returncode, p.stdout.decode()
+
+
 class CheckConfig(unittest.TestCase):
     """paynotify check-config on a replicated database (docs/DEPLOYMENT.md)."""
 
     def check(self, conninfo):
-        cfg = pnkit.write_all_config(None, conninfo=conninfo)
-        # --user: the files are checked as this user (as root without it,
-        # check-config warns that it could not tell what the receivers can read)
-        p = subprocess.run([os.path.join(pntest.REPO, "paynotify"), "check-config", "-c", cfg.path,
-                            "--user", pwd.getpwuid(os.getuid()).pw_name],
-                           env=pntest.clean_env(), stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, timeout=60)
-        return p.returncode, p.stdout.decode()
+        return check_config(conninfo)
 
     def test_6_check_config_replication_warnings(self):
         primary = make_primary()
@@ -429,6 +434,14 @@ class CheckConfig(unittest.TestCase):
         # several hosts, but nothing insists on the writable one
         rc, out = self.check(both.replace(" target_session_attrs=read-write", ""))
         self.assertIn("target_session_attrs is not set", out)
+        # ... or insists on the wrong one
+        rc, out = self.check(both.replace("=read-write", "=prefer-standby"))
+        self.assertIn("target_session_attrs is prefer-standby", out)
+        # explicitly any: the recipe for one pooler per node, said, not warned
+        rc, out = self.check(both.replace("=read-write", "=any"))
+        self.assertEqual(rc, 0, out)
+        self.assertNotIn("WARNING", out)
+        self.assertIn("several hosts with target_session_attrs=any", out)
         # the standby alone: a problem, exit 3
         rc, out = self.check(standby.conninfo())
         self.assertEqual(rc, 3, out)

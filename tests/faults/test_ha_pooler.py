@@ -20,9 +20,10 @@
 #
 # a and b assert: every acknowledged notification is on the new primary,
 # each applied once, only failure answers (503 + failure form) while no
-# primary was writable, and the first success within FIRST_SUCCESS_S of
-# the start of `pg_ctl promote` (the point docs/DEPLOYMENT.md measures
-# from).  About 12 s each on two cores.
+# primary was writable, the first success within FIRST_SUCCESS_S of the
+# start of `pg_ctl promote` (the point docs/DEPLOYMENT.md measures from),
+# and `paynotify check-config` on the same conninfo reaching the new
+# primary (admin/db.c skips the pooler whose server is gone).  About 12 s each on two cores.
 
 import os
 import signal
@@ -85,6 +86,10 @@ class PoolerFailover(test_ha.FailoverUnderLoad, unittest.TestCase):
         line = ("retrying once on a new connection, from database host %s"
                 % self.bouncers[1].base)
         self.assertTrue(line in self.rcv.log_text(), "no receiver log line %r" % line)
+        # the admin commands, on the same conninfo, reach the new primary too
+        rc, out = test_ha.check_config(poolers_conninfo(*self.bouncers))
+        self.assertEqual(rc, 0, out)
+        self.assertIn("replication: no standby connected", out)
 
     def test_a_primary_postgresql_dies_its_pooler_stays(self):
         self.check("PA", test_ha.crash)
