@@ -71,7 +71,7 @@ class PoolerFailover(test_ha.FailoverUnderLoad, unittest.TestCase):
             b.stop()
 
     def route(self, primary, standby):
-        self.bouncers = [pntest.PgBouncer(c, "transaction", pool_size=4, settings=RECIPE).start()
+        self.bouncers = [pntest.PgBouncer(c, "transaction", pool_size=8, settings=RECIPE).start()
                          for c in (primary, standby)]
         return pnkit.write_all_config(None, statement_timeout_ms=1000,
                                       conninfo=poolers_conninfo(*self.bouncers),
