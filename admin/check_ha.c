@@ -16,7 +16,11 @@
 
 /* A multi-host conninfo without target_session_attrs=read-write|primary can
  * land on a standby: every ingest then fails (and is retried) until the
- * connection moves.  Returns 1 when it warned. */
+ * connection moves.  An explicit target_session_attrs=any is the recipe for
+ * one pooler per node (docs/DEPLOYMENT.md "Failover through poolers": a
+ * pooler answers libpq's startup check with stale parameters, and the
+ * receivers move to the next host when a session cannot write): said, not
+ * warned about.  Returns 1 when it warned. */
 static int
 check_conninfo(const struct pn_config *cfg)
 {
@@ -24,6 +28,7 @@ check_conninfo(const struct pn_config *cfg)
 	const char *host = NULL, *hostaddr = NULL, *tsa = NULL;
 	char   *errmsg = NULL;
 	int	warned = 0;
+	bool	multi;
 
 	opts = PQconninfoParse(cfg->conninfo ? cfg->conninfo : "", &errmsg);
 	if (opts == NULL) {
@@ -40,8 +45,13 @@ check_conninfo(const struct pn_config *cfg)
 		else if (strcmp(o->keyword, "target_session_attrs") == 0)
 			tsa = o->val;
 	}
-	if (((host && strchr(host, ',')) || (hostaddr && strchr(hostaddr, ',')))
-	    && (tsa == NULL || (strcmp(tsa, "read-write") != 0 && strcmp(tsa, "primary") != 0))) {
+	multi = (host && strchr(host, ',')) || (hostaddr && strchr(hostaddr, ','));
+	if (multi && tsa != NULL && strcmp(tsa, "any") == 0)
+		printf("replication: conninfo lists several hosts with target_session_attrs=any: a "
+		       "receiver whose session cannot write moves to the next host (one pooler per "
+		       "node; a direct standby costs a retry)\n");
+	else if (multi && (tsa == NULL || (strcmp(tsa, "read-write") != 0
+					   && strcmp(tsa, "primary") != 0))) {
 		printf("replication: WARNING: conninfo lists several hosts but target_session_attrs "
 		       "is %s: a receiver may connect to a standby (add "
 		       "target_session_attrs=read-write)\n", tsa ? tsa : "not set");

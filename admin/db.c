@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "admin.h"
+#include "pqhosts.h"
 
 static void
 set_pq_error(struct pn_err *err, const char *what, const char *msg)
@@ -20,15 +21,69 @@ set_pq_error(struct pn_err *err, const char *what, const char *msg)
 	pn_err_set(err, "%s: %.*s", what, (int)n, msg);
 }
 
+/*
+ * Several hosts: one pooler per node (target_session_attrs=any,
+ * docs/DEPLOYMENT.md "Failover through poolers") accepts the connection
+ * for a server that is down or a standby.  Start at each host in turn and
+ * keep the first connection whose server answers and is not in recovery;
+ * else the first that answered (check-config then says it is a standby);
+ * else the last error.
+ */
+static PGconn *
+connect_hosts(struct pn_pqhosts *hosts, const char *const *fb_keys,
+	      const char *const *fb_vals, struct pn_err *err)
+{
+	PGconn *standby = NULL;
+	size_t	i;
+
+	for (i = 0; i < pn_pqhosts_count(hosts); i++) {
+		const char *const *keys, *const *vals;
+		PGconn *conn;
+		PGresult *res;
+
+		pn_pqhosts_params(hosts, i, fb_keys, fb_vals, 2, &keys, &vals);
+		conn = PQconnectdbParams(keys, vals, 0);
+		if (conn == NULL || PQstatus(conn) != CONNECTION_OK) {
+			/* libpq tried every host from i on: none will do */
+			set_pq_error(err, "could not connect to the database",
+				     conn ? PQerrorMessage(conn) : "out of memory");
+			PQfinish(conn);
+			break;
+		}
+		res = PQexec(conn, "SELECT pg_is_in_recovery()");
+		if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1
+		    && strcmp(PQgetvalue(res, 0, 0), "f") == 0) {
+			PQclear(res);
+			PQfinish(standby);
+			return conn;
+		}
+		if (PQresultStatus(res) == PGRES_TUPLES_OK && standby == NULL)
+			standby = conn;
+		else {
+			set_pq_error(err, "could not connect to the database", PQstatus(conn)
+				     == CONNECTION_OK ? PQresultErrorMessage(res) : PQerrorMessage(conn));
+			PQfinish(conn);
+		}
+		PQclear(res);
+	}
+	return standby;
+}
+
 PGconn *
 pn_db_connect(const struct pn_config *cfg, struct pn_err *err)
 {
 	const char *keys[] = {"application_name", "connect_timeout", "dbname", NULL};
 	char	timeout[16];
 	const char *vals[] = {"paynotify", timeout, cfg->conninfo ? cfg->conninfo : "", NULL};
+	struct pn_pqhosts *hosts = pn_pqhosts_new(cfg->conninfo);
 	PGconn *conn;
 
 	snprintf(timeout, sizeof(timeout), "%lld", (long long)cfg->connect_timeout_s);
+	if (hosts != NULL) {
+		conn = connect_hosts(hosts, keys, vals, err);
+		pn_pqhosts_free(hosts);
+		return conn;
+	}
 	conn = PQconnectdbParams(keys, vals, 1);
 	if (conn == NULL || PQstatus(conn) != CONNECTION_OK) {
 		set_pq_error(err, "could not connect to the database",

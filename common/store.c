@@ -12,6 +12,7 @@
 
 #include "arena.h"
 #include "log.h"
+#include "pqhosts.h"
 #include "sql.h"		/* <libpq-fe.h>, SQL text only as literals */
 #include "store.h"
 
@@ -46,6 +47,16 @@ struct pn_store {
 	char  **wakeups;		/* payloads of the last ingest's wake-ups */
 	size_t	nwakeups;
 	char   *detail;		/* the last ingest's detail, or NULL */
+	/*
+	 * A multi-host conninfo: the host the next connection tries first
+	 * (pn_pqhosts.h).  After a host failed, the next connection starts at
+	 * the host after it, so a pooler that accepts connections for a dead
+	 * or read-only server is not chosen again first.
+	 */
+	struct pn_pqhosts *hosts;	/* NULL: one host */
+	size_t	first;
+	int	at;			/* the host of the connection (-1: unknown) */
+	bool	host_failed;		/* connect_db: connected, then the session failed */
 };
 
 static void disconnect(struct pn_store *s);
@@ -81,6 +92,8 @@ pn_store_new(const char *conninfo, int64_t statement_timeout_ms, int64_t connect
 		 (long long)connect_timeout_s);
 	s->application_name = pn_xstrdup(application_name);
 	s->use_prepared = true;
+	s->hosts = pn_pqhosts_new(s->conninfo);
+	s->at = -1;
 	return s;
 }
 
@@ -101,6 +114,7 @@ pn_store_free(struct pn_store *s)
 		PQfinish(s->conn);
 	free(s->conninfo);
 	free(s->application_name);
+	pn_pqhosts_free(s->hosts);
 	clear_wakeups(s);
 	free(s->detail);
 	free(s);
@@ -161,6 +175,53 @@ notice_to_log(void *arg, const PGresult *res)
 		pn_log(level, "database notice: %.*s", (int)strcspn(msg, "\n"), msg);
 }
 
+/* Was the failure a lost connection (worth one retry on a new one)? */
+static bool
+connection_lost(const struct pn_store *s)
+{
+	return s->conn == NULL || PQstatus(s->conn) != CONNECTION_OK;
+}
+
+/*
+ * Is this server, or this session, unusable for writes although the
+ * connection is up?  The statement failed, so nothing was committed, and
+ * only a new connection can help: a read-only server (a standby, or a
+ * primary demoted under us: 25006 read_only_sql_transaction), a server
+ * shutting down or starting (57P0x: admin_shutdown, crash_shutdown,
+ * cannot_connect_now, idle_session_timeout), a broken link (class 08).
+ * With a multi-host conninfo the new connection starts at the next host
+ * (drop_host); libpq, with target_session_attrs=read-write, also skips the
+ * servers that say they are read-only at startup.  A pooler in front of a
+ * node answers the startup itself (pgbouncer: with the parameters it
+ * cached, never refreshed after a promotion), so through poolers only this
+ * error tells (docs/DEPLOYMENT.md "Failover through poolers").
+ */
+static bool
+session_unusable(const char *sqlstate)
+{
+	if (sqlstate == NULL)
+		return false;
+	return strcmp(sqlstate, "25006") == 0 || strncmp(sqlstate, "57P0", 4) == 0
+	    || strncmp(sqlstate, "08", 2) == 0;
+}
+
+/*
+ * The host of the connection failed (the connection broke, or its session
+ * cannot write, or a pooler there could not reach its server): drop the
+ * connection and start the next one at the host after it.  Returns that
+ * host's name for the log line, or NULL (one host).
+ */
+static const char *
+drop_host(struct pn_store *s)
+{
+	disconnect(s);
+	if (s->hosts == NULL)
+		return NULL;
+	s->first = (s->at >= 0 ? (size_t)s->at + 1 : s->first + 1) % pn_pqhosts_count(s->hosts);
+	s->at = -1;
+	return pn_pqhosts_name(s->hosts, s->first);
+}
+
 static bool
 connect_db(struct pn_store *s, struct pn_err *err)
 {
@@ -171,7 +232,16 @@ connect_db(struct pn_store *s, struct pn_err *err)
 	PGresult *res;
 
 	disconnect(s);
-	s->conn = PQconnectdbParams(keys, vals, 1);
+	s->host_failed = false;
+	s->at = -1;
+	if (s->hosts != NULL) {
+		const char *const *hkeys, *const *hvals;
+
+		/* the same fallbacks first, then the conninfo's own parameters */
+		pn_pqhosts_params(s->hosts, s->first, keys, vals, 2, &hkeys, &hvals);
+		s->conn = PQconnectdbParams(hkeys, hvals, 0);
+	} else
+		s->conn = PQconnectdbParams(keys, vals, 1);
 	if (s->conn == NULL || PQstatus(s->conn) != CONNECTION_OK) {
 		set_pq_error(err, "could not connect to the database",
 			     s->conn ? PQerrorMessage(s->conn) : "out of memory");
@@ -179,6 +249,8 @@ connect_db(struct pn_store *s, struct pn_err *err)
 		return false;
 	}
 	PQsetNoticeReceiver(s->conn, notice_to_log, s);
+	if (s->hosts != NULL)
+		s->at = pn_pqhosts_find(s->hosts, PQhost(s->conn), PQport(s->conn));
 	/*
 	 * Without prepared statements (a transaction pooler) nothing may
 	 * depend on the server session: the timeout goes with each ingest
@@ -196,6 +268,8 @@ connect_db(struct pn_store *s, struct pn_err *err)
 			   &timeout, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		set_pq_error(err, "could not set statement_timeout", PQerrorMessage(s->conn));
+		s->host_failed = session_unusable(PQresultErrorField(res, PG_DIAG_SQLSTATE))
+			|| connection_lost(s);
 		PQclear(res);
 		disconnect(s);
 		return false;
@@ -212,6 +286,7 @@ connect_db(struct pn_store *s, struct pn_err *err)
 		else
 			set_pq_error(err, "could not prepare the ingest statement (is the schema "
 				     "loaded? run `paynotify migrate`)", PQerrorMessage(s->conn));
+		s->host_failed = session_unusable(st) || connection_lost(s);
 		PQclear(res);
 		disconnect(s);
 		return false;
@@ -228,32 +303,6 @@ ensure_connected(struct pn_store *s, struct pn_err *err)
 	    && (s->prepared || !s->use_prepared))
 		return true;
 	return connect_db(s, err);
-}
-
-/* Was the failure a lost connection (worth one retry on a new one)? */
-static bool
-connection_lost(const struct pn_store *s)
-{
-	return s->conn == NULL || PQstatus(s->conn) != CONNECTION_OK;
-}
-
-/*
- * Is this server, or this session, unusable for writes although the
- * connection is up?  The statement failed, so nothing was committed, and
- * only a new connection can help: a read-only server (a standby, or a
- * primary demoted under us: 25006 read_only_sql_transaction), a server
- * shutting down or starting (57P0x: admin_shutdown, crash_shutdown,
- * cannot_connect_now, idle_session_timeout), a broken link (class 08).
- * With a multi-host conninfo and target_session_attrs=read-write the new
- * connection finds the writable server; libpq does that part.
- */
-static bool
-session_unusable(const char *sqlstate)
-{
-	if (sqlstate == NULL)
-		return false;
-	return strcmp(sqlstate, "25006") == 0 || strncmp(sqlstate, "57P0", 4) == 0
-	    || strncmp(sqlstate, "08", 2) == 0;
 }
 
 /* Send the ingest statement; the result, or NULL.  Success (PGRES_TUPLES_OK)
@@ -353,14 +402,22 @@ run_ingest(struct pn_store *s, bool combined, const char *const *values, const i
 	   const int *formats, struct pn_err *err)
 {
 	int	attempt;
-	bool	unusable;
-	const char *sqlstate;
+	bool	unusable, host_level;
+	const char *sqlstate, *next;
 
 	for (attempt = 0; attempt < 2; attempt++) {
 		PGresult *res;
 
-		if (!ensure_connected(s, err))
+		if (!ensure_connected(s, err)) {
+			/* connected, then the session failed: the next host may do */
+			next = s->host_failed ? drop_host(s) : NULL;
+			if (attempt == 0 && next != NULL) {
+				pn_log(PN_LOG_WARNING, "%s; retrying once on a new connection, from "
+				       "database host %s", err->msg, next);
+				continue;
+			}
 			break;
+		}
 		s->warned = false;
 		if (s->use_prepared && !combined)
 			res = PQexecPrepared(s->conn, INGEST_STMT, INGEST_NPARAMS, values, lengths,
@@ -394,6 +451,7 @@ run_ingest(struct pn_store *s, bool combined, const char *const *values, const i
 			     : s->conn ? PQerrorMessage(s->conn) : "connection lost");
 		sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 		unusable = session_unusable(sqlstate);
+		host_level = unusable || connection_lost(s);
 		if (sqlstate && strcmp(sqlstate, "26000") == 0 && s->use_prepared && !combined) {
 			/*
 			 * Our named statement is not on the server session we
@@ -425,12 +483,19 @@ run_ingest(struct pn_store *s, bool combined, const char *const *values, const i
 		 * failed the statement, so nothing committed: the same one
 		 * retry on a new connection, which finds the new primary.
 		 * Anything else (timeout, constraint) fails on this connection.
+		 *
+		 * With several hosts, a failure of the host (not the missing
+		 * prepared statement) makes the new connection start at the next
+		 * host: a pooler in front of a dead or read-only server accepts
+		 * the connection itself, so libpq alone would pick it again.
 		 */
 		if (!connection_lost(s) && !unusable)
 			break;
-		if (attempt == 0)
-			pn_log(PN_LOG_WARNING, "%s; retrying once on a new connection", err->msg);
+		next = host_level ? drop_host(s) : NULL;
 		disconnect(s);
+		if (attempt == 0)
+			pn_log(PN_LOG_WARNING, "%s; retrying once on a new connection%s%s", err->msg,
+			       next ? ", from database host " : "", next ? next : "");
 	}
 	return NULL;
 }
@@ -718,8 +783,11 @@ pn_store_ping(struct pn_store *s, struct pn_err *err)
 	for (attempt = 0; attempt < 2; attempt++) {
 		PGresult *res;
 
-		if (!ensure_connected(s, err))
+		if (!ensure_connected(s, err)) {
+			if (attempt == 0 && s->host_failed && drop_host(s) != NULL)
+				continue;
 			return false;
+		}
 		res = PQexec(s->conn, "SELECT 1");
 		if (PQresultStatus(res) == PGRES_TUPLES_OK) {
 			PQclear(res);
@@ -729,7 +797,7 @@ pn_store_ping(struct pn_store *s, struct pn_err *err)
 		PQclear(res);
 		if (!connection_lost(s))
 			return false;
-		disconnect(s);
+		(void)drop_host(s);
 	}
 	return false;
 }

@@ -39,7 +39,9 @@ struct pn_ingest_result {
 };
 
 /* Never fails: connects lazily.  conninfo is a libpq connection string
- * (PGHOST, PGPORT, ... fill what it leaves out). */
+ * (PGHOST, PGPORT, ... fill what it leaves out).  With several hosts, a
+ * connection that broke or whose session could not write makes the next
+ * one start at the host after it (common/pqhosts.h). */
 struct pn_store *pn_store_new(const char *conninfo, int64_t statement_timeout_ms,
 			      int64_t connect_timeout_s, const char *application_name);
 void pn_store_free(struct pn_store *s);		/* NULL-safe */

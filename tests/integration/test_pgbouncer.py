@@ -3,7 +3,9 @@
 #   - pool_mode = session: FastCGI workers connected through it ingest
 #     (applied once, the duplicate counted), and so does `paynotify report`
 #   - ... and CGI runs, one connection each (DISCARD ALL between clients)
-#   - pool_mode = transaction: the receivers do NOT work (their named
+#   - pool_mode = transaction with the default prepared_statements = on
+#     (a misconfiguration; with off it works: test_pooler.py): the
+#     receivers do NOT work (their named
 #     prepared statement is left on the server connection for the next
 #     client, whose PREPARE then fails): the answer is a 503 "retry later",
 #     never a success ack, and nothing is applied

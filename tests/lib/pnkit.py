@@ -59,8 +59,10 @@ Config = collections.namedtuple("Config", ["path", "dir"])
 
 
 def write_all_config(cluster, statement_timeout_ms=3000, max_body_bytes=65536, conninfo=None,
-                     log_level=None):
-    """A config with site shop-x configured for every provider."""
+                     log_level=None, prepared_statements=None):
+    """A config with site shop-x configured for every provider
+    (prepared_statements: [database] prepared_statements, True/False, or
+    the default when None)."""
     d = tempfile.mkdtemp(prefix="pnkit-cfg.")
     pntest.add_cleanup(lambda: shutil.rmtree(d, ignore_errors=True))
     os.chmod(d, 0o755)
@@ -74,6 +76,10 @@ def write_all_config(cluster, statement_timeout_ms=3000, max_body_bytes=65536, c
         "conninfo = %s" % (conninfo or cluster.conninfo()),
         "statement_timeout_ms = %d" % statement_timeout_ms,
         "connect_timeout_s = 2",
+    ]
+    if prepared_statements is not None:
+        lines += ["prepared_statements = %s" % ("on" if prepared_statements else "off")]
+    lines += [
         "",
         "[limits]",
         "max_body_bytes = %d" % max_body_bytes,

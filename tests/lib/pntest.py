@@ -672,8 +672,9 @@ class PgBouncer:
     own temp dir (no TCP), trust authentication, pool_mode session or
     transaction.  As root it runs as `nobody` (pgbouncer refuses root)."""
 
-    def __init__(self, cluster, pool_mode, pool_size=4, port=6432):
+    def __init__(self, cluster, pool_mode, pool_size=4, port=6432, settings=()):
         self.cluster = cluster
+        self.settings = list(settings)      # more "key = value" lines of [pgbouncer]
         self.pool_mode = pool_mode
         self.pool_size = pool_size
         self.port = port
@@ -717,8 +718,8 @@ class PgBouncer:
                 "max_client_conn = 500",
                 "server_reset_query = DISCARD ALL",
                 "logfile = %s" % self.logfile,
-                "pidfile = %s" % os.path.join(self.base, "pgbouncer.pid"),
-                ""]))
+                "pidfile = %s" % os.path.join(self.base, "pgbouncer.pid")]
+                + self.settings + [""]))
         argv = [self.binary(), "-q", ini]
         if IS_ROOT:
             import pwd

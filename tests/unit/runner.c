@@ -21,6 +21,7 @@ main(void)
 	srunner_add_suite(sr, suite_crypto());
 	srunner_add_suite(sr, suite_form());
 	srunner_add_suite(sr, suite_money());
+	srunner_add_suite(sr, suite_pqhosts());
 	srunner_add_suite(sr, suite_cfg());
 	srunner_add_suite(sr, suite_metrics());
 	srunner_add_suite(sr, suite_stripe());

@@ -18,6 +18,7 @@ Suite *suite_json(void);
 Suite *suite_log(void);
 Suite *suite_metrics(void);
 Suite *suite_money(void);
+Suite *suite_pqhosts(void);
 Suite *suite_stripe(void);
 Suite *suite_util(void);
 Suite *suite_wechatpay(void);
