@@ -71,7 +71,12 @@ enum pn_format pn_format_default(void);
 
 /* ---- database (db.c) ------------------------------------------------------ */
 
+/* The admin commands' connection: [database] admin_conninfo, else conninfo. */
 PGconn *pn_db_connect(const struct pn_config *cfg, struct pn_err *err) PN_WUR;
+/* migrate's: owner_conninfo, else admin_conninfo, else conninfo. */
+PGconn *pn_db_connect_owner(const struct pn_config *cfg, struct pn_err *err) PN_WUR;
+/* The receivers' (conninfo): check-config's look at what they may do. */
+PGconn *pn_db_connect_receivers(const struct pn_config *cfg, struct pn_err *err) PN_WUR;
 /* Run sql (PN_SQL("...") or PN_SQL_CONST(name), common/sql.h) with text parameters
  * (NULL = SQL NULL); rows into out (may be NULL). */
 bool pn_db_query(PGconn *conn, struct pn_sql sql, int nparams, const char *const *params,

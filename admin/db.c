@@ -20,12 +20,12 @@ set_pq_error(struct pn_err *err, const char *what, const char *msg)
 	pn_err_set(err, "%s: %.*s", what, (int)n, msg);
 }
 
-PGconn *
-pn_db_connect(const struct pn_config *cfg, struct pn_err *err)
+static PGconn *
+connect_with(const struct pn_config *cfg, const char *conninfo, struct pn_err *err)
 {
 	const char *keys[] = {"application_name", "connect_timeout", "dbname", NULL};
 	char	timeout[16];
-	const char *vals[] = {"paynotify", timeout, cfg->conninfo ? cfg->conninfo : "", NULL};
+	const char *vals[] = {"paynotify", timeout, conninfo ? conninfo : "", NULL};
 	PGconn *conn;
 
 	snprintf(timeout, sizeof(timeout), "%lld", (long long)cfg->connect_timeout_s);
@@ -37,6 +37,24 @@ pn_db_connect(const struct pn_config *cfg, struct pn_err *err)
 		return NULL;
 	}
 	return conn;
+}
+
+PGconn *
+pn_db_connect(const struct pn_config *cfg, struct pn_err *err)
+{
+	return connect_with(cfg, pn_cfg_admin_conninfo(cfg), err);
+}
+
+PGconn *
+pn_db_connect_owner(const struct pn_config *cfg, struct pn_err *err)
+{
+	return connect_with(cfg, pn_cfg_owner_conninfo(cfg), err);
+}
+
+PGconn *
+pn_db_connect_receivers(const struct pn_config *cfg, struct pn_err *err)
+{
+	return connect_with(cfg, cfg->conninfo, err);
 }
 
 bool
