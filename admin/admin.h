@@ -97,6 +97,8 @@ int pn_check_replication(PGconn *conn, const struct pn_config *cfg, int *problem
 
 /* Load the configuration or print why not (every error, file:line). */
 struct pn_config *pn_admin_config(const char *path);
+/* The same with pn_cfg_load_all_flags() flags (PN_CFG_NO_SITES: migrate). */
+struct pn_config *pn_admin_config_flags(const char *path, unsigned flags);
 /* Connect and run one query into out with a loaded configuration; false
  * after printing why not on stderr. */
 bool pn_admin_query_cfg(const struct pn_config *cfg, struct pn_sql sql, int nparams,

@@ -169,7 +169,8 @@ migrate_exec(int argc, char **argv, const char *config_path)
 			given ? "" : " (the installed schema files; use --sql-dir)");
 		return given ? PN_EXIT_USAGE : PN_EXIT_IOERR;
 	}
-	if ((cfg = pn_admin_config(config_path)) == NULL) {
+	/* only [database] matters here: the sites may come later */
+	if ((cfg = pn_admin_config_flags(config_path, PN_CFG_NO_SITES)) == NULL) {
 		rc = PN_EXIT_CONFIG;
 		goto done;
 	}

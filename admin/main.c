@@ -52,8 +52,14 @@ usage(FILE *f)
 struct pn_config *
 pn_admin_config(const char *path)
 {
+	return pn_admin_config_flags(path, 0);
+}
+
+struct pn_config *
+pn_admin_config_flags(const char *path, unsigned flags)
+{
 	struct pn_cfg_findings fd = {NULL, 0};
-	struct pn_config *cfg = pn_cfg_load_all(path, &fd);
+	struct pn_config *cfg = pn_cfg_load_all_flags(path, flags, &fd);
 	size_t	i;
 
 	/* Every error, each with its file and line; site errors and warnings are

@@ -545,10 +545,10 @@ check_secret_perms(const char *path, struct pn_err *err)
 			snprintf(gname, sizeof(gname), "%s", gr->gr_name);
 		else
 			snprintf(gname, sizeof(gname), "%ld", (long)st.st_gid);
-		pn_err_set(err, "secret file \"%s\" has owner uid %ld, group %s and mode %04o: %s "
+		pn_err_set(err, "secret file \"%s\" has mode %04o (owner uid %ld, group %s): %s "
 			   "(chmod 600 \"%s\" and chown it to the user that reads it, or chown "
-			   "root:" PN_RECEIVER_GROUP " and chmod 640)", path, (long)st.st_uid, gname,
-			   (unsigned)(st.st_mode & 07777), why, path);
+			   "root:" PN_RECEIVER_GROUP " and chmod 640)", path,
+			   (unsigned)(st.st_mode & 07777), (long)st.st_uid, gname, why, path);
 		return false;
 	}
 	return true;
@@ -1525,7 +1525,8 @@ load(const char *path, unsigned flags, struct pn_cfg_findings *fd)
 		}
 	}
 	check_shared_identities(cfg, fd);
-	if (cfg->nsites == 0 && pn_cfg_findings_count(fd, PN_CFG_ERROR) == 0)
+	if (cfg->nsites == 0 && !(flags & PN_CFG_NO_SITES)
+	    && pn_cfg_findings_count(fd, PN_CFG_ERROR) == 0)
 		pn_cfg_finding_add(fd, PN_CFG_ERROR, path, 0,
 				   "no [site NAME] section here or in %s/" PN_CFG_INCLUDE_DIR
 				   "/*.conf: nothing to serve", p.dir);
@@ -1546,6 +1547,12 @@ struct pn_config *
 pn_cfg_load_all(const char *path, struct pn_cfg_findings *fd)
 {
 	return load(path, 0, fd);
+}
+
+struct pn_config *
+pn_cfg_load_all_flags(const char *path, unsigned flags, struct pn_cfg_findings *fd)
+{
+	return load(path, flags, fd);
 }
 
 struct pn_config *

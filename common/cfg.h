@@ -180,6 +180,11 @@ struct pn_config *pn_cfg_load(const char *path, struct pn_err *err) PN_WUR;
  * answer 503); check-config, -t and reloads stay strict.
  */
 #define PN_CFG_ISOLATE_SITES 0x1u
+/* PN_CFG_NO_SITES: a configuration without any [site] is no error (paynotify
+ * migrate, which needs only [database], may run before the sites are set). */
+#define PN_CFG_NO_SITES 0x2u
+struct pn_config *pn_cfg_load_all_flags(const char *path, unsigned flags,
+					struct pn_cfg_findings *out) PN_WUR;
 struct pn_config *pn_cfg_load_flags(const char *path, unsigned flags, struct pn_err *err) PN_WUR;
 void pn_cfg_free(struct pn_config *cfg);	/* NULL-safe */
 

@@ -27,10 +27,12 @@
 #     stay; the archive loads back and `paynotify replay` verifies it
 
 import os
+import pwd
 import re
 import shutil
 import subprocess
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -442,6 +444,127 @@ class TestAdminCommands(unittest.TestCase):
         refused(self, run_admin(self.stripe_query_config("pn_shop"), "reconcile", "--provider",
                                 "stripe", "--site", pnkit.SITE, "--statement", stmt),
                 "reconcile as pn_shop")
+
+
+class TestAdminLogin(unittest.TestCase):
+    """The documented peer map: root reaches paynotify_ops and paynotify_owner
+    (the system user paynotify does not exist here), another user does not."""
+
+    def doc_lines(self):
+        text = doc_text()
+        m = re.search(r"<<'MAP'\n(.*?)\nMAP\n", text, re.S)
+        h = re.search(r"sed -i '1i (local .*?)' \"\$hba\"", text)
+        self.assertIsNotNone(m, "docs/DATABASE.md: the pg_ident.conf map")
+        self.assertIsNotNone(h, "docs/DATABASE.md: the pg_hba.conf line")
+        return m.group(1).split("\n"), h.group(1)
+
+    def psql_as(self, system_user, role):
+        argv = ["psql", "-X", "-At", "-h", PG.host, "-p", str(PG.port), "-U", role,
+                "-d", pntest.PG_DB, "-c", "SELECT current_user"]
+        if system_user is not None:
+            argv = ["runuser", "-u", system_user, "--"] + argv
+        return subprocess.run(argv, env=pntest.clean_env(), stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=30)
+
+    def wait_for(self, ok):
+        deadline = time.monotonic() + pntest.patience(30)
+        while not ok():
+            self.assertLess(time.monotonic(), deadline, "PostgreSQL did not reload its hba")
+            time.sleep(0.05)
+
+    def test_peer_map(self):
+        ident_lines, hba_line = self.doc_lines()
+        self.assertIn("paynotify  paynotify  paynotify_ops", ident_lines)  # the timers
+        me = "root" if pntest.IS_ROOT else pwd.getpwuid(os.getuid()).pw_name
+        ident = os.path.join(PG.data, "pg_ident.conf")
+        hba = os.path.join(PG.data, "pg_hba.conf")
+        with open(ident) as f:
+            old_ident = f.read()
+        with open(hba) as f:
+            old_hba = f.read()
+        # the test cluster's superuser is called paynotify: keep it on trust
+        line = hba_line.replace(" shop ", " %s " % pntest.PG_DB).replace(
+            "paynotify,paynotify_ops", "paynotify_ops")
+        self.assertIn("peer map=paynotify", line)
+        try:
+            with open(ident, "a") as f:
+                f.write("\n".join(l.replace(" root ", " %s " % me) for l in ident_lines)
+                        + "\n")
+            with open(hba, "w") as f:
+                f.write(line + "\n" + old_hba)
+            PG.psql("SELECT pg_reload_conf()")
+            if pntest.IS_ROOT:      # another system user is refused once it applies
+                self.wait_for(lambda: self.psql_as("nobody", "paynotify_ops").returncode != 0)
+                p = self.psql_as("nobody", "paynotify_ops")
+                self.assertIn("Peer authentication failed for user \"paynotify_ops\"",
+                              p.stderr)
+            for role in ("paynotify_ops", "paynotify_owner"):
+                p = self.psql_as(None, role)
+                self.assertEqual((p.returncode, p.stdout.strip()), (0, role), p.stderr)
+            # and the admin commands log in that way, with no password
+            cfg = config()
+            with open(os.path.join(cfg.dir, "conf.d", "10-roles.conf"), "w") as f:
+                f.write("[database]\nadmin_conninfo = host=%s port=%d dbname=%s "
+                        "user=paynotify_ops\n" % (PG.host, PG.port, pntest.PG_DB))
+            p = run_admin(cfg, "stats")
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        finally:
+            with open(hba, "w") as f:
+                f.write(old_hba)
+            with open(ident, "w") as f:
+                f.write(old_ident)
+            PG.psql("SELECT pg_reload_conf()")
+            if pntest.IS_ROOT:
+                self.wait_for(lambda: self.psql_as("nobody", "paynotify_ops").returncode == 0)
+
+
+class TestOneConfiguration(unittest.TestCase):
+    def test_shipped_example_then_conf_d(self):
+        """The documented layout: the package's example as it is, the database in
+        conf.d/10-database.conf (migrate needs no site), then a site's file."""
+        d = pntest.temp_dir("pntest-grants-confd.")
+        shutil.copy(os.path.join(pntest.REPO, "conf", "paynotify.conf.example"),
+                    os.path.join(d, "paynotify.conf"))
+        conf_d = os.path.join(d, "conf.d")
+        os.mkdir(conf_d, 0o750)
+        with open(os.path.join(conf_d, "10-database.conf"), "w") as f:
+            f.write("[database]\nconninfo = %s\nadmin_conninfo = %s\nowner_conninfo = %s\n"
+                    % (conninfo("pn_rcv"), conninfo("paynotify_ops"),
+                       conninfo("paynotify_owner")))
+        os.chmod(os.path.join(conf_d, "10-database.conf"), 0o640)
+        main = os.path.join(d, "paynotify.conf")
+        p = migrate(main)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("applied grants.sql", p.stdout)
+        p = run_admin(main, "check-config")
+        self.assertEqual(p.returncode, 78, p.stdout + p.stderr)
+        self.assertIn("no [site NAME] section here or in %s/conf.d/*.conf" % d, p.stdout)
+        # a site of its own file: the receivers and the admin commands see it alike
+        src = pntest.write_config(conninfo=conninfo("pn_rcv"))
+        with open(src.path) as f:
+            site = f.read()
+        site = site[site.index("[site %s]" % SITE_A.name):]
+        site = site[:site.index("\n\n")].replace("secrets/", src.dir + "/secrets/").replace(
+            "keys/", src.dir + "/keys/")
+        with open(os.path.join(conf_d, "50-shop-a.conf"), "w") as f:
+            f.write(site + "\n")
+        p = run_admin(main, "check-config")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("  then %s/conf.d/10-database.conf\n  then %s/conf.d/50-shop-a.conf\n"
+                      % (d, d), p.stdout)
+        self.assertIn("site shop-a (%s/conf.d/50-shop-a.conf:1)" % d, p.stdout)
+        PG.add_order(SITE_A.name, "G-10", 800, "USD")
+        r, _ = stripe_post(main, "G-10", 800)
+        self.assertEqual(r.status, 200, r.stderr)
+        self.assertEqual(PG.order(SITE_A.name, "G-10")["status"], "paid")
+        # the same key in two files: refused, both places named
+        with open(os.path.join(conf_d, "60-again.conf"), "w") as f:
+            f.write("[database]\nadmin_conninfo = %s\n" % conninfo("pn_rcv"))
+        os.chmod(os.path.join(conf_d, "60-again.conf"), 0o600)
+        p = run_admin(main, "report")
+        self.assertEqual(p.returncode, 78, p.stdout + p.stderr)
+        self.assertIn("60-again.conf:2: key \"admin_conninfo\" of [database] is set twice "
+                      "(first at %s/conf.d/10-database.conf:3)" % d, p.stderr)
 
 
 class TestConsumerGrants(unittest.TestCase):
