@@ -39,7 +39,8 @@ usage(FILE *f)
 		fprintf(f, "  %-13s %s\n", (*c)->name, (*c)->summary);
 	fprintf(f, "\nOptions:\n"
 		"  -c, --config FILE  configuration (default: $PAYNOTIFY_CONFIG, else\n"
-		"                     " PN_DEFAULT_CONFIG ")\n"
+		"                     " PN_DEFAULT_CONFIG "), then\n"
+		"                     conf.d/*.conf beside it\n"
 		"  -h, --help         this help; `paynotify COMMAND --help` for a command\n"
 		"  -V, --version      the version\n\n"
 		"Exit status (docs/OPERATIONS.md, \"Exit statuses\"): 0 all well, 1 something\n"
