@@ -1342,20 +1342,28 @@ check_secret_forms(const struct pn_site *s, uint64_t failed, struct pn_cfg_findi
 }
 
 /*
- * A configuration file (the main one or one of conf.d) must not be writable
- * by group or others: whoever can write it chooses the keys and the
- * database.  Its read access is check-config's business (--user).
+ * A configuration file (the main one or one of conf.d) writable by others is
+ * refused: whoever can write it chooses the keys and the database.  One its
+ * group may write is a warning (the group's members can do the same; with a
+ * user-private group and umask 002 that is its owner alone).  Its read access
+ * is check-config's business (--user).
  */
 static void
 check_config_file_mode(struct pn_cfg_findings *fd, const char *path)
 {
 	struct stat st;
 
-	if (stat(path, &st) == 0 && (st.st_mode & (S_IWGRP | S_IWOTH)))
+	if (stat(path, &st) != 0)
+		return;
+	if (st.st_mode & S_IWOTH)
 		pn_cfg_finding_add(fd, PN_CFG_ERROR, path, 0,
 				   "configuration file has mode %04o: it must not be writable by "
-				   "group or others (chmod go-w \"%s\")",
-				   (unsigned)(st.st_mode & 07777), path);
+				   "others (chmod go-w \"%s\")", (unsigned)(st.st_mode & 07777), path);
+	else if (st.st_mode & S_IWGRP)
+		pn_cfg_finding_add(fd, PN_CFG_WARNING, path, 0,
+				   "configuration file has mode %04o: its group may change the keys "
+				   "and the database (chmod g-w \"%s\")", (unsigned)(st.st_mode & 07777),
+				   path);
 }
 
 /* Parse one configuration file into p (each file starts outside any section). */

@@ -587,12 +587,20 @@ START_TEST(test_conf_d)
 	pn_cfg_findings_free(&fd);
 	unlink(write_file("conf.d/30-again.conf", "", 0600));
 
-	/* a conf.d file others may write is refused like the main file */
+	/* a conf.d file others may write is refused like the main file; one its
+	 * group may write is a warning */
 	write_file("conf.d/40-loose.conf", "[log]\nlevel = 2\n", 0666);
 	cfg = pn_cfg_load_all(main_path, &fd);
 	ck_assert(cfg == NULL);
-	ck_assert((f = finding(&fd, "must not be writable by group or others")) != NULL);
-	ck_assert(strstr(f->file, "40-loose.conf") != NULL);
+	ck_assert((f = finding(&fd, "must not be writable by others")) != NULL);
+	ck_assert(strstr(f->file, "40-loose.conf") != NULL && f->severity == PN_CFG_ERROR);
+	pn_cfg_findings_free(&fd);
+	chmod(write_file("conf.d/40-loose.conf", "[log]\nlevel = 2\n", 0660), 0660);
+	cfg = pn_cfg_load_all(main_path, &fd);
+	ck_assert(cfg != NULL);
+	ck_assert((f = finding(&fd, "its group may change the keys")) != NULL);
+	ck_assert(f->severity == PN_CFG_WARNING);
+	pn_cfg_free(cfg);
 	pn_cfg_findings_free(&fd);
 	chmod(write_file("conf.d/40-loose.conf", "[log]\nlevel = 2\n", 0600), 0600);
 	/* the same key twice in one file, two sections apart */
