@@ -72,7 +72,12 @@ enum pn_format pn_format_default(void);
 
 /* ---- database (db.c) ------------------------------------------------------ */
 
+/* The admin commands' connection: [database] admin_conninfo, else conninfo. */
 PGconn *pn_db_connect(const struct pn_config *cfg, struct pn_err *err) PN_WUR;
+/* migrate's: owner_conninfo, else admin_conninfo, else conninfo. */
+PGconn *pn_db_connect_owner(const struct pn_config *cfg, struct pn_err *err) PN_WUR;
+/* The receivers' (conninfo): check-config's look at what they may do. */
+PGconn *pn_db_connect_receivers(const struct pn_config *cfg, struct pn_err *err) PN_WUR;
 /* Run sql (PN_SQL("...") or PN_SQL_CONST(name), common/sql.h) with text parameters
  * (NULL = SQL NULL); rows into out (may be NULL). */
 bool pn_db_query(PGconn *conn, struct pn_sql sql, int nparams, const char *const *params,
@@ -93,6 +98,8 @@ int pn_check_replication(PGconn *conn, const struct pn_config *cfg, int *problem
 
 /* Load the configuration or print why not (every error, file:line). */
 struct pn_config *pn_admin_config(const char *path);
+/* The same with pn_cfg_load_all_flags() flags (PN_CFG_NO_SITES: migrate). */
+struct pn_config *pn_admin_config_flags(const char *path, unsigned flags);
 /* Connect and run one query into out with a loaded configuration; false
  * after printing why not on stderr. */
 bool pn_admin_query_cfg(const struct pn_config *cfg, struct pn_sql sql, int nparams,

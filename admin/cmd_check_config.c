@@ -212,7 +212,10 @@ print_sites(struct check *c)
 	for (i = 0; i < c->cfg->nsites; i++) {
 		const struct pn_site *s = &c->cfg->sites[i];
 
-		printf("site %s (line %d)\n", s->name, s->line);
+		if (strcmp(s->file, c->cfg->path) == 0)
+			printf("site %s (line %d)\n", s->name, s->line);
+		else
+			printf("site %s (%s:%d)\n", s->name, s->file, s->line);
 		for (prov = pn_cfg_providers; *prov; prov++)
 			if (pn_cfg_configured(s, *prov))
 				print_provider(c, s, *prov);
@@ -327,7 +330,7 @@ check_file_access(struct check *c, const struct user *u, const struct pn_cfg_fil
 	char   *path = realpath(f->path, NULL), *slash;
 	struct stat st;
 	char	owner[64];
-	const char *cfgfile = c->cfg->path;
+	const char *cfgfile = f->from ? f->from : c->cfg->path;	/* the file naming it */
 
 	if (path == NULL)
 		return;	/* loading read it a moment ago; nothing more to say */
@@ -349,9 +352,10 @@ check_file_access(struct check *c, const struct user *u, const struct pn_cfg_fil
 	if (stat(path, &st) == 0 && !may(u, &st, 4)) {
 		char	fix[600];
 
-		if (f->secret)	/* it must stay 0600: give it to the user */
-			snprintf(fix, sizeof(fix), "chown %s \"%s\" (secrets stay mode 0600)",
-				 u->name, f->path);
+		if (f->secret)	/* it must stay 0600 (or root:paynotify 0640): give it to the user */
+			snprintf(fix, sizeof(fix), "chown %s \"%s\" (secrets stay mode 0600), or "
+				 "chown root:paynotify and chmod 640 when %s is in group paynotify",
+				 u->name, f->path, u->name);
 		else
 			snprintf(fix, sizeof(fix), "make it readable by that user");
 		pn_cfg_finding_add(&c->fd, PN_CFG_ERROR, cfgfile, f->line,
@@ -421,6 +425,68 @@ check_access(struct check *c, const char *user_opt)
 	return true;
 }
 
+/* The configuration files read, in order (the main file, then conf.d/). */
+static void
+print_config_files(const struct pn_config *cfg)
+{
+	size_t	i, n = 0;
+
+	for (i = 0; i < cfg->nfiles; i++)
+		if (cfg->files[i].from == cfg->files[i].path)
+			printf("  %s %s\n", n++ == 0 ? "read" : "then", cfg->files[i].path);
+	if (n == 1) {
+		char   *d = pn_xstrdup(cfg->path), *slash = strrchr(d, '/');
+
+		printf("  (no %s/" PN_CFG_INCLUDE_DIR "/*.conf)\n", slash ? (*slash = '\0', d) : ".");
+		free(d);
+	}
+}
+
+/*
+ * What the receivers' role may do (conninfo), when the admin commands use
+ * another (admin_conninfo): a role without its grants answers every
+ * notification 503.  Returns false after reporting a problem.
+ */
+static const char receivers_sql[] =
+	"SELECT current_user AS role,"
+	"       has_schema_privilege('paynotify', 'USAGE')"
+	"   AND has_table_privilege('paynotify.notifications', 'SELECT, INSERT, UPDATE')"
+	"   AND has_table_privilege('paynotify.orders', 'SELECT, UPDATE')"
+	"   AND has_table_privilege('paynotify.feed', 'INSERT')"
+	"   AND has_sequence_privilege('paynotify.feed_event_seq', 'USAGE')"
+	"   AND (SELECT coalesce(bool_and(has_function_privilege(oid, 'EXECUTE')), false)"
+	"          FROM pg_proc WHERE pronamespace = 'paynotify'::regnamespace"
+	"           AND proname IN ('ingest', 'ingest_combined')) AS ok";
+
+static bool
+check_receivers_role(const struct pn_config *cfg)
+{
+	struct pn_table t;
+	struct pn_err err;
+	PGconn *conn = pn_db_connect_receivers(cfg, &err);
+	bool	ok = false;
+
+	if (conn == NULL)
+		report_error("database (receivers, conninfo): ERROR: %s", err.msg);
+	else if (!pn_db_query(conn, PN_SQL_CONST(receivers_sql), 0, NULL, &t, &err))
+		report_error("database (receivers, conninfo): ERROR: %s", err.msg);
+	else {
+		const char *role = pn_table_get(&t, 0, "role"), *v = pn_table_get(&t, 0, "ok");
+
+		ok = v != NULL && strcmp(v, "t") == 0;
+		if (ok)
+			printf("database (receivers, conninfo): reachable as %s, may ingest\n", role);
+		else
+			report_error("database (receivers, conninfo): ERROR: role \"%s\" lacks the "
+				     "receivers' grants (docs/DATABASE.md \"Roles and grants\": "
+				     "make it a member of paynotify_receiver and run `paynotify "
+				     "migrate`)", role ? role : "?");
+		pn_table_free(&t);
+	}
+	PQfinish(conn);
+	return ok;
+}
+
 static void
 print_findings(const struct pn_cfg_findings *fd)
 {
@@ -486,6 +552,7 @@ check_config_exec(int argc, char **argv, const char *config_path)
 	if (c.cfg != NULL) {
 		printf("configuration %s: loaded, %zu site%s\n", c.cfg->path, c.cfg->nsites,
 		       c.cfg->nsites == 1 ? "" : "s");
+		print_config_files(c.cfg);
 		printf("  statement_timeout_ms %lld, max_body_bytes %lld, read_timeout_ms %lld\n",
 		       (long long)c.cfg->statement_timeout_ms, (long long)c.cfg->max_body_bytes,
 		       (long long)c.cfg->read_timeout_ms);
@@ -503,9 +570,12 @@ check_config_exec(int argc, char **argv, const char *config_path)
 			report_error("database: ERROR: schema version %d, this build needs %d: run "
 				     "`paynotify migrate`", version, PN_SCHEMA_VERSION);
 		else {
-			printf("database: reachable, schema version %d\n", version);
+			printf("database: reachable, schema version %d (as %s, %s)\n", version,
+			       PQuser(conn), c.cfg->admin_conninfo ? "admin_conninfo" : "conninfo");
 			db_ok = true;
 		}
+		if (db_ok && c.cfg->admin_conninfo != NULL && !check_receivers_role(c.cfg))
+			db_ok = false;
 		if (conn != NULL && PQstatus(conn) == CONNECTION_OK)
 			repl_warnings = pn_check_replication(conn, c.cfg, &repl_problems);
 		PQfinish(conn);

@@ -7,7 +7,8 @@
  * applies, in order, the files above the recorded version, then re-applies
  * functions.sql (every function's one current definition, CREATE OR
  * REPLACE), every run, under an advisory lock so that two runs cannot
- * interleave.  Running it again changes nothing.
+ * interleave; then grants.sql (what each role may do, one list), when the
+ * roles of roles.sql exist.  Running it again changes nothing.
  */
 #include "config.h"
 
@@ -23,6 +24,7 @@
 #endif
 
 #define FUNCTIONS_FILE "functions.sql"
+#define GRANTS_FILE "grants.sql"
 #define MIGRATE_LOCK "SELECT pg_advisory_lock(hashtext('paynotify migrate'))"
 #define MIGRATE_UNLOCK "SELECT pg_advisory_unlock(hashtext('paynotify migrate'))"
 
@@ -32,8 +34,11 @@ help(FILE *f)
 	fprintf(f, "usage: paynotify migrate [--sql-dir DIR]\n\n"
 		"Apply the numbered schema files (NNN_*.sql) above the version recorded in\n"
 		"paynotify.schema_version, in order, each in its own transaction; then\n"
-		"(re)define every function from " FUNCTIONS_FILE ".  Safe to run twice and\n"
-		"on an existing database.\n\n"
+		"(re)define every function from " FUNCTIONS_FILE " and apply " GRANTS_FILE " (the\n"
+		"rights of paynotify_receiver, paynotify_admin and paynotify_consumer), once\n"
+		"those roles exist (roles.sql, run once by a superuser).  Connects with\n"
+		"[database] owner_conninfo, else admin_conninfo, else conninfo.  Safe to run\n"
+		"twice and on an existing database.\n\n"
 		"  --sql-dir DIR  where the files are (default: $PAYNOTIFY_SQL_DIR, else\n"
 		"                 " PN_SQLDIR ")\n\n"
 		"Exit status: 0 (also when there is nothing to do), 64 usage (a --sql-dir\n"
@@ -72,6 +77,55 @@ list_files(const char *dir, char ***out)
 	if (n > 1)	/* none found: *out is NULL, which qsort() must not get */
 		qsort(*out, n, sizeof(char *), cmp_str);
 	return n;
+}
+
+/* The roles grants.sql grants to (sql/roles.sql creates them). */
+static const char roles_sql[] =
+	"SELECT count(*) FILTER (WHERE r.rolname IS NOT NULL) AS present,"
+	"       string_agg(w.name, ', ' ORDER BY w.name) FILTER (WHERE r.rolname IS NULL)"
+	"         AS missing"
+	"  FROM unnest(ARRAY['paynotify_receiver', 'paynotify_admin', 'paynotify_consumer'])"
+	"       AS w(name) LEFT JOIN pg_roles r ON r.rolname = w.name";
+
+/*
+ * Apply grants.sql when the three roles exist.  None of them: a database
+ * run without them (the receivers log in as its owner, or grants by hand):
+ * left alone, with a warning.  Some: an error (roles.sql was not run
+ * whole).
+ */
+static bool
+apply_grants(PGconn *conn, const char *dir, struct pn_err *err)
+{
+	struct pn_table t;
+	const char *present, *missing;
+	char   *path, *sql = NULL;
+	bool	ok;
+
+	if (!pn_db_query(conn, PN_SQL_CONST(roles_sql), 0, NULL, &t, err))
+		return false;
+	present = pn_table_get(&t, 0, "present");
+	missing = pn_table_get(&t, 0, "missing");
+	if (present != NULL && strcmp(present, "0") == 0) {
+		fprintf(stderr, "paynotify: warning: roles %s do not exist: %s not applied (create "
+			"them with roles.sql as a superuser, then run migrate again; "
+			"docs/DATABASE.md)\n", missing ? missing : "?", GRANTS_FILE);
+		pn_table_free(&t);
+		return true;
+	}
+	if (missing != NULL) {
+		pn_err_set(err, "role%s %s do%s not exist: run roles.sql as a superuser",
+			   strchr(missing, ',') ? "s" : "", missing, strchr(missing, ',') ? "" : "es");
+		pn_table_free(&t);
+		return false;
+	}
+	pn_table_free(&t);
+	path = pn_xasprintf("%s/%s", dir, GRANTS_FILE);
+	ok = pn_read_file(path, 1024 * 1024, &sql, NULL, err) && pn_db_script(conn, sql, err);
+	free(sql);
+	free(path);
+	if (ok)
+		printf("applied %s\n", GRANTS_FILE);
+	return ok;
 }
 
 static int
@@ -115,11 +169,12 @@ migrate_exec(int argc, char **argv, const char *config_path)
 			given ? "" : " (the installed schema files; use --sql-dir)");
 		return given ? PN_EXIT_USAGE : PN_EXIT_IOERR;
 	}
-	if ((cfg = pn_admin_config(config_path)) == NULL) {
+	/* only [database] matters here: the sites may come later */
+	if ((cfg = pn_admin_config_flags(config_path, PN_CFG_NO_SITES)) == NULL) {
 		rc = PN_EXIT_CONFIG;
 		goto done;
 	}
-	if ((conn = pn_db_connect(cfg, &err)) == NULL
+	if ((conn = pn_db_connect_owner(cfg, &err)) == NULL
 	    /* the files' "DROP FUNCTION IF EXISTS … skipping" notices are noise to an
 	     * operator; warnings and errors still show */
 	    || !pn_db_query(conn, PN_SQL("SET client_min_messages = warning"), 0, NULL, NULL, &err)
@@ -175,6 +230,10 @@ migrate_exec(int argc, char **argv, const char *config_path)
 			goto done;
 		}
 		printf("applied %s\n", FUNCTIONS_FILE);
+	}
+	if (!apply_grants(conn, dir, &err)) {
+		fprintf(stderr, "paynotify: %s: %s\n", GRANTS_FILE, err.msg);
+		goto done;
 	}
 	rc = PN_EXIT_OK;
 done:

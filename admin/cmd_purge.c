@@ -68,7 +68,7 @@ help(FILE *f)
 		"  --batch N         rows per transaction (1..10000, default 500)\n"
 		"  --pause-ms N      pause between batches (0..60000, default 20)\n"
 		"  --dry-run         count what would go; change nothing, write no archive\n"
-		"  -c, --config FILE the configuration (its [database] conninfo)\n\n"
+		"  -c, --config FILE the configuration (its [database] admin_conninfo)\n\n"
 		"Restore an archive: see docs/OPERATIONS.md \"Retention\".\n"
 		"Exit: 0 done, 1 done but unresolved old notifications need a human, 3 database or\n"
 		"I/O failure, 64 usage, 78 configuration.\n", DEFAULT_KEEP_DAYS, MIN_KEEP_DAYS);

@@ -921,7 +921,7 @@ query_exec(int argc, char **argv, const char *config_path)
 			fprintf(stderr, "paynotify: %s\n", err.msg);
 			goto done;
 		}
-		r.store = pn_store_new(r.cfg->conninfo, r.cfg->statement_timeout_ms,
+		r.store = pn_store_new(pn_cfg_admin_conninfo(r.cfg), r.cfg->statement_timeout_ms,
 				       r.cfg->connect_timeout_s, "paynotify-query");
 		pn_table_init(&r.out, PN_ARRAY_LEN(cols), cols);
 		a = pn_arena_new();
@@ -941,7 +941,7 @@ query_exec(int argc, char **argv, const char *config_path)
 		fprintf(stderr, "paynotify: %s\n", err.msg);
 		goto done;
 	}
-	r.store = pn_store_new(r.cfg->conninfo, r.cfg->statement_timeout_ms,
+	r.store = pn_store_new(pn_cfg_admin_conninfo(r.cfg), r.cfg->statement_timeout_ms,
 			       r.cfg->connect_timeout_s, "paynotify-query");
 	pn_table_init(&r.out, PN_ARRAY_LEN(cols), cols);
 	a = pn_arena_new();

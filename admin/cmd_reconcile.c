@@ -1565,7 +1565,7 @@ compare:
 		goto done;
 	}
 	if (r.apply)
-		r.store = pn_store_new(r.cfg->conninfo, r.cfg->statement_timeout_ms,
+		r.store = pn_store_new(pn_cfg_admin_conninfo(r.cfg), r.cfg->statement_timeout_ms,
 		                       r.cfg->connect_timeout_s, "paynotify-reconcile");
 
 	/* 3. compare, apply, report */

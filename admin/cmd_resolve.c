@@ -72,7 +72,7 @@ help(FILE *f)
 		"  --note TEXT       why (required; 1..%d bytes of UTF-8, no control characters)\n"
 		"  --dry-run         show what would be resolved; change nothing\n"
 		"  --format F        table, csv or json (default: a table on a terminal, else CSV)\n"
-		"  -c, --config FILE the configuration (its [database] conninfo)\n\n"
+		"  -c, --config FILE the configuration (its [database] admin_conninfo)\n\n"
 		"Applied, already_applied, ignored, foreign_site, unhandled and combined are\n"
 		"final (nothing to resolve); disputes and complaints end when the provider\n"
 		"closes the case.\n"

@@ -69,13 +69,13 @@ connect_hosts(struct pn_pqhosts *hosts, const char *const *fb_keys,
 	return standby;
 }
 
-PGconn *
-pn_db_connect(const struct pn_config *cfg, struct pn_err *err)
+static PGconn *
+connect_with(const struct pn_config *cfg, const char *conninfo, struct pn_err *err)
 {
 	const char *keys[] = {"application_name", "connect_timeout", "dbname", NULL};
 	char	timeout[16];
-	const char *vals[] = {"paynotify", timeout, cfg->conninfo ? cfg->conninfo : "", NULL};
-	struct pn_pqhosts *hosts = pn_pqhosts_new(cfg->conninfo);
+	const char *vals[] = {"paynotify", timeout, conninfo ? conninfo : "", NULL};
+	struct pn_pqhosts *hosts = pn_pqhosts_new(conninfo);
 	PGconn *conn;
 
 	snprintf(timeout, sizeof(timeout), "%lld", (long long)cfg->connect_timeout_s);
@@ -92,6 +92,24 @@ pn_db_connect(const struct pn_config *cfg, struct pn_err *err)
 		return NULL;
 	}
 	return conn;
+}
+
+PGconn *
+pn_db_connect(const struct pn_config *cfg, struct pn_err *err)
+{
+	return connect_with(cfg, pn_cfg_admin_conninfo(cfg), err);
+}
+
+PGconn *
+pn_db_connect_owner(const struct pn_config *cfg, struct pn_err *err)
+{
+	return connect_with(cfg, pn_cfg_owner_conninfo(cfg), err);
+}
+
+PGconn *
+pn_db_connect_receivers(const struct pn_config *cfg, struct pn_err *err)
+{
+	return connect_with(cfg, cfg->conninfo, err);
 }
 
 bool

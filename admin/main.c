@@ -40,7 +40,8 @@ usage(FILE *f)
 		fprintf(f, "  %-13s %s\n", (*c)->name, (*c)->summary);
 	fprintf(f, "\nOptions:\n"
 		"  -c, --config FILE  configuration (default: $PAYNOTIFY_CONFIG, else\n"
-		"                     " PN_DEFAULT_CONFIG ")\n"
+		"                     " PN_DEFAULT_CONFIG "), then\n"
+		"                     conf.d/*.conf beside it\n"
 		"  -h, --help         this help; `paynotify COMMAND --help` for a command\n"
 		"  -V, --version      the version\n\n"
 		"Exit status (docs/OPERATIONS.md, \"Exit statuses\"): 0 all well, 1 something\n"
@@ -53,8 +54,14 @@ usage(FILE *f)
 struct pn_config *
 pn_admin_config(const char *path)
 {
+	return pn_admin_config_flags(path, 0);
+}
+
+struct pn_config *
+pn_admin_config_flags(const char *path, unsigned flags)
+{
 	struct pn_cfg_findings fd = {NULL, 0};
-	struct pn_config *cfg = pn_cfg_load_all(path, &fd);
+	struct pn_config *cfg = pn_cfg_load_all_flags(path, flags, &fd);
 	size_t	i;
 
 	/* Every error, each with its file and line; site errors and warnings are

@@ -3,6 +3,7 @@
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <libgen.h>
 #include <dirent.h>
@@ -13,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+#include <grp.h>
 #include <arpa/inet.h>
 #include <sys/socket.h>
 
@@ -25,6 +28,10 @@
 
 #ifndef PN_DEFAULT_CONFIG
 #define PN_DEFAULT_CONFIG "/etc/paynotify/paynotify.conf"
+#endif
+
+#ifndef PN_RECEIVER_GROUP
+#define PN_RECEIVER_GROUP "paynotify"
 #endif
 
 #define CFG_MAX_FILE (1024 * 1024)
@@ -41,6 +48,13 @@ static const struct pn_cfg_keydef keydefs[] = {
 	{"database", "conninfo", PN_K_STR, C(conninfo), 0, 0, 0, NULL, NULL,
 	 "libpq connection string; PGHOST, PGPORT, PGUSER, ... fill what it leaves out",
 	 PN_KEY_WIPE, NULL},
+	{"database", "admin_conninfo", PN_K_STR, C(admin_conninfo), 0, 0, 0, NULL, NULL,
+	 "libpq connection string of the admin commands (paynotify check-config, replay, report, "
+	 "resolve, stats, purge, query, reconcile), e.g. user=paynotify_ops; unset: conninfo",
+	 PN_KEY_WIPE, NULL},
+	{"database", "owner_conninfo", PN_K_STR, C(owner_conninfo), 0, 0, 0, NULL, NULL,
+	 "libpq connection string of paynotify migrate (the schema's owner, e.g. "
+	 "user=paynotify_owner); unset: admin_conninfo, else conninfo", PN_KEY_WIPE, NULL},
 	{"database", "statement_timeout_ms", PN_K_INT, C(statement_timeout_ms), 0, 100, 60000, NULL,
 	 "3000", "statement_timeout for the ingest transaction; keep it well inside the "
 	 "providers' deadlines (WeChat Pay gives up after 5 s)", 0, NULL},
@@ -352,9 +366,13 @@ struct parser {
 	struct pn_site *site;	/* current [site] section, or NULL */
 	const char *section;	/* current section kind */
 	bool	skip;		/* the current section header was refused: ignore its keys */
-	/* keys seen in the current section, to refuse duplicates */
+	/* keys seen in the current [site] section, to refuse duplicates */
 	const char *seen[CFG_MAX_KEYS];
 	size_t	nseen;
+	/* where each key of the other sections was set (keydefs index), in any
+	 * file: a key set twice is refused, naming both places */
+	const char *set_file[CFG_MAX_KEYS];
+	int	set_line[CFG_MAX_KEYS];
 	uint64_t *failed;	/* per site (same index): site keys whose value was refused,
 				 * one bit each (site_key_bit()) */
 	bool	isolate;	/* a site's key-material error disables that site only */
@@ -450,22 +468,67 @@ make_key_id(const char *path, const void *data, size_t len)
 	return pn_xasprintf("%s:%s", base_name(path), hex);
 }
 
-static void
+/* Record a file the configuration reads; returns its stored path (which lives
+ * as long as the configuration). */
+static const char *
 add_file(struct parser *p, const char *path, bool secret)
 {
 	struct pn_config *cfg = p->cfg;
+	struct pn_cfg_file *f;
 
 	cfg->files = pn_xrealloc(cfg->files, (cfg->nfiles + 1) * sizeof(*cfg->files));
-	cfg->files[cfg->nfiles].path = pn_xstrdup(path);
-	cfg->files[cfg->nfiles].line = p->line;
-	cfg->files[cfg->nfiles].secret = secret;
-	cfg->nfiles++;
+	f = &cfg->files[cfg->nfiles++];
+	f->path = pn_xstrdup(path);
+	f->line = p->line;
+	f->secret = secret;
+	f->from = p->path;	/* the configuration file naming it (itself: its own path) */
+	return f->path;
+}
+
+/*
+ * The receivers' group: a secret file of mode 0640 may belong to it (the
+ * package's root:paynotify 0640), as well as to the group the reading
+ * process runs as (unless that is root, whose group is no one's in
+ * particular).  (uid_t)-1 / (gid_t)-1: none.
+ */
+static gid_t
+receivers_gid(void)
+{
+	struct group *gr = getgrnam(PN_RECEIVER_GROUP);
+
+	return gr ? gr->gr_gid : (gid_t)-1;
+}
+
+/*
+ * May a secret file with this owner, group and mode be read?  NULL if yes,
+ * else why not (a static string): the owner is root or the running user
+ * (root may read the receivers' own files, whoever they run as); others
+ * have no access at all; the group may at most read, and only when it is
+ * the receivers' group (PN_RECEIVER_GROUP, or the running user's group
+ * when that is not root).
+ */
+static const char *
+secret_mode_problem(const struct stat *st)
+{
+	uid_t	euid = geteuid();
+
+	if (euid != 0 && st->st_uid != 0 && st->st_uid != euid)
+		return "it must belong to root or to the user that reads it";
+	if (st->st_mode & S_IRWXO)
+		return "it must not be accessible by others";
+	if (st->st_mode & (S_IWGRP | S_IXGRP))
+		return "its group may at most read it";
+	if ((st->st_mode & S_IRGRP) && st->st_gid != receivers_gid()
+	    && (euid == 0 || st->st_gid != getegid()))
+		return "only the receivers' group (" PN_RECEIVER_GROUP ") may read it";
+	return NULL;
 }
 
 static bool
 check_secret_perms(const char *path, struct pn_err *err)
 {
 	struct stat st;
+	const char *why;
 
 	if (stat(path, &st) != 0) {
 		pn_err_set(err, "could not stat secret file \"%s\": %s", path, strerror(errno));
@@ -475,10 +538,18 @@ check_secret_perms(const char *path, struct pn_err *err)
 		pn_err_set(err, "secret file \"%s\" is not a regular file", path);
 		return false;
 	}
-	if (st.st_mode & (S_IRWXG | S_IRWXO)) {
-		pn_err_set(err, "secret file \"%s\" has mode %04o: it must not be accessible by "
-			   "group or others (chmod 600 \"%s\")",
-			   path, (unsigned)(st.st_mode & 07777), path);
+	if ((why = secret_mode_problem(&st)) != NULL) {
+		struct group *gr = getgrgid(st.st_gid);
+		char	gname[32];
+
+		if (gr)
+			snprintf(gname, sizeof(gname), "%s", gr->gr_name);
+		else
+			snprintf(gname, sizeof(gname), "%ld", (long)st.st_gid);
+		pn_err_set(err, "secret file \"%s\" has mode %04o (owner uid %ld, group %s): %s "
+			   "(chmod 600 \"%s\" and chown it to the user that reads it, or chown "
+			   "root:" PN_RECEIVER_GROUP " and chmod 640)", path,
+			   (unsigned)(st.st_mode & 07777), (long)st.st_uid, gname, why, path);
 		return false;
 	}
 	return true;
@@ -1021,8 +1092,13 @@ begin_section(struct parser *p, char *name, struct pn_err *err)
 		}
 		for (i = 0; i < p->cfg->nsites; i++)
 			if (strcmp(p->cfg->sites[i].name, site) == 0) {
-				pn_err_set(err, "site \"%s\" is defined twice (first at line %d)", site,
-					   p->cfg->sites[i].line);
+				if (p->cfg->sites[i].file == p->path)
+					pn_err_set(err, "site \"%s\" is defined twice (first at "
+						   "line %d)", site, p->cfg->sites[i].line);
+				else
+					pn_err_set(err, "site \"%s\" is defined twice (first at "
+						   "%s:%d)", site, p->cfg->sites[i].file,
+						   p->cfg->sites[i].line);
 				return false;
 			}
 		p->cfg->sites = pn_xrealloc(p->cfg->sites, (p->cfg->nsites + 1) * sizeof(*s));
@@ -1031,7 +1107,7 @@ begin_section(struct parser *p, char *name, struct pn_err *err)
 		s = &p->cfg->sites[p->cfg->nsites++];
 		memset(s, 0, sizeof(*s));
 		s->name = pn_xstrdup(site);
-		s->file = p->cfg->path;
+		s->file = p->path;
 		s->line = p->line;
 		for (prov = pn_cfg_providers; *prov; prov++)
 			apply_defaults((*prov)->keys, (*prov)->nkeys, "site", s);
@@ -1055,7 +1131,7 @@ begin_section(struct parser *p, char *name, struct pn_err *err)
 	return false;
 }
 
-/* Does a secret file named in value exist with group or other access? */
+/* Does a secret file named in value exist with an owner, group or mode refused? */
 static bool
 loose_secret(const struct parser *p, const struct pn_cfg_keydef *kd, char *value)
 {
@@ -1068,7 +1144,7 @@ loose_secret(const struct parser *p, const struct pn_cfg_keydef *kd, char *value
 		char   *path = resolve_path(p, w);
 		struct stat st;
 
-		loose = stat(path, &st) == 0 && (st.st_mode & 077) != 0;
+		loose = stat(path, &st) == 0 && secret_mode_problem(&st) != NULL;
 		free(path);
 	}
 	return loose;
@@ -1094,12 +1170,28 @@ set_key(struct parser *p, char *key, char *value, struct pn_err *err)
 		pn_err_set(err, "unknown key \"%s\" in section [%s]", key, p->section);
 		return false;
 	}
-	for (i = 0; i < p->nseen; i++)
-		if (p->seen[i] == kd->key) {
-			pn_err_set(err, "key \"%s\" is set twice in this section", key);
+	if (p->site != NULL) {
+		for (i = 0; i < p->nseen; i++)
+			if (p->seen[i] == kd->key) {
+				pn_err_set(err, "key \"%s\" is set twice in this section", key);
+				return false;
+			}
+		p->seen[p->nseen++] = kd->key;
+	} else {
+		i = (size_t)(kd - keydefs);
+		if (p->set_file[i] == p->path) {
+			pn_err_set(err, "key \"%s\" of [%s] is set twice (first at line %d)", key,
+				   p->section, p->set_line[i]);
 			return false;
 		}
-	p->seen[p->nseen++] = kd->key;
+		if (p->set_file[i] != NULL) {
+			pn_err_set(err, "key \"%s\" of [%s] is set twice (first at %s:%d)", key,
+				   p->section, p->set_file[i], p->set_line[i]);
+			return false;
+		}
+		p->set_file[i] = p->path;
+		p->set_line[i] = p->line;
+	}
 	if (prov != NULL)	/* any "<prefix>." key configures the provider */
 		*(bool *)((char *)p->site + prov->configured_off) = true;
 	files = kd->type == PN_K_SECRETS || kd->type == PN_K_PUBKEYS || kd->type == PN_K_PRIVKEY
@@ -1300,14 +1392,157 @@ check_secret_forms(const struct pn_site *s, uint64_t failed, struct pn_cfg_findi
 		}
 }
 
+/*
+ * A configuration file (the main one or one of conf.d) writable by others is
+ * refused: whoever can write it chooses the keys and the database.  One its
+ * group may write is a warning (the group's members can do the same; with a
+ * user-private group and umask 002 that is its owner alone).  Its read access
+ * is check-config's business (--user).
+ */
+static void
+check_config_file_mode(struct pn_cfg_findings *fd, const char *path)
+{
+	struct stat st;
+
+	if (stat(path, &st) != 0)
+		return;
+	if (st.st_mode & S_IWOTH)
+		pn_cfg_finding_add(fd, PN_CFG_ERROR, path, 0,
+				   "configuration file has mode %04o: it must not be writable by "
+				   "others (chmod go-w \"%s\")", (unsigned)(st.st_mode & 07777), path);
+	else if (st.st_mode & S_IWGRP)
+		pn_cfg_finding_add(fd, PN_CFG_WARNING, path, 0,
+				   "configuration file has mode %04o: its group may change the keys "
+				   "and the database (chmod g-w \"%s\")", (unsigned)(st.st_mode & 07777),
+				   path);
+}
+
+/* Parse one configuration file into p (each file starts outside any section). */
+static void
+parse_file(struct parser *p, const char *path)
+{
+	char   *text = NULL, *line, *next;
+	size_t	len = 0;
+	struct pn_err e;
+
+	p->line = 0;
+	p->site = NULL;
+	p->section = NULL;
+	p->skip = false;
+	p->nseen = 0;
+	if (!pn_read_file(path, CFG_MAX_FILE, &text, &len, &e)) {
+		pn_cfg_finding_add(p->fd, PN_CFG_ERROR, NULL, 0, "%s", e.msg);
+		return;
+	}
+	p->path = add_file(p, path, false);
+	p->cfg->files[p->cfg->nfiles - 1].from = p->path;
+	check_config_file_mode(p->fd, path);
+	for (line = text; line; line = next) {
+		char *eq, *key, *value;
+
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		p->line++;
+		strip_comment(line);
+		line = pn_trim(line);
+		if (*line == '\0')
+			continue;
+		if (*line == '[') {
+			char *close = strchr(line, ']');
+
+			if (close == NULL || close[1] != '\0') {
+				pn_err_set(&e, "malformed section header \"%s\"", line);
+				p->skip = true;
+				goto line_error;
+			}
+			*close = '\0';
+			if (!begin_section(p, line + 1, &e))
+				goto line_error;
+			continue;
+		}
+		eq = strchr(line, '=');
+		if (eq == NULL) {
+			pn_err_set(&e, "expected \"key = value\", got \"%s\"", line);
+			goto line_error;
+		}
+		*eq = '\0';
+		key = pn_trim(line);
+		value = pn_trim(eq + 1);
+		if (set_key(p, key, value, &e))
+			continue;
+line_error:
+		pn_cfg_finding_add(p->fd, PN_CFG_ERROR, p->path, p->line, "%s", e.msg);
+	}
+	free(text);
+}
+
+static int
+cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);	/* bytes: the C locale */
+}
+
+/*
+ * conf.d/ beside the main file: every NAME.conf in it (not starting with a
+ * dot), in the C locale's order, after the main file.  No conf.d is fine.
+ */
+#define CFG_MAX_INCLUDES 256
+
+static void
+parse_includes(struct parser *p)
+{
+	char   *dpath = pn_xasprintf("%s/%s", p->dir, PN_CFG_INCLUDE_DIR);
+	char  **names = NULL;
+	size_t	n = 0, i;
+	struct dirent *de;
+	struct stat st;
+	DIR    *d;
+
+	if (stat(dpath, &st) != 0 && errno == ENOENT) {
+		free(dpath);
+		return;
+	}
+	if ((d = opendir(dpath)) == NULL) {
+		pn_cfg_finding_add(p->fd, PN_CFG_ERROR, NULL, 0, "could not open directory \"%s\": %s",
+				   dpath, strerror(errno));
+		free(dpath);
+		return;
+	}
+	while ((de = readdir(d)) != NULL) {
+		size_t	len = strlen(de->d_name);
+
+		if (de->d_name[0] == '.' || len <= 5 || strcmp(de->d_name + len - 5, ".conf") != 0)
+			continue;
+		if (n == CFG_MAX_INCLUDES) {
+			pn_cfg_finding_add(p->fd, PN_CFG_ERROR, NULL, 0, "directory \"%s\" holds "
+					   "more than %d .conf files", dpath, CFG_MAX_INCLUDES);
+			break;
+		}
+		names = pn_xrealloc(names, (n + 1) * sizeof(*names));
+		names[n++] = pn_xasprintf("%s/%s", dpath, de->d_name);
+	}
+	closedir(d);
+	if (n > 1)
+		qsort(names, n, sizeof(*names), cmp_names);
+	for (i = 0; i < n; i++) {
+		if (stat(names[i], &st) == 0 && !S_ISREG(st.st_mode))
+			pn_cfg_finding_add(p->fd, PN_CFG_ERROR, names[i], 0, "not a regular file");
+		else
+			parse_file(p, names[i]);
+		free(names[i]);
+	}
+	free(names);
+	free(dpath);
+}
+
 static struct pn_config *
 load(const char *path, unsigned flags, struct pn_cfg_findings *fd)
 {
 	struct parser p;
-	char   *text = NULL, *line, *next, *dircopy;
-	size_t	len = 0, i;
+	char   *dircopy;
+	size_t	i;
 	struct pn_config *cfg = pn_xcalloc(1, sizeof(*cfg));
-	struct pn_err e;
 
 	memset(&p, 0, sizeof(p));
 	p.isolate = (flags & PN_CFG_ISOLATE_SITES) != 0;
@@ -1324,48 +1559,13 @@ load(const char *path, unsigned flags, struct pn_cfg_findings *fd)
 	apply_defaults(keydefs, PN_ARRAY_LEN(keydefs), "metrics", cfg);
 	apply_defaults(keydefs, PN_ARRAY_LEN(keydefs), "query", cfg);
 
-	if (!pn_read_file(path, CFG_MAX_FILE, &text, &len, &e)) {
-		pn_cfg_finding_add(fd, PN_CFG_ERROR, NULL, 0, "%s", e.msg);
+	/* the main file, then conf.d/ (relative paths in every file are
+	 * relative to the main file's directory) */
+	parse_file(&p, cfg->path);
+	if (cfg->nfiles > 0)
+		parse_includes(&p);
+	if (pn_cfg_findings_count(fd, PN_CFG_ERROR) > 0 && cfg->nfiles == 0)
 		goto failed;
-	}
-	add_file(&p, path, false);
-	for (line = text; line; line = next) {
-		char *eq, *key, *value;
-
-		next = strchr(line, '\n');
-		if (next)
-			*next++ = '\0';
-		p.line++;
-		strip_comment(line);
-		line = pn_trim(line);
-		if (*line == '\0')
-			continue;
-		if (*line == '[') {
-			char *close = strchr(line, ']');
-
-			if (close == NULL || close[1] != '\0') {
-				pn_err_set(&e, "malformed section header \"%s\"", line);
-				p.skip = true;
-				goto line_error;
-			}
-			*close = '\0';
-			if (!begin_section(&p, line + 1, &e))
-				goto line_error;
-			continue;
-		}
-		eq = strchr(line, '=');
-		if (eq == NULL) {
-			pn_err_set(&e, "expected \"key = value\", got \"%s\"", line);
-			goto line_error;
-		}
-		*eq = '\0';
-		key = pn_trim(line);
-		value = pn_trim(eq + 1);
-		if (set_key(&p, key, value, &e))
-			continue;
-line_error:
-		pn_cfg_finding_add(fd, PN_CFG_ERROR, path, p.line, "%s", e.msg);
-	}
 	for (i = 0; i < cfg->nsites; i++) {
 		struct pn_site *site = &cfg->sites[i];
 		size_t	before = fd->n, j;
@@ -1384,18 +1584,18 @@ line_error:
 		}
 	}
 	check_shared_identities(cfg, fd);
-	if (cfg->nsites == 0 && pn_cfg_findings_count(fd, PN_CFG_ERROR) == 0)
+	if (cfg->nsites == 0 && !(flags & PN_CFG_NO_SITES)
+	    && pn_cfg_findings_count(fd, PN_CFG_ERROR) == 0)
 		pn_cfg_finding_add(fd, PN_CFG_ERROR, path, 0,
-				   "no [site NAME] section: nothing to serve");
+				   "no [site NAME] section here or in %s/" PN_CFG_INCLUDE_DIR
+				   "/*.conf: nothing to serve", p.dir);
 	if (pn_cfg_findings_count(fd, PN_CFG_ERROR) > 0)
 		goto failed;
-	free(text);
 	free(p.dir);
 	free(p.failed);
 	return cfg;
 
 failed:
-	free(text);
 	free(p.dir);
 	free(p.failed);
 	pn_cfg_free(cfg);
@@ -1406,6 +1606,12 @@ struct pn_config *
 pn_cfg_load_all(const char *path, struct pn_cfg_findings *fd)
 {
 	return load(path, 0, fd);
+}
+
+struct pn_config *
+pn_cfg_load_all_flags(const char *path, unsigned flags, struct pn_cfg_findings *fd)
+{
+	return load(path, flags, fd);
 }
 
 struct pn_config *
@@ -1620,6 +1826,18 @@ bool
 pn_cfg_secret_file_ok(const char *path, struct pn_err *err)
 {
 	return check_secret_perms(path, err);
+}
+
+const char *
+pn_cfg_admin_conninfo(const struct pn_config *cfg)
+{
+	return cfg->admin_conninfo ? cfg->admin_conninfo : cfg->conninfo;
+}
+
+const char *
+pn_cfg_owner_conninfo(const struct pn_config *cfg)
+{
+	return cfg->owner_conninfo ? cfg->owner_conninfo : pn_cfg_admin_conninfo(cfg);
 }
 
 const char *

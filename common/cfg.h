@@ -85,15 +85,22 @@ struct pn_site {
 struct pn_cfg_file {
 	char   *path;
 	int	line;		/* the line of the configuration that names it; 0: the file itself */
-	bool	secret;		/* a secret or private key (mode 0600 expected) */
+	bool	secret;		/* a secret or private key (mode 0600, or root:paynotify 0640) */
+	const char *from;	/* the configuration file that names it (a configuration
+				 * file: itself) */
 };
+
+/* The include directory beside the main file: every *.conf in it is read after it. */
+#define PN_CFG_INCLUDE_DIR "conf.d"
 
 struct pn_config {
 	char   *path;
 	struct pn_cfg_file *files;
 	size_t	nfiles;
 	/* [database] */
-	char   *conninfo;
+	char   *conninfo;		/* the receivers' */
+	char   *admin_conninfo;	/* the admin commands'; NULL: conninfo */
+	char   *owner_conninfo;	/* migrate's; NULL: admin_conninfo, else conninfo */
 	int64_t	statement_timeout_ms;
 	int64_t	connect_timeout_s;
 	bool	prepared_statements;	/* off: unnamed ingest, SET LOCAL-style timeout */
@@ -166,12 +173,18 @@ struct pn_config *pn_cfg_load(const char *path, struct pn_err *err) PN_WUR;
 /*
  * PN_CFG_ISOLATE_SITES: an unusable key or secret file, or an incomplete
  * site, disables that site only (pn_site.disabled) instead of refusing the
- * whole file; syntax errors, unknown keys and secret files readable by
- * group or others stay fatal.  The receivers
+ * whole file; syntax errors, unknown keys and secret files whose owner or
+ * mode is refused (readable by others, by a group that is not the
+ * receivers') stay fatal.  The receivers
  * load this way at start (one site's expired key must not make every site
  * answer 503); check-config, -t and reloads stay strict.
  */
 #define PN_CFG_ISOLATE_SITES 0x1u
+/* PN_CFG_NO_SITES: a configuration without any [site] is no error (paynotify
+ * migrate, which needs only [database], may run before the sites are set). */
+#define PN_CFG_NO_SITES 0x2u
+struct pn_config *pn_cfg_load_all_flags(const char *path, unsigned flags,
+					struct pn_cfg_findings *out) PN_WUR;
 struct pn_config *pn_cfg_load_flags(const char *path, unsigned flags, struct pn_err *err) PN_WUR;
 void pn_cfg_free(struct pn_config *cfg);	/* NULL-safe */
 
@@ -193,11 +206,18 @@ enum pn_key_state {
 enum pn_key_state pn_cfg_site_key_state(const struct pn_site *s, const char *key_id);
 
 /*
- * Is path a secret file we may read (a regular file, not accessible by
- * group or others)?  For the credentials that only `paynotify query`
+ * Is path a secret file we may read (a regular file owned by root or by the
+ * user reading it, mode 0600, or 0640 with the receivers' group "paynotify"
+ * or the reader's own group (not root's); never group-writable, never
+ * accessible by others)?  For the credentials that only `paynotify query`
  * loads: the configuration keeps their paths, never their bytes.
  */
 bool pn_cfg_secret_file_ok(const char *path, struct pn_err *err) PN_WUR;
+
+/* The conninfo the admin commands use (admin_conninfo, else conninfo), and
+ * migrate's (owner_conninfo, else the admin commands'). */
+const char *pn_cfg_admin_conninfo(const struct pn_config *cfg);
+const char *pn_cfg_owner_conninfo(const struct pn_config *cfg);
 
 /* The path to use: -c FILE, else $PAYNOTIFY_CONFIG, else the built-in default. */
 const char *pn_cfg_default_path(void);

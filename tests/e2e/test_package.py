@@ -262,10 +262,13 @@ EXAMPLE_FILES = {
 
 
 class TestShippedExample(unittest.TestCase):
-    def test_example_as_shipped_names_its_missing_key_file(self):
+    def test_example_as_shipped_sets_nothing(self):
+        # the conffile is the example, every key commented out: the settings go
+        # in /etc/paynotify/conf.d/ (none here)
         p = run([BIN + "/paynotify", "check-config"])     # the compiled-in default
         self.assertEqual(p.returncode, 78, p.stdout + p.stderr)   # a configuration error
-        self.assertIn("/etc/paynotify/shop-a/alipay-public.pem", p.stdout + p.stderr)
+        self.assertIn("no [site NAME] section here or in /etc/paynotify/conf.d/*.conf",
+                      p.stdout + p.stderr)
         self.assertNotIn("unknown key", p.stdout + p.stderr)
 
     def test_example_with_its_files_passes_check_config(self):
@@ -274,6 +277,12 @@ class TestShippedExample(unittest.TestCase):
         with open(ETC + "/paynotify.conf") as f:
             text = f.read()
         self.assertIn("/etc/paynotify/", text)
+        # the example's settings, uncommented: conninfo and site shop-a's keys but
+        # the optional ones (test keys, query credentials, site markers)
+        site = text.index(";[site shop-a]\n")
+        text = re.sub(r"(?m)^;(conninfo = )", r"\1", text[:site]) + re.sub(
+            r"(?m)^;(?!(?:[a-z0-9]+\.)?(?:test_\w+|query_\w+|site_\w+) = )"
+            r"(\[site |[a-z0-9_.]+ = )", r"\1", text[site:])
         text = text.replace("/etc/paynotify/", d + "/")
         text, n = re.subn(r"(?m)^conninfo = .*$", "conninfo = " + PG.conninfo(), text)
         self.assertEqual(n, 1)

@@ -3,10 +3,13 @@
  */
 #include "config.h"
 
+#include <grp.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <check.h>
@@ -110,7 +113,7 @@ static const struct {
 	const char *text;
 	const char *error;	/* substring of the message */
 } bad[] = {
-	{"[site a]\nstripe.secret_files = loose\n", "must not be accessible by group or others"},
+	{"[site a]\nstripe.secret_files = loose\n", "only the receivers' group (paynotify) may read it"},
 	{"[site a]\nstripe.secret_files = missing\n", "could not stat secret file"},
 	{"[database]\nconninfo = x\n", "no [site NAME] section"},
 	{"[site a]\nstripe.tolerance_s = 5\n", "stripe.secret_files is required"},
@@ -280,7 +283,7 @@ START_TEST(test_isolate_sites)
 	path = write_file("pn.conf", "[site good]\nstripe.secret_files = ok\n[site b]\n"
 			  "stripe.secret_files = ok loose\n", 0644);
 	ck_assert(pn_cfg_load_flags(path, PN_CFG_ISOLATE_SITES, &err) == NULL);
-	ck_assert_msg(strstr(err.msg, "group or others") != NULL, "%s", err.msg);
+	ck_assert_msg(strstr(err.msg, "must not be accessible by others") != NULL, "%s", err.msg);
 	/* a mistake in the file itself stays fatal */
 	path = write_file("pn.conf", "[site good]\nstripe.secret_files = ok\n[site b]\n"
 			  "stripe.secret_file = ok\n", 0644);
@@ -439,7 +442,7 @@ START_TEST(test_all_errors_reported)
 	ck_assert(cfg == NULL);
 	ck_assert_uint_eq(pn_cfg_findings_count(&fd, PN_CFG_ERROR), 6);
 	ck_assert((f = finding(&fd, "invalid value \"soon\"")) != NULL && f->line == 2);
-	ck_assert((f = finding(&fd, "must not be accessible")) != NULL && f->line == 3);
+	ck_assert((f = finding(&fd, "group (paynotify) may read it")) != NULL && f->line == 3);
 	ck_assert((f = finding(&fd, "unknown section")) != NULL && f->line == 4);
 	ck_assert((f = finding(&fd, "unknown key \"bogus\"")) != NULL && f->line == 8);
 	ck_assert((f = finding(&fd, "alipay.seller_id is required")) != NULL && f->line == 6);
@@ -453,6 +456,207 @@ START_TEST(test_all_errors_reported)
 	ck_assert(cfg == NULL);
 	ck_assert_msg(strstr(err.msg, "pn.conf:2: unknown key \"x\" in section [site] (and 2 more "
 			     "errors: `paynotify check-config` lists them all)") != NULL, "%s", err.msg);
+}
+END_TEST
+
+/* The secret file rule: 0600 owned by the reader or root, or 0640 whose group
+ * is the receivers' (paynotify) or the reader's own (unless it is root's);
+ * never other-readable, never group-writable. */
+static const char *
+secret_file(const char *name, uid_t uid, gid_t gid, mode_t mode)
+{
+	const char *path = write_file(name, "whsec_x\n", mode);
+
+	ck_assert_int_eq(chown(path, uid, gid), 0);
+	ck_assert_int_eq(chmod(path, mode), 0);	/* chown may clear bits */
+	return path;
+}
+
+/* NULL if path is accepted, else the error (static). */
+static const char *
+secret_refused(const char *name)
+{
+	static struct pn_err err;
+	char	path[256];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if (pn_cfg_secret_file_ok(path, &err))
+		return NULL;
+	if (strstr(err.msg, "chmod 600") == NULL)	/* every refusal says the fix */
+		return "no fix in the message";
+	return err.msg;
+}
+
+#define REFUSED(name, why) \
+	do { \
+		const char *m_ = secret_refused(name); \
+		ck_assert_msg(m_ != NULL && strstr(m_, why) != NULL, "%s: %s", name, \
+			      m_ ? m_ : "accepted"); \
+	} while (0)
+#define ACCEPTED(name) \
+	do { \
+		const char *m_ = secret_refused(name); \
+		ck_assert_msg(m_ == NULL, "%s: %s", name, m_); \
+	} while (0)
+
+START_TEST(test_secret_perms)
+{
+	const struct passwd *nobody = getpwnam("nobody");
+	const struct group *rg = getgrnam("paynotify");
+	pid_t	pid;
+	int	status;
+
+	if (geteuid() != 0) {	/* not root: as the receivers' user, on its own files */
+		secret_file("self600", geteuid(), getegid(), 0600);
+		secret_file("self640", geteuid(), getegid(), 0640);
+		secret_file("self660", geteuid(), getegid(), 0660);
+		secret_file("self604", geteuid(), getegid(), 0604);
+		ACCEPTED("self600");
+		ACCEPTED("self640");	/* its own group */
+		REFUSED("self660", "at most read");
+		REFUSED("self604", "by others");
+		return;
+	}
+	ck_assert(nobody != NULL);
+	ck_assert_int_eq(chmod(dir, 0755), 0);
+	secret_file("r600", 0, 0, 0600);
+	secret_file("r400", 0, 0, 0400);
+	secret_file("theirs600", nobody->pw_uid, nobody->pw_gid, 0600);
+	secret_file("rootgroup640", 0, 0, 0640);
+	secret_file("othergroup640", 0, 54321, 0640);
+	secret_file("others604", 0, 0, 0604);
+	secret_file("gwrite620", 0, 0, 0620);
+	secret_file("nogroup640", 0, nobody->pw_gid, 0640);
+	secret_file("nogroup660", 0, nobody->pw_gid, 0660);
+	secret_file("nogroup644", 0, nobody->pw_gid, 0644);
+	secret_file("stranger640", 54321, nobody->pw_gid, 0640);
+	secret_file("stranger600", 54321, 54321, 0600);
+	/* read by root */
+	ACCEPTED("r600");
+	ACCEPTED("r400");
+	ACCEPTED("theirs600");	/* the receivers' own file */
+	REFUSED("rootgroup640", "only the receivers' group (paynotify) may read it");
+	REFUSED("othergroup640", "only the receivers' group");
+	REFUSED("nogroup640", "only the receivers' group");	/* root's own group does not count */
+	REFUSED("others604", "must not be accessible by others");
+	REFUSED("gwrite620", "its group may at most read it");
+	if (rg != NULL) {	/* the package's root:paynotify 0640, where it is installed */
+		secret_file("pkg640", 0, rg->gr_gid, 0640);
+		secret_file("pkg660", 0, rg->gr_gid, 0660);
+		ACCEPTED("pkg640");
+		REFUSED("pkg660", "at most read");
+	}
+	/* read by a receiver running as nobody:nogroup (a child dropped to it) */
+	pid = fork();
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		if (setgroups(0, NULL) != 0 || setgid(nobody->pw_gid) != 0
+		    || setuid(nobody->pw_uid) != 0)
+			_exit(2);
+		ACCEPTED("theirs600");
+		ACCEPTED("nogroup640");		/* root:<its own group> 0640 */
+		ACCEPTED("r400") /* not readable by it, but allowed: reading says why */;
+		REFUSED("nogroup660", "at most read");
+		REFUSED("nogroup644", "by others");
+		REFUSED("othergroup640", "only the receivers' group");
+		REFUSED("stranger640", "must belong to root or to the user that reads it");
+		REFUSED("stranger600", "must belong to root");
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child (as nobody) "
+		      "failed: status %d", status);
+}
+END_TEST
+
+/* conf.d/ beside the main file: read after it, in C-locale order; a key set
+ * twice names both places; relative paths are the main file's directory's. */
+START_TEST(test_conf_d)
+{
+	struct pn_cfg_findings fd = {NULL, 0};
+	struct pn_config *cfg;
+	struct pn_err err;
+	char	sub[256], main_path[256];
+	const struct pn_cfg_finding *f;
+	size_t	i;
+
+	write_file("ok", "whsec_x\n", 0600);
+	write_file("ok2", "whsec_y\n", 0600);
+	snprintf(sub, sizeof(sub), "%s/conf.d", dir);
+	ck_assert_int_eq(mkdir(sub, 0750), 0);
+	snprintf(main_path, sizeof(main_path), "%s",
+		 write_file("pn.conf", "; the example: nothing set here\n[database]\n"
+			    "conninfo = dbname=shop user=paynotify\n", 0640));
+	write_file("conf.d/20-sites.conf", "[site b]\nstripe.secret_files = ok2\n", 0640);
+	write_file("conf.d/10-db.conf", "[database]\nadmin_conninfo = dbname=shop "
+		   "user=paynotify_ops\n[site a]\nstripe.secret_files = ok\n", 0600);
+	write_file("conf.d/README", "not a configuration\n", 0644);
+	write_file("conf.d/30-old.conf.dpkg-old", "[site old]\nbogus = 1\n", 0644);
+	write_file("conf.d/.hidden.conf", "bogus\n", 0644);
+	cfg = pn_cfg_load(main_path, &err);
+	ck_assert_msg(cfg != NULL, "%s", err.msg);
+	ck_assert_uint_eq(cfg->nsites, 2);
+	ck_assert_str_eq(cfg->sites[0].name, "a");	/* 10-db.conf before 20-sites.conf */
+	ck_assert_str_eq(cfg->sites[1].name, "b");
+	ck_assert(strstr(cfg->sites[0].file, "conf.d/10-db.conf") != NULL);
+	ck_assert_int_eq(cfg->sites[1].line, 1);
+	ck_assert_str_eq(pn_cfg_admin_conninfo(cfg), "dbname=shop user=paynotify_ops");
+	ck_assert_str_eq(pn_cfg_owner_conninfo(cfg), "dbname=shop user=paynotify_ops");
+	ck_assert_str_eq(cfg->conninfo, "dbname=shop user=paynotify");
+	/* the files read: the main one, then conf.d's, each once */
+	ck_assert_str_eq(cfg->files[0].path, main_path);
+	ck_assert(cfg->files[0].from == cfg->files[0].path);
+	{
+		size_t	nconf = 0;
+
+		for (i = 0; i < cfg->nfiles; i++)
+			nconf += cfg->files[i].from == cfg->files[i].path;
+		ck_assert_uint_eq(nconf, 3);
+	}
+	/* the secret named in conf.d/: relative to the main file's directory */
+	ck_assert(strncmp(cfg->sites[0].stripe.secrets[0].id, "ok:", 3) == 0);
+	/* dir/ok, not dir/conf.d/ok; named by 10-db.conf */
+	ck_assert(cfg->files[2].secret && strstr(cfg->files[2].path, "conf.d") == NULL);
+	ck_assert(strstr(cfg->files[2].from, "10-db.conf") != NULL);
+	pn_cfg_free(cfg);
+
+	/* a key set in two files, and a site defined in two: both places named */
+	write_file("conf.d/30-again.conf", "[database]\nconninfo = dbname=other\n"
+		   "[site a]\nstripe.secret_files = ok\n", 0600);
+	cfg = pn_cfg_load_all(main_path, &fd);
+	ck_assert(cfg == NULL);
+	ck_assert((f = finding(&fd, "key \"conninfo\" of [database] is set twice (first at "))
+		  != NULL);
+	ck_assert(strstr(f->msg, "pn.conf:3)") != NULL && strstr(f->file, "30-again.conf")
+		  && f->line == 2);
+	ck_assert((f = finding(&fd, "site \"a\" is defined twice (first at ")) != NULL);
+	ck_assert(strstr(f->msg, "10-db.conf:3)") != NULL && f->line == 3);
+	pn_cfg_findings_free(&fd);
+	unlink(write_file("conf.d/30-again.conf", "", 0600));
+
+	/* a conf.d file others may write is refused like the main file; one its
+	 * group may write is a warning */
+	write_file("conf.d/40-loose.conf", "[log]\nlevel = 2\n", 0666);
+	cfg = pn_cfg_load_all(main_path, &fd);
+	ck_assert(cfg == NULL);
+	ck_assert((f = finding(&fd, "must not be writable by others")) != NULL);
+	ck_assert(strstr(f->file, "40-loose.conf") != NULL && f->severity == PN_CFG_ERROR);
+	pn_cfg_findings_free(&fd);
+	chmod(write_file("conf.d/40-loose.conf", "[log]\nlevel = 2\n", 0660), 0660);
+	cfg = pn_cfg_load_all(main_path, &fd);
+	ck_assert(cfg != NULL);
+	ck_assert((f = finding(&fd, "its group may change the keys")) != NULL);
+	ck_assert(f->severity == PN_CFG_WARNING);
+	pn_cfg_free(cfg);
+	pn_cfg_findings_free(&fd);
+	chmod(write_file("conf.d/40-loose.conf", "[log]\nlevel = 2\n", 0600), 0600);
+	/* the same key twice in one file, two sections apart */
+	chmod(write_file("pn.conf", "[database]\nconninfo = a\n[log]\nlevel = 1\n[database]\n"
+			 "conninfo = b\n", 0600), 0600);
+	cfg = pn_cfg_load_all(main_path, &fd);
+	ck_assert(cfg == NULL);
+	ck_assert((f = finding(&fd, "is set twice (first at line 2)")) != NULL && f->line == 6);
+	pn_cfg_findings_free(&fd);
 }
 END_TEST
 
@@ -722,6 +926,8 @@ suite_cfg(void)
 	tcase_add_test(tc, test_address_lists);
 	tcase_add_test(tc, test_all_errors_reported);
 	tcase_add_test(tc, test_secret_forms);
+	tcase_add_test(tc, test_secret_perms);
+	tcase_add_test(tc, test_conf_d);
 	tcase_add_test(tc, test_key_state);
 	tcase_add_test(tc, test_keys_in_man_page);
 	tcase_add_test(tc, test_provider_declarations);
