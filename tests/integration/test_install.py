@@ -100,6 +100,40 @@ class TestVersion(unittest.TestCase):
             self.assertRegex(read("doc", "man", page), r'(?m)^\.TH .*"paynotify @PACKAGE_VERSION@"')
 
 
+class TestScriptsVersion(unittest.TestCase):
+    """scripts/version: BASE+N.gHASH from git (N the commit count: it grows
+    with every commit), a tarball's .tarball-version, else BASE."""
+
+    def version_of(self, top):
+        p = run(["sh", os.path.join(top, "scripts", "version")])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertNotIn("\n", p.stdout)
+        return p.stdout
+
+    def test_from_git(self):
+        if not os.path.exists(os.path.join(REPO, ".git")) or not shutil.which("git"):
+            self.skipTest("not a git checkout")
+        git = ["git", "-C", REPO]
+        count = run(git + ["rev-list", "--count", "HEAD"]).stdout.strip()
+        short = run(git + ["rev-parse", "--short=7", "HEAD"]).stdout.strip()
+        base = re.search(r"(?m)^base=(\S+)$", read("scripts", "version")).group(1)
+        if run(git + ["describe", "--tags", "--match", "v[0-9]*"]).returncode == 0:
+            self.skipTest("a release tag: git describe decides")
+        self.assertRegex(self.version_of(REPO), r"^%s\+%s\.g%s(\.dirty)?$" % (
+            re.escape(base), count, short))
+
+    def test_without_git(self):
+        d = tempfile.mkdtemp(prefix="pntest-version.")
+        pntest.add_cleanup(lambda: shutil.rmtree(d, ignore_errors=True))
+        os.makedirs(os.path.join(d, "scripts"))
+        shutil.copy(os.path.join(REPO, "scripts", "version"), os.path.join(d, "scripts"))
+        base = re.search(r"(?m)^base=(\S+)$", read("scripts", "version")).group(1)
+        self.assertEqual(self.version_of(d), base)
+        with open(os.path.join(d, ".tarball-version"), "w") as f:
+            f.write("0.1.0+461.gabcdef0\n")
+        self.assertEqual(self.version_of(d), "0.1.0+461.gabcdef0")
+
+
 class TestDefaultConfig(unittest.TestCase):
     def compiled(self, prog):
         p = run([os.path.join(BIN_DIR, prog), "--help"])
