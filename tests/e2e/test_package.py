@@ -270,7 +270,7 @@ class TestInstalledFiles(unittest.TestCase):
             path = os.path.join("/etc/systemd/system", d)
             names = os.listdir(path) if os.path.isdir(path) else []
             self.assertEqual([n for n in names if n.startswith("paynotify")], [], path)
-        self.assertIn("--type=socket,service,timer", prerm)
+        self.assertIn("list-units --all --plain --no-legend 'paynotify@*' 'paynotify-*'", prerm)
         self.assertIn("deb-systemd-invoke stop $units", prerm)
         p = subprocess.run(["sh", "-n", "/var/lib/dpkg/info/paynotify.postinst"])
         self.assertEqual(p.returncode, 0)
