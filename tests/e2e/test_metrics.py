@@ -656,6 +656,10 @@ class Textfile(unittest.TestCase):
     def run_recipe(self, cfg, d):
         cmd = self.recipe().replace("/var/lib/prometheus/node-exporter", d)
         self.assertNotEqual(cmd, self.recipe(), "the recipe writes under the textfile dir")
+        # the installed command (the package's path), here this tree's build
+        self.assertTrue(cmd.startswith("/usr/bin/paynotify "), cmd)
+        cmd = os.path.join(os.environ.get("PN_BIN_DIR") or pntest.REPO, "paynotify") + \
+            cmd[len("/usr/bin/paynotify"):]
         env = pntest.clean_env({"PAYNOTIFY_CONFIG": cfg,
                                 "PATH": pntest.REPO + ":" + os.environ.get("PATH", "")})
         return subprocess.run(["sh", "-c", cmd], env=env, stdout=subprocess.PIPE,

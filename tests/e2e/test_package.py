@@ -2,13 +2,16 @@
 # .ci/run does both before scripts/test).  Everything here runs the files
 # the package put on the machine, never the tree's build:
 #   - the installed units pass systemd-analyze verify (with /usr/bin paths)
-#   - the files: receivers and paynotify in /usr/bin, the SQL in
+#   - the files: the receivers in /usr/sbin (compatibility links in
+#     /usr/bin), paynotify in /usr/bin, the SQL in
 #     /usr/share/paynotify/sql (the tree's sql/ files, byte for byte), the
 #     snippets, units, man pages (paynotify-<provider>(8) links), docs the
 #     units name; /etc/paynotify/paynotify.conf a conffile, root:paynotify
-#     0640 in a 0750 directory; the system user paynotify
-#   - --version of every installed program says configure.ac's version (=
-#     the package's); their compiled-in configuration is
+#     0640 in a 0750 directory, conf.d root:paynotify 0750 and empty; the
+#     system user paynotify
+#   - the package's version is scripts/version of this tree (it grows with
+#     every commit) and --version of every installed program says it; their
+#     compiled-in configuration is
 #     /etc/paynotify/paynotify.conf, as the man pages, the units and the
 #     README say for the package
 #   - `paynotify migrate` without --sql-dir applies the installed SQL to a
@@ -21,6 +24,13 @@
 #     acked; the duplicate counted; the health check 200; the same through
 #     the installed Apache snippets (mod_proxy_fcgi, and CGI running
 #     /usr/bin/paynotify-alipay)
+#   - the shipped timers (query, query-sweep, stats, purge): systemd-analyze
+#     verify; not enabled; each service's ExecStart= run as written as its
+#     User= paynotify (only the configuration and /var/lib/paynotify moved to
+#     the test's), exit 0; the stats unit's ExecStopPost= puts the file into
+#     node_exporter's directory
+#   - the maintainer scripts: restart running receivers after an upgrade,
+#     stop them on removal (the upgrade itself: tests/e2e/test_upgrade.py)
 #   - lintian has nothing to say about the .deb (PN_PACKAGE_DEB, set by .ci/run)
 # Without the package installed the tests skip, saying how to install it;
 # PN_REQUIRE_PACKAGE=1 (.ci/run) makes that a failure instead.
@@ -41,11 +51,18 @@ import pne2e  # noqa: E402
 
 REPO = pntest.REPO
 BIN = "/usr/bin"
+SBIN = "/usr/sbin"
 SHARE = "/usr/share/paynotify"
 DOC = "/usr/share/doc/paynotify"
 ETC = "/etc/paynotify"
 UNITDIR = "/lib/systemd/system"
-PROGRAMS = ["paynotify"] + ["paynotify-" + p for p in pne2e.PROVIDERS]
+RECEIVERS = ["paynotify-" + p for p in pne2e.PROVIDERS]
+PROGRAMS = ["paynotify"] + RECEIVERS
+TIMERS = ("paynotify-query", "paynotify-query-sweep", "paynotify-stats", "paynotify-purge")
+
+
+def program_path(prog):
+    return os.path.join(BIN if prog == "paynotify" else SBIN, prog)
 UNIT_KEYS = pne2e.UNIT_KEYS
 
 PG = None
@@ -55,9 +72,10 @@ package_version = pne2e.package_version
 
 
 def source_version():
-    with open(os.path.join(REPO, "configure.ac")) as f:
-        m = re.search(r"AC_INIT\(\[paynotify\], \[([^]]+)\]", f.read())
-    return m.group(1)
+    """scripts/version of this tree: what scripts/build-deb built."""
+    p = subprocess.run(["sh", os.path.join(REPO, "scripts", "version")], stdout=subprocess.PIPE,
+                       text=True, timeout=60, check=True)
+    return p.stdout
 
 
 def run(argv, env=None, user=None, timeout=60):
@@ -98,22 +116,43 @@ class TestInstalledFiles(unittest.TestCase):
     def test_package_version_is_the_tree_version(self):
         self.assertEqual(package_version(), source_version())
 
-    def test_programs_in_usr_bin(self):
+    def test_programs_in_usr_bin_receivers_in_usr_sbin(self):
         for prog in PROGRAMS:
-            path = os.path.join(BIN, prog)
+            path = program_path(prog)
             self.assertTrue(os.access(path, os.X_OK), path)
+            self.assertFalse(os.path.islink(path), path)
             self.assertEqual(os.stat(path).st_uid, 0, path)
+        # the paths of the older packages stay, as links (debian/changelog)
+        for prog in RECEIVERS:
+            self.assertEqual(os.readlink(os.path.join(BIN, prog)), "../sbin/" + prog)
+
+    def test_version_grows(self):
+        """dpkg's version is BASE+N.gHASH with N the commit count: above
+        every earlier build (0.1.0, the first packages, included)."""
+        v = package_version()
+        m = re.fullmatch(r"(\d+\.\d+\.\d+)\+(\d+)\.g([0-9a-f]{7,})(\.dirty)?", v)
+        self.assertIsNotNone(m, v)
+        self.assertEqual(subprocess.run(["dpkg", "--compare-versions", v, "gt", "0.1.0"]).returncode,
+                         0)
+        if shutil.which("git") and os.path.isdir(os.path.join(REPO, ".git")) or \
+                os.path.isfile(os.path.join(REPO, ".git")):
+            count = subprocess.run(["git", "-C", REPO, "rev-list", "--count", "HEAD"],
+                                   stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+            self.assertEqual(m.group(2), count)
+            older = "%s+%d.g0000000" % (m.group(1), int(count) - 1)
+            self.assertEqual(subprocess.run(["dpkg", "--compare-versions", v, "gt",
+                                             older]).returncode, 0)
 
     def test_version_of_every_installed_program(self):
         for prog in PROGRAMS:
-            p = run([os.path.join(BIN, prog), "--version"])
+            p = run([program_path(prog), "--version"])
             self.assertEqual(p.returncode, 0, p.stderr)
             self.assertRegex(p.stdout, r"^%s %s\b" % (re.escape(prog),
                                                        re.escape(source_version())))
 
     def test_compiled_in_configuration_is_etc_paynotify(self):
         for prog in PROGRAMS:
-            p = run([os.path.join(BIN, prog), "--help"])
+            p = run([program_path(prog), "--help"])
             self.assertEqual(p.returncode, 0, p.stderr)
             self.assertIn("/etc/paynotify/paynotify.conf", p.stdout, prog)
             self.assertNotIn("/usr/local", p.stdout, prog)
@@ -121,7 +160,7 @@ class TestInstalledFiles(unittest.TestCase):
         with open(os.path.join(UNITDIR, "paynotify@.service")) as f:
             unit = f.read()
         self.assertIn("Environment=PAYNOTIFY_CONFIG=/etc/paynotify/paynotify.conf\n", unit)
-        self.assertIn("ExecStart=/usr/bin/paynotify-%i ", unit)
+        self.assertIn("ExecStart=/usr/sbin/paynotify-%i ", unit)
         self.assertIn("ReadOnlyPaths=/etc/paynotify\n", unit)
         for page in ("man1/paynotify.1.gz", "man5/paynotify.conf.5.gz",
                      "man8/paynotify-receiver.8.gz"):
@@ -144,11 +183,13 @@ class TestInstalledFiles(unittest.TestCase):
         for path in (SHARE + "/nginx/paynotify.conf", SHARE + "/apache/paynotify.conf",
                      SHARE + "/apache/paynotify-cgi.conf", SHARE + "/paynotify.conf.example",
                      UNITDIR + "/paynotify@.service", UNITDIR + "/paynotify@.socket",
+                     *[UNITDIR + "/" + t + k for t in TIMERS for k in (".timer", ".service")],
                      DOC + "/README.md", DOC + "/DATABASE.md", DOC + "/OPERATIONS.md",
                      DOC + "/README.Debian", DOC + "/copyright"):
             self.assertTrue(os.path.isfile(path), path)
         # every file: document of the units exists
-        for unit in ("paynotify@.service", "paynotify@.socket"):
+        for unit in ["paynotify@.service", "paynotify@.socket"] + \
+                [t + k for t in TIMERS for k in (".timer", ".service")]:
             with open(os.path.join(UNITDIR, unit)) as f:
                 for m in re.finditer(r"Documentation=(.*)", f.read()):
                     for ref in m.group(1).split():
@@ -164,7 +205,7 @@ class TestInstalledFiles(unittest.TestCase):
         # the installed CGI snippet names the installed binaries and config
         with open(SHARE + "/apache/paynotify-cgi.conf") as f:
             cgi = f.read()
-        self.assertIn("ScriptAlias /notify/stripe /usr/bin/paynotify-stripe\n", cgi)
+        self.assertIn("ScriptAlias /notify/stripe /usr/sbin/paynotify-stripe\n", cgi)
         self.assertIn("SetEnv PAYNOTIFY_CONFIG /etc/paynotify/paynotify.conf\n", cgi)
         with open(SHARE + "/nginx/paynotify.conf") as f:
             self.assertIn("include /usr/share/paynotify/nginx/paynotify.conf;", f.read())
@@ -178,6 +219,7 @@ class TestInstalledFiles(unittest.TestCase):
                 dst = os.path.join(d, "paynotify@%s.%s" % (p, kind))
                 shutil.copyfile(os.path.join(UNITDIR, "paynotify@." + kind), dst)
                 files.append(dst)
+        files += [os.path.join(UNITDIR, t + k) for t in TIMERS for k in (".timer", ".service")]
         p = subprocess.run([exe, "verify", "--man=no"] + files, cwd=d, stdin=subprocess.DEVNULL,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60,
                            env=pntest.clean_env())
@@ -194,12 +236,123 @@ class TestInstalledFiles(unittest.TestCase):
         st = os.stat(ETC + "/paynotify.conf")
         self.assertEqual(stat.S_IMODE(st.st_mode), 0o640)
         self.assertEqual((st.st_uid, grp.getgrgid(st.st_gid).gr_name), (0, "paynotify"))
+        # the live settings' directory: made by the postinst, no file shipped in it
+        st = os.stat(ETC + "/conf.d")
+        self.assertTrue(stat.S_ISDIR(st.st_mode))
+        self.assertEqual(stat.S_IMODE(st.st_mode), 0o750)
+        self.assertEqual((st.st_uid, grp.getgrgid(st.st_gid).gr_name), (0, "paynotify"))
+        p = run(["dpkg", "-S", ETC + "/conf.d"])
+        self.assertNotEqual(p.returncode, 0, "the package ships " + p.stdout)
+
+    def test_maintainer_scripts(self):
+        """What the maintainer scripts do with systemd (restart running
+        receivers after an upgrade, stop every receiver, socket and timer on
+        removal; start nothing) is in them; without systemd as PID 1 it
+        cannot run here (tests/e2e/test_upgrade.py runs the upgrade itself)."""
+        with open("/var/lib/dpkg/info/paynotify.postinst") as f:
+            postinst = f.read()
+        with open("/var/lib/dpkg/info/paynotify.prerm") as f:
+            prerm = f.read()
+        self.assertIn("deb-systemd-invoke try-restart $units", postinst)
+        self.assertNotRegex(postinst, r"deb-systemd-invoke (start|restart)\b")
+        # nothing enabled by the installation
+        for d in ("timers.target.wants", "sockets.target.wants", "multi-user.target.wants"):
+            path = os.path.join("/etc/systemd/system", d)
+            names = os.listdir(path) if os.path.isdir(path) else []
+            self.assertEqual([n for n in names if n.startswith("paynotify")], [], path)
+        self.assertIn("list-units --all --plain --no-legend 'paynotify@*' 'paynotify-*'", prerm)
+        self.assertIn("deb-systemd-invoke stop $units", prerm)
+        p = subprocess.run(["sh", "-n", "/var/lib/dpkg/info/paynotify.postinst"])
+        self.assertEqual(p.returncode, 0)
 
     def test_system_user(self):
         pw = pwd.getpwnam("paynotify")
         self.assertLess(pw.pw_uid, 1000)
         self.assertIn(pw.pw_shell, ("/usr/sbin/nologin", "/bin/false"))
         self.assertEqual(grp.getgrgid(pw.pw_gid).gr_name, "paynotify")
+
+
+def unit_values(path, key):
+    with open(path) as f:
+        return [line.split("=", 1)[1].rstrip("\n") for line in f if line.startswith(key + "=")]
+
+
+def unescape_unit(value):
+    """A command line as systemd runs it: $$ is $, %% is %."""
+    return value.replace("$$", "$").replace("%%", "%")
+
+
+class TestShippedTimers(unittest.TestCase):
+    """Each shipped timer's service, its ExecStart= run as written by its
+    User= (paynotify), with only the configuration (Environment=
+    PAYNOTIFY_CONFIG, the test database's) and /var/lib/paynotify (its
+    StateDirectory=, a directory of the test's owned by paynotify) moved."""
+
+    def setUp(self):
+        ensure_schema()
+        pw = pwd.getpwnam("paynotify")
+        self.cfg = pne2e.demo_config(PG, owner=(pw.pw_uid, pw.pw_gid))
+        self.state = pne2e.run_dir("pnpkg-state.")
+        os.chmod(self.state, 0o755)
+        for sub in ("textfile", "archive"):
+            os.makedirs(os.path.join(self.state, sub))
+            os.chown(os.path.join(self.state, sub), pw.pw_uid, pw.pw_gid)
+
+    def run_unit(self, name):
+        path = os.path.join(UNITDIR, name + ".service")
+        self.assertEqual(unit_values(path, "User"), ["paynotify"], path)
+        self.assertEqual(unit_values(path, "Environment"),
+                         ["PAYNOTIFY_CONFIG=/etc/paynotify/paynotify.conf"], path)
+        (cmd,) = unit_values(path, "ExecStart")
+        self.assertRegex(cmd, r"^(/bin/sh -c 'exec )?/usr/bin/paynotify ", path)
+        cmd = unescape_unit(cmd).replace("/var/lib/paynotify/", self.state + "/")
+        env = pntest.clean_env({"PAYNOTIFY_CONFIG": self.cfg})
+        p = subprocess.run(["runuser", "-u", "paynotify", "--", "sh", "-c", "exec " + cmd],
+                           env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=120)
+        ok = [0] + [int(x) for v in unit_values(path, "SuccessExitStatus") for x in v.split()]
+        self.assertIn(p.returncode, ok, "%s: %s\n%s%s" % (name, cmd, p.stdout, p.stderr))
+        return p
+
+    def test_timers_name_their_services_and_are_not_enabled(self):
+        for t in TIMERS:
+            path = os.path.join(UNITDIR, t + ".timer")
+            self.assertTrue(unit_values(path, "OnCalendar"), path)
+            self.assertEqual(unit_values(path, "WantedBy"), ["timers.target"], path)
+            self.assertFalse(os.path.exists("/etc/systemd/system/timers.target.wants/%s.timer"
+                                            % t), t)
+
+    def test_query_runs(self):
+        for name in ("paynotify-query", "paynotify-query-sweep"):
+            self.run_unit(name)
+
+    def test_stats_runs_and_reaches_node_exporter(self):
+        self.run_unit("paynotify-stats")
+        out = os.path.join(self.state, "textfile", "paynotify.prom")
+        with open(out) as f:
+            self.assertTrue(f.read().endswith("paynotify_stats_up 1\n"))
+        # ExecStopPost= (root's, the "+"): into node_exporter's directory
+        (post,) = unit_values(os.path.join(UNITDIR, "paynotify-stats.service"), "ExecStopPost")
+        self.assertTrue(post.startswith("+/bin/sh -c '"), post)
+        exporter = pne2e.run_dir("pnpkg-nodeexp.")
+        cmd = unescape_unit(post[1:]).replace("/var/lib/paynotify/", self.state + "/") \
+            .replace("/var/lib/prometheus/node-exporter", exporter)
+        p = subprocess.run(["sh", "-c", "exec " + cmd], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stdout)
+        self.assertEqual(os.listdir(exporter), ["paynotify.prom"])
+        with open(os.path.join(exporter, "paynotify.prom")) as f:
+            self.assertTrue(f.read().endswith("paynotify_stats_up 1\n"))
+        self.assertEqual(stat.S_IMODE(os.stat(os.path.join(exporter, "paynotify.prom")).st_mode),
+                         0o644)
+
+    def test_purge_runs_and_archives_by_date(self):
+        self.run_unit("paynotify-purge")
+        self.run_unit("paynotify-purge")
+        names = sorted(os.listdir(os.path.join(self.state, "archive")))
+        day = subprocess.run(["date", "-u", "+%F"], stdout=subprocess.PIPE, text=True).stdout.strip()
+        # a second run on one day never writes over the first
+        self.assertEqual(names, ["notifications-%s.1.csv" % day, "notifications-%s.csv" % day])
 
 
 class TestLintian(unittest.TestCase):
@@ -317,7 +470,7 @@ class TestInstalledThroughNginx(unittest.TestCase):
         cfg = pne2e.demo_config(PG, owner=(pw.pw_uid, pw.pw_gid))
         sockdir = pne2e.run_dir("pnpkg-sock.")
         os.chown(sockdir, pw.pw_uid, pw.pw_gid)
-        rcv = pne2e.Receiver("stripe", cfg, sockdir, workers=2, binary=BIN + "/paynotify-stripe",
+        rcv = pne2e.Receiver("stripe", cfg, sockdir, workers=2, binary=SBIN + "/paynotify-stripe",
                              prefix=["setpriv", "--reuid=paynotify", "--regid=paynotify",
                                      "--init-groups", "--"]).start()
         # the workers run as the package's user
@@ -344,7 +497,7 @@ class TestInstalledThroughNginx(unittest.TestCase):
 class TestInstalledThroughApache(unittest.TestCase):
     def test_installed_apache_snippets(self):
         """The installed Apache snippets: mod_proxy_fcgi to the installed
-        receiver (as user paynotify), and CGI running /usr/bin/paynotify-*
+        receiver (as user paynotify), and CGI running /usr/sbin/paynotify-*
         itself (as Apache's user, who owns that configuration)."""
         pntest.need("apache2", "apache2")
         ensure_schema()
@@ -353,11 +506,11 @@ class TestInstalledThroughApache(unittest.TestCase):
         cgi_cfg = pne2e.demo_config(PG, owner=pne2e.nobody_ids())
         sockdir = pne2e.run_dir("pnpkg-asock.")
         os.chown(sockdir, pw.pw_uid, pw.pw_gid)
-        rcv = pne2e.Receiver("alipay", cfg, sockdir, workers=1, binary=BIN + "/paynotify-alipay",
+        rcv = pne2e.Receiver("alipay", cfg, sockdir, workers=1, binary=SBIN + "/paynotify-alipay",
                              prefix=["setpriv", "--reuid=paynotify", "--regid=paynotify",
                                      "--init-groups", "--"]).start()
-        apache = pne2e.Apache(sockdir, BIN, cgi_cfg, snippet_dir=SHARE + "/apache",
-                              shipped_bindir=BIN + "/",
+        apache = pne2e.Apache(sockdir, SBIN, cgi_cfg, snippet_dir=SHARE + "/apache",
+                              shipped_bindir=SBIN + "/",
                               shipped_config=ETC + "/paynotify.conf").start()
         for port, order in ((apache.fcgi_port, "PKG-A1"), (apache.cgi_port, "PKG-A2")):
             PG.psql("INSERT INTO paynotify.orders (site, order_id, amount_minor, currency) "

@@ -82,6 +82,33 @@ class SystemdAnalyze(unittest.TestCase):
                 if "paynotify" in line or UNITS in line]
         self.assertEqual((p.returncode, ours), (0, []), out)
 
+    def test_verify_timers(self):
+        """The shipped timers and their services (conf/systemd/paynotify-*),
+        with only /usr/local/bin/ replaced by this tree: no error, no
+        warning; each timer has its service; none is a template."""
+        exe = pntest.need("systemd-analyze", "systemd")
+        d = pne2e.run_dir("pne2e-timers.")
+        names = sorted(f for f in os.listdir(os.path.join(pne2e.CONF, "systemd"))
+                       if f.startswith("paynotify-"))
+        timers = [f[:-len(".timer")] for f in names if f.endswith(".timer")]
+        self.assertEqual(sorted(timers), ["paynotify-purge", "paynotify-query",
+                                          "paynotify-query-sweep", "paynotify-stats"])
+        self.assertEqual(names, sorted([t + ".timer" for t in timers] +
+                                       [t + ".service" for t in timers]))
+        for f in names:
+            text = pne2e.shipped("systemd", f)
+            if f.endswith(".service"):
+                self.assertIn("/usr/local/bin/paynotify ", text, f)
+                self.assertRegex(text, r"(?m)^User=paynotify$", f)
+            with open(os.path.join(d, f), "w") as out:
+                out.write(text.replace("/usr/local/bin/paynotify ", pntest.REPO + "/paynotify "))
+        p = subprocess.run([exe, "verify", "--man=no"] + [os.path.join(d, f) for f in names],
+                           cwd=d, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=60, env=pntest.clean_env())
+        out = p.stdout.decode("utf-8", "replace")
+        ours = [line for line in out.splitlines() if "paynotify" in line or d in line]
+        self.assertEqual((p.returncode, ours), (0, []), out)
+
     def test_unit_and_socket_agree(self):
         # what the tests below rely on, and what the web server snippets name
         self.assertEqual(unit_setting("alipay", "StandardInput"), "socket")

@@ -41,7 +41,15 @@ def read(*parts):
 
 
 def version():
-    return re.search(r"AC_INIT\(\[paynotify\], \[([^]]+)\]", read("configure.ac")).group(1)
+    """The version this build was configured with (configure.ac takes it from
+    scripts/version when autoreconf runs: BASE+N.gHASH, or BASE without git)."""
+    with open(os.path.join(BUILD, "Makefile")) as f:
+        v = re.search(r"(?m)^PACKAGE_VERSION = (\S+)$", f.read()).group(1)
+    base = re.search(r"(?m)^base=(\S+)$", read("scripts", "version")).group(1)
+    if not re.fullmatch(r"%s(\+\d+\.g[0-9a-f]{7,}(\.dirty)?)?|\d+\.\d+\.\d+\+\d+\.g[0-9a-f]{7,}"
+                        r"(\.dirty)?" % re.escape(base), v):
+        raise AssertionError("configured version %r is not one scripts/version makes" % v)
+    return v
 
 
 def run(argv, **kw):
@@ -90,6 +98,40 @@ class TestVersion(unittest.TestCase):
     def test_man_pages_carry_the_version_placeholder(self):
         for page in ("paynotify.1.in", "paynotify.conf.5.in", "paynotify-receiver.8.in"):
             self.assertRegex(read("doc", "man", page), r'(?m)^\.TH .*"paynotify @PACKAGE_VERSION@"')
+
+
+class TestScriptsVersion(unittest.TestCase):
+    """scripts/version: BASE+N.gHASH from git (N the commit count: it grows
+    with every commit), a tarball's .tarball-version, else BASE."""
+
+    def version_of(self, top):
+        p = run(["sh", os.path.join(top, "scripts", "version")])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertNotIn("\n", p.stdout)
+        return p.stdout
+
+    def test_from_git(self):
+        if not os.path.exists(os.path.join(REPO, ".git")) or not shutil.which("git"):
+            self.skipTest("not a git checkout")
+        git = ["git", "-C", REPO]
+        count = run(git + ["rev-list", "--count", "HEAD"]).stdout.strip()
+        short = run(git + ["rev-parse", "--short=7", "HEAD"]).stdout.strip()
+        base = re.search(r"(?m)^base=(\S+)$", read("scripts", "version")).group(1)
+        if run(git + ["describe", "--tags", "--match", "v[0-9]*"]).returncode == 0:
+            self.skipTest("a release tag: git describe decides")
+        self.assertRegex(self.version_of(REPO), r"^%s\+%s\.g%s(\.dirty)?$" % (
+            re.escape(base), count, short))
+
+    def test_without_git(self):
+        d = tempfile.mkdtemp(prefix="pntest-version.")
+        pntest.add_cleanup(lambda: shutil.rmtree(d, ignore_errors=True))
+        os.makedirs(os.path.join(d, "scripts"))
+        shutil.copy(os.path.join(REPO, "scripts", "version"), os.path.join(d, "scripts"))
+        base = re.search(r"(?m)^base=(\S+)$", read("scripts", "version")).group(1)
+        self.assertEqual(self.version_of(d), base)
+        with open(os.path.join(d, ".tarball-version"), "w") as f:
+            f.write("0.1.0+461.gabcdef0\n")
+        self.assertEqual(self.version_of(d), "0.1.0+461.gabcdef0")
 
 
 class TestDefaultConfig(unittest.TestCase):
@@ -190,8 +232,13 @@ class TestMakeInstall(unittest.TestCase):
             self.assertTrue(found, "make install did not install …%s" % suffix)
             return dest + found[0]
 
-        for prog in PROGRAMS:
-            has("/bin/" + prog)
+        # the receivers are daemons: $(sbindir); the operators' command $(bindir)
+        has("/bin/paynotify")
+        for p in PROVIDERS:
+            self.assertTrue(has("/sbin/paynotify-" + p))
+            self.assertFalse([f for f in files if f.endswith("/bin/paynotify-" + p)
+                              and not f.endswith("/sbin/paynotify-" + p)],
+                             "paynotify-%s is also in a bin directory" % p)
         for f in os.listdir(os.path.join(REPO, "sql")):
             if f.endswith(".sql"):
                 has("/share/paynotify/sql/" + f)
@@ -212,11 +259,27 @@ class TestMakeInstall(unittest.TestCase):
         with open(unit) as f:
             text = f.read()
         self.assertIn("Environment=PAYNOTIFY_CONFIG=%s\n" % conf, text)
-        bindir = os.path.dirname(has("/bin/paynotify-stripe"))[len(dest):]
-        self.assertIn("ExecStart=%s/paynotify-%%i " % bindir, text)
+        sbindir = os.path.dirname(has("/sbin/paynotify-stripe"))[len(dest):]
+        bindir = os.path.dirname(has("/bin/paynotify"))[len(dest):]
+        self.assertIn("ExecStart=%s/paynotify-%%i " % sbindir, text)
+        # the shipped timers: their services run the installed command as
+        # user paynotify with the installed configuration
+        units = [unit]
+        for job in ("query", "query-sweep", "stats", "purge"):
+            units.append(has("/systemd/system/paynotify-%s.timer" % job))
+            svc = has("/systemd/system/paynotify-%s.service" % job)
+            units.append(svc)
+            with open(svc) as f:
+                jtext = f.read()
+            self.assertIn("User=paynotify\n", jtext, svc)
+            self.assertIn("Environment=PAYNOTIFY_CONFIG=%s\n" % conf, jtext, svc)
+            self.assertRegex(jtext, r"ExecStart=(/bin/sh -c 'exec )?%s/paynotify %s " % (
+                re.escape(bindir), job.split("-")[0]), svc)
         # every document the units name is installed
-        for ref in re.findall(r"Documentation=.*?file:(\S+)", text):
-            self.assertIn(ref, files, "the unit names %s, not installed" % ref)
+        for u in units:
+            with open(u) as f:
+                for ref in re.findall(r"Documentation=.*?file:(\S+)", f.read()):
+                    self.assertIn(ref, files, "%s names %s, not installed" % (u, ref))
         # the man pages' files: and no placeholder left anywhere
         for root, _, names in os.walk(dest):
             for n in names:
@@ -228,6 +291,8 @@ class TestMakeInstall(unittest.TestCase):
                 self.assertIsNone(re.search(r"@[A-Z_]+@", data), path)
                 if bindir != "/usr/local/bin":
                     self.assertNotIn("/usr/local/bin/", data, path)
+                if sbindir != "/usr/local/sbin":
+                    self.assertNotIn("/usr/local/sbin/", data, path)
         with open(has("/man/man8/paynotify-receiver.8")) as f:
             man8 = f.read()
         for doc in re.findall(r"\n\.I (\S+\.md)\n", man8):

@@ -39,7 +39,7 @@ CURRENCY = {"alipay": "CNY", "wechatpay": "CNY", "stripe": "USD", "2c2p": "SGD"}
 
 # the shipped snippets name these; the tests substitute them (nothing else)
 SHIPPED_SOCK_DIR = "/run/paynotify/"
-SHIPPED_BIN_DIR = "/usr/local/bin/"
+SHIPPED_BIN_DIR = "/usr/local/sbin/"   # the receivers (make install: $(sbindir))
 SHIPPED_CONFIG = "/etc/paynotify/paynotify.conf"
 
 Notification = collections.namedtuple("Notification", ["path", "headers", "body"])
