@@ -538,6 +538,9 @@ class PgCluster:
     def reset(self):
         self.psql("TRUNCATE paynotify.notifications, paynotify.orders, paynotify.feed, "
                   "paynotify.cases")
+        # the follow-up schedule (schema 17; an older schema has none)
+        self.psql("DO $$BEGIN IF to_regclass('paynotify.follow_ups') IS NOT NULL THEN "
+                  "TRUNCATE paynotify.follow_ups; END IF; END$$")
 
     def server_log(self):
         if not self.logfile:
