@@ -274,6 +274,22 @@ print_sources(const char *config_path, const char *site, FILE *f)
  * no longer held under the caller's lease (sql/012: stale_acks).  Before
  * schema 12 the column does not exist: nothing is printed.
  */
+/* One series of metric a row of t, labelled with its column key, valued
+ * with its column value. */
+static void
+series(FILE *f, const char *metric, const char *type, const char *help_text,
+       const struct pn_table *t, const char *key, const char *value)
+{
+	size_t	r;
+
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", metric, help_text, metric, type);
+	for (r = 0; r < t->nrows; r++) {
+		fprintf(f, "%s{", metric);
+		label(f, key, pn_table_get(t, r, key), true);
+		fprintf(f, "} %s\n", pn_table_get(t, r, value));
+	}
+}
+
 static const char feed_sql[] =
 	"SELECT c.consumer, c.stale_acks,"
 	"       (SELECT count(*) FROM paynotify.feed f WHERE f.consumer = c.consumer) AS events"
@@ -283,7 +299,6 @@ static void
 print_feed(const char *config_path, FILE *f)
 {
 	struct pn_table t;
-	size_t	r;
 
 	if (!pn_admin_query(config_path,
 			    PN_SQL("SELECT count(*) FROM pg_attribute WHERE attrelid ="
@@ -297,23 +312,26 @@ print_feed(const char *config_path, FILE *f)
 	pn_table_free(&t);
 	if (!pn_admin_query(config_path, PN_SQL_CONST(feed_sql), 0, NULL, &t))
 		return;
-	fprintf(f, "# HELP paynotify_feed_events Events in the feed not yet acknowledged, per "
-		"consumer group.\n# TYPE paynotify_feed_events gauge\n");
-	for (r = 0; r < t.nrows; r++) {
-		fprintf(f, "paynotify_feed_events{");
-		label(f, "consumer", pn_table_get(&t, r, "consumer"), true);
-		fprintf(f, "} %s\n", pn_table_get(&t, r, "events"));
-	}
-	fprintf(f, "# HELP paynotify_feed_stale_acks_total Acknowledgements refused because the "
-		"event was no longer held under the caller's lease token (claimed again after its "
-		"lease ran out), per consumer group.\n"
-		"# TYPE paynotify_feed_stale_acks_total counter\n");
-	for (r = 0; r < t.nrows; r++) {
-		fprintf(f, "paynotify_feed_stale_acks_total{");
-		label(f, "consumer", pn_table_get(&t, r, "consumer"), true);
-		fprintf(f, "} %s\n", pn_table_get(&t, r, "stale_acks"));
-	}
+	series(f, "paynotify_feed_events", "gauge", "Events in the feed not yet acknowledged, per "
+	       "consumer group.", &t, "consumer", "events");
+	series(f, "paynotify_feed_stale_acks_total", "counter", "Acknowledgements refused because "
+	       "the event was no longer held under the caller's lease token (claimed again after "
+	       "its lease ran out), per consumer group.", &t, "consumer", "stale_acks");
 	pn_table_free(&t);
+}
+
+/* Does the one-value query sql answer true (a table exists)? */
+static bool
+answers_true(const char *config_path, struct pn_sql sql)
+{
+	struct pn_table t;
+	bool	yes;
+
+	if (!pn_admin_query(config_path, sql, 0, NULL, &t))
+		return false;
+	yes = t.nrows == 1 && t.cells[0] && strcmp(t.cells[0], "t") == 0;
+	pn_table_free(&t);
+	return yes;
 }
 
 /* The last `paynotify query` run (sql/006), when the table exists. */
@@ -332,15 +350,9 @@ print_query_run(const char *config_path, FILE *f)
 	struct pn_table t;
 	size_t	i;
 
-	if (!pn_admin_query(config_path,
-			    PN_SQL("SELECT to_regclass('paynotify.query_runs') IS NOT NULL"),
-			    0, NULL, &t))
+	if (!answers_true(config_path, PN_SQL("SELECT to_regclass('paynotify.query_runs') "
+					      "IS NOT NULL")))
 		return;
-	if (t.nrows != 1 || !t.cells[0] || strcmp(t.cells[0], "t") != 0) {
-		pn_table_free(&t);
-		return;
-	}
-	pn_table_free(&t);
 	if (!pn_admin_query(config_path, PN_SQL_CONST(query_run_sql), 0, NULL, &t))
 		return;
 	if (t.nrows == 1) {
@@ -390,16 +402,9 @@ follow_up_query(const char *config_path, const char *site, struct pn_table *t)
 {
 	const char *params[1] = {site};
 
-	if (!pn_admin_query(config_path,
-			    PN_SQL("SELECT to_regclass('paynotify.follow_ups') IS NOT NULL"),
-			    0, NULL, t))
-		return false;
-	if (t->nrows != 1 || !t->cells[0] || strcmp(t->cells[0], "t") != 0) {
-		pn_table_free(t);
-		return false;
-	}
-	pn_table_free(t);
-	return pn_admin_query(config_path, PN_SQL_CONST(follow_up_sql), 1, params, t);
+	return answers_true(config_path, PN_SQL("SELECT to_regclass('paynotify.follow_ups') "
+						"IS NOT NULL"))
+	    && pn_admin_query(config_path, PN_SQL_CONST(follow_up_sql), 1, params, t);
 }
 
 static void
@@ -421,14 +426,9 @@ print_follow_up(const char *config_path, const char *site, FILE *f)
 			label(f, "state", states[i], false);
 			fprintf(f, "} %s\n", pn_table_get(&t, r, states[i]));
 		}
-	fprintf(f, "# HELP paynotify_follow_up_oldest_due_seconds How long the oldest due item "
-		"of the follow-up schedule has been due (0: none is due).\n"
-		"# TYPE paynotify_follow_up_oldest_due_seconds gauge\n");
-	for (r = 0; r < t.nrows; r++) {
-		fprintf(f, "paynotify_follow_up_oldest_due_seconds{");
-		label(f, "site", pn_table_get(&t, r, "site"), true);
-		fprintf(f, "} %s\n", pn_table_get(&t, r, "oldest_due_seconds"));
-	}
+	series(f, "paynotify_follow_up_oldest_due_seconds", "gauge", "How long the oldest due item "
+	       "of the follow-up schedule has been due (0: none is due).", &t, "site",
+	       "oldest_due_seconds");
 	pn_table_free(&t);
 }
 

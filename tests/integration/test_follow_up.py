@@ -68,27 +68,25 @@ def setUpModule():
     cfg = pnkit.write_all_config(PG)
     shutil.copyfile(os.path.join(KEYS, "test-b.key.pem"), os.path.join(cfg.dir, "merchant-api.key"))
     os.chmod(os.path.join(cfg.dir, "merchant-api.key"), 0o600)
+    def section(header, keys):
+        return "[%s]\n%s\n" % (header, "".join("%s = %s\n" % kv for kv in keys))
+    query = section("query", [("ca_file", SI.ca_file), ("connect_timeout_ms", 1000),
+                              ("timeout_ms", 5000), ("follow_up_wechatpay_hours", 25)])
+    site_keys = section("site %s" % SITE, [
+        ("wechatpay.query_private_key_file", "merchant-api.key"),
+        ("wechatpay.query_cert_serial", MERCHANT_SERIAL), ("wechatpay.query_url", SI.url),
+        # an order naming no provider is asked at every one the site can
+        # query: 2C2P's query needs no key of its own, so point it here too
+        ("2c2p.query_url", SI.url)])
+    v2_site = section("site %s" % SITE_V2, [      # WeChat Pay API v2 keys only
+        ("wechatpay.mchid", pnkit.WX_MCHID), ("wechatpay.appid", WX_APPID_V2),
+        ("wechatpay.apiv2_key_file", "apiv2.key"), ("wechatpay.query_url", SI.url)])
     with open(cfg.path) as f:
         text = f.read()
-    text = text.replace("[site %s]\n" % SITE, "\n".join([
-        "[query]",
-        "ca_file = %s" % SI.ca_file,
-        "connect_timeout_ms = 1000",
-        "timeout_ms = 5000",
-        "follow_up_wechatpay_hours = 25",
-        "",
-        "[site %s]" % SITE,
-        "wechatpay.query_private_key_file = merchant-api.key",
-        "wechatpay.query_cert_serial = %s" % MERCHANT_SERIAL,
-        "wechatpay.query_url = %s" % SI.url,
-        ""]))
-    text += "\n".join(["", "[site %s]" % SITE_V2,      # WeChat Pay API v2 keys only
-                       "wechatpay.mchid = %s" % pnkit.WX_MCHID,
-                       "wechatpay.appid = %s" % WX_APPID_V2,
-                       "wechatpay.apiv2_key_file = apiv2.key",
-                       "wechatpay.query_url = %s" % SI.url, ""])
+    # the site's section gets the query keys first (the rest of it follows)
+    text = text.replace("[site %s]\n" % SITE, query + site_keys.rstrip("\n") + "\n")
     with open(cfg.path, "w") as f:
-        f.write(text)
+        f.write(text + "\n" + v2_site)
     CFG = cfg.path
 
 
@@ -98,10 +96,7 @@ def tearDownModule():
 
 
 def admin(*args):
-    p = subprocess.run([ADMIN, "-c", CFG] + list(args), env=pntest.clean_env(),
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       timeout=pntest.patience(120))
-    return p.returncode, p.stdout.decode(), p.stderr.decode()
+    return pntest.run_admin(CFG, *args)
 
 
 def due(*extra):

@@ -115,6 +115,15 @@ def _tail(path, max_bytes=6000):
         return "(cannot read %s: %s)" % (path, e)
 
 
+def run_admin(config, *args, timeout=120):
+    """`paynotify -c config ARGS...` in a clean environment, bounded by
+    patience(timeout): (exit status, stdout, stderr) as text."""
+    p = subprocess.run([os.path.join(REPO, "paynotify"), "-c", config] + list(args),
+                       env=clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=patience(timeout))
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
 def clean_env(extra=None):
     """The environment for child processes: no PG* or PAYNOTIFY_* leaking in."""
     env = {k: v for k, v in os.environ.items()
