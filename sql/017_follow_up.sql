@@ -34,15 +34,18 @@
 --                    lease runs out, and only the token's holder records
 --
 -- Rows are made off the receivers' path: by a trigger on the shop's INSERT
--- into paynotify.orders (follow_up_new_order(), sql/functions.sql), below
--- for the orders pending now, and by every `query --due --apply` run
--- (follow_up_sweep(): pending orders without a row, stored events waiting
--- for a confirmation).  The sweep also deletes, lazily, the rows whose
--- order became final (by a notification: never asked), was deleted, or
--- whose confirmation was settled.  Nothing here touches ingest().
+-- into paynotify.orders (follow_up_new_order(), sql/functions.sql, once per
+-- statement), below for the orders pending now, and by `query --due
+-- --apply` runs (follow_up_sweep(): stored events waiting for a
+-- confirmation, every run; pending orders without a row, at most every 15
+-- minutes: paynotify.follow_up_sweeps).  The sweep also deletes, lazily,
+-- the due rows whose order became final (by a notification: never asked),
+-- was deleted, or whose confirmation was settled.  Nothing here touches
+-- ingest().
 --
 -- Rights (docs/DATABASE.md): the admin role (which runs `query --due`)
--- needs SELECT, INSERT, UPDATE, DELETE here and EXECUTE on follow_up_sweep,
+-- needs SELECT, INSERT, UPDATE, DELETE here, SELECT, UPDATE on
+-- follow_up_sweeps and EXECUTE on follow_up_sweep,
 -- follow_up_claim, follow_up_answered and follow_up_delay; the shop needs
 -- nothing new (the trigger's function is SECURITY DEFINER, owned by the
 -- schema owner); the receivers nothing.
@@ -69,9 +72,20 @@ CREATE TABLE paynotify.follow_ups (
     CHECK ((claim_token IS NULL) = (claimed_until IS NULL))
 );
 
--- the claim's and stats' read: the scheduled rows by time
+-- the claim's, the sweep's and stats' read: the scheduled rows by time;
+-- the sweep's other read: the finished ones
 CREATE INDEX follow_ups_due_idx ON paynotify.follow_ups (next_ask_at)
     WHERE state = 'scheduled';
+CREATE INDEX follow_ups_finished_idx ON paynotify.follow_ups (starts_at)
+    WHERE state <> 'scheduled';
+
+-- When the sweep last read the whole orders table for pending orders
+-- without a row (at most every 15 minutes: follow_up_sweep()).  One row.
+CREATE TABLE paynotify.follow_up_sweeps (
+    one      boolean     PRIMARY KEY DEFAULT true CHECK (one),
+    full_at  timestamptz NOT NULL
+);
+INSERT INTO paynotify.follow_up_sweeps (full_at) VALUES ('-infinity');
 
 -- The orders pending now, created in the last 3 days (the longest default
 -- horizon; the first `query --due --apply` run adds those of a longer

@@ -1197,49 +1197,59 @@ LANGUAGE sql IMMUTABLE AS $$
                 ELSE interval '1 hour' END
 $$;
 
--- The shop inserted an order: a pending one is asked about a minute later
--- (and then by the backoff) unless its notification comes first.  SECURITY
--- DEFINER (owned by the schema's owner, a fixed search_path): the shop's
--- role needs no right on follow_ups, and an upgrade cannot make the shop's
+-- The shop inserted orders: a pending one is asked about a minute later
+-- (and then by the backoff) unless its notification comes first.  Once per
+-- statement, over its inserted rows (a transition table: a bulk INSERT of
+-- many orders is one INSERT here, not one call per row).  SECURITY DEFINER
+-- (owned by the schema's owner, a fixed search_path): the shop's role
+-- needs no right on follow_ups, and an upgrade cannot make the shop's
 -- INSERT fail for want of a grant.
 CREATE OR REPLACE FUNCTION paynotify.follow_up_new_order() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    IF NEW.status = 'pending' THEN
-        INSERT INTO paynotify.follow_ups (site, order_id, ref, starts_at, next_ask_at)
-        VALUES (NEW.site, NEW.order_id, 0, NEW.created_at,
-                NEW.created_at + paynotify.follow_up_delay(0))
-        ON CONFLICT DO NOTHING;
-    END IF;
+    INSERT INTO paynotify.follow_ups (site, order_id, ref, starts_at, next_ask_at)
+    SELECT n.site, n.order_id, 0, n.created_at, n.created_at + paynotify.follow_up_delay(0)
+      FROM new_orders n
+     WHERE n.status = 'pending'
+    ON CONFLICT DO NOTHING;
     RETURN NULL;
 END;
 $$;
 CREATE OR REPLACE TRIGGER follow_up_new_order AFTER INSERT ON paynotify.orders
-    FOR EACH ROW EXECUTE FUNCTION paynotify.follow_up_new_order();
+    REFERENCING NEW TABLE AS new_orders
+    FOR EACH STATEMENT EXECUTE FUNCTION paynotify.follow_up_new_order();
 
 -- Before a run claims: (1) delete the rows with nothing left to ask about
 -- (the order is no longer pending and has no payment waiting for a
 -- confirmation: it became final by a notification or an earlier answer, or
 -- was deleted; a refund's confirmation was settled; a finished row older
--- than the window), never one another run holds; (2) add the pending orders
--- created within the window that have no row (made before schema 17, or
--- inserted with triggers off), (3) the orders with a payment stored
--- pending_confirmation within the window (a legacy 2C2P form: its order's
--- answer confirms it, whatever the order's status; a finished row of the
--- order asked before that form came is scheduled again) and (4) the refunds
--- stored pending_confirmation within the window (their refund query).
--- p_window_seconds: the longest horizon of the configuration.
+-- than the window), never one another run holds: the due ones (so that none
+-- is asked about) and the finished ones, each through its partial index; a
+-- scheduled row that is not due yet waits until it is; (2) at most every 15
+-- minutes (the first run after, for all sites; a run for one site, always,
+-- that site's), add the pending orders created within the window that have
+-- no row (made before schema 17, or inserted with triggers off): a read of
+-- the whole orders table, which the trigger makes a safety net; (3) the
+-- orders with a payment stored pending_confirmation within the window (a
+-- legacy 2C2P form: its order's answer confirms it, whatever the order's
+-- status; a finished row of the order asked before that form came is
+-- scheduled again) and (4) the refunds stored pending_confirmation within
+-- the window (their refund query), both through that outcome's partial
+-- index.  p_window_seconds: the longest horizon of the configuration.
 CREATE OR REPLACE FUNCTION paynotify.follow_up_sweep(
     p_site text, p_window_seconds bigint, OUT added integer, OUT dropped integer)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_since timestamptz := now() - make_interval(secs => p_window_seconds);
     v       integer;
+    v_full  boolean;
 BEGIN
     WITH d AS (
         DELETE FROM paynotify.follow_ups f
          WHERE (p_site IS NULL OR f.site = p_site)
-           AND (f.claimed_until IS NULL OR f.claimed_until <= now())
+           AND ((f.state = 'scheduled' AND f.next_ask_at <= now()
+                 AND (f.claimed_until IS NULL OR f.claimed_until <= now()))
+                OR f.state <> 'scheduled')
            AND ((f.ref = 0
                  AND NOT EXISTS (SELECT 1 FROM paynotify.orders o
                                   WHERE o.site = f.site AND o.order_id = f.order_id
@@ -1255,16 +1265,26 @@ BEGIN
         RETURNING 1)
     SELECT count(*)::integer INTO dropped FROM d;
 
-    INSERT INTO paynotify.follow_ups (site, order_id, ref, starts_at, next_ask_at)
-    SELECT o.site, o.order_id, 0, o.created_at, o.created_at + paynotify.follow_up_delay(0)
-      FROM paynotify.orders o
-     WHERE o.status = 'pending' AND o.created_at > v_since
-       AND (p_site IS NULL OR o.site = p_site)
-       AND NOT EXISTS (SELECT 1 FROM paynotify.follow_ups f
-                        WHERE f.site = o.site AND f.order_id = o.order_id AND f.ref = 0)
-    ON CONFLICT DO NOTHING;
-    GET DIAGNOSTICS v = ROW_COUNT;
-    added := v;
+    added := 0;
+    IF p_site IS NOT NULL THEN
+        v_full := true;
+    ELSE
+        UPDATE paynotify.follow_up_sweeps s SET full_at = now()
+         WHERE s.full_at < now() - interval '15 minutes';
+        v_full := FOUND;
+    END IF;
+    IF v_full THEN
+        INSERT INTO paynotify.follow_ups (site, order_id, ref, starts_at, next_ask_at)
+        SELECT o.site, o.order_id, 0, o.created_at, o.created_at + paynotify.follow_up_delay(0)
+          FROM paynotify.orders o
+         WHERE o.status = 'pending' AND o.created_at > v_since
+           AND (p_site IS NULL OR o.site = p_site)
+           AND NOT EXISTS (SELECT 1 FROM paynotify.follow_ups f
+                            WHERE f.site = o.site AND f.order_id = o.order_id AND f.ref = 0)
+        ON CONFLICT DO NOTHING;
+        GET DIAGNOSTICS v = ROW_COUNT;
+        added := v;
+    END IF;
 
     INSERT INTO paynotify.follow_ups AS f (site, order_id, ref, starts_at, next_ask_at)
     SELECT n.site, n.order_id, 0, max(n.received_at),

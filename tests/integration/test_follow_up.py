@@ -137,7 +137,8 @@ def make_due(oid, site=SITE, ref=0):
 class Base(unittest.TestCase):
     def setUp(self):
         PG.reset()
-        PG.psql("TRUNCATE paynotify.follow_ups")
+        PG.psql("TRUNCATE paynotify.follow_ups; UPDATE paynotify.follow_up_sweeps "
+                "SET full_at = '-infinity'")
         SI.reset()
 
     def tearDown(self):
@@ -257,6 +258,28 @@ class TestSchedule(Base):
         self.assertEqual(item(young)["attempts"], 1)
         self.assertIsNone(item(old), "beyond every horizon: not followed up")
         self.assertEqual(asked(old), [])
+        # that read of the orders table is made at most every 15 minutes
+        # (the trigger is the way in); a run for one site makes it always
+        late = self.order()
+        PG.psql("UPDATE paynotify.orders SET created_at = now() - interval '10 minutes'"
+                " WHERE order_id = %s; DELETE FROM paynotify.follow_ups WHERE order_id = %s"
+                % (pntest.q(late), pntest.q(late)))
+        rc, rows, err = due("--apply")
+        self.assertEqual((rows, item(late)), ([], None), err)
+        PG.psql("UPDATE paynotify.follow_up_sweeps SET full_at = now() - interval '16 minutes'")
+        rc, rows, err = due("--apply")
+        self.assertEqual([r["order_id"] for r in rows], [late], (rows, err))
+        PG.psql("DELETE FROM paynotify.follow_ups WHERE order_id = %s" % pntest.q(late))
+        rc, rows, err = due("--apply", "--site", SITE)
+        self.assertEqual([r["order_id"] for r in rows], [late], (rows, err))
+
+    def test_bulk_insert_scheduled_once_per_pending_order(self):
+        PG.psql("INSERT INTO paynotify.orders (site, order_id, amount_minor, currency, status)"
+                " SELECT %s, 'K-' || g, 100, 'CNY', CASE WHEN g %% 2 = 0 THEN 'pending'"
+                " ELSE 'paid' END FROM generate_series(1, 1000) g" % pntest.q(SITE))
+        self.assertEqual(PG.psql("SELECT count(*), count(DISTINCT order_id),"
+                                 "       bool_and(order_id ~ '^K-[0-9]*[02468]$')"
+                                 "  FROM paynotify.follow_ups"), [("500", "500", "t")])
 
     def test_dry_run_asks_and_changes_nothing_limit(self):
         oids = [self.order() for _ in range(3)]
