@@ -25,10 +25,10 @@
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
-import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -315,6 +315,41 @@ class TestSchedule(Base):
         self.assertEqual(rc, 64, err)
 
 
+class TestDocumentedTimer(Base):
+    """The query timer of docs/OPERATIONS.md ("query"), run as written there:
+    the systemd unit's ExecStart and the cron line."""
+
+    def command(self, marker, pattern):
+        with open(os.path.join(pntest.REPO, "docs", "OPERATIONS.md")) as f:
+            doc = f.read()
+        block = doc.split(marker, 1)[1].split("```", 1)[0]
+        m = re.search(pattern, block, re.M)
+        self.assertIsNotNone(m, block)
+        return m.group(1).replace("/usr/local/bin/", "")
+
+    def run_documented(self, cmd):
+        env = pntest.clean_env({"PAYNOTIFY_CONFIG": CFG,
+                                "PATH": pntest.REPO + ":" + os.environ.get("PATH", "")})
+        return subprocess.run(["sh", "-c", cmd], env=env, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=pntest.patience(120))
+
+    def test_unit_and_cron_line_work_the_schedule(self):
+        pntest.need("chronic", "moreutils")
+        unit = self.command("# /etc/systemd/system/paynotify-query.service",
+                            r"^ExecStart=(.+)$")
+        cron = self.command("# /etc/cron.d/paynotify-query",
+                            r"^\* \* \* \* \*\s+paynotify\s+(.+)$")
+        for cmd in (unit, cron):
+            self.assertIn("query --due --apply", cmd)
+            oid = self.order(state="SUCCESS")
+            make_due(oid)
+            p = self.run_documented(cmd)
+            self.assertEqual(p.returncode, 0, (cmd, p.stdout, p.stderr))
+            self.assertEqual(PG.order(SITE, oid)["status"], "paid", cmd)
+            self.assertEqual(len(asked(oid)), 1, cmd)
+        self.assertEqual(p.stdout, "", "chronic: a run that needs nobody mails nothing")
+
+
 class TestClaims(Base):
     def test_two_concurrent_runs_ask_once_per_due_order(self):
         oids = [self.order() for _ in range(10)]
@@ -359,7 +394,7 @@ class TestClaims(Base):
         self.assertEqual(item(oid)["state"], "scheduled")
 
     def test_stats_shows_the_backlog(self):
-        a, b, c = self.order(), self.order(), self.order()
+        a, b, _later = self.order(), self.order(), self.order()
         PG.psql("UPDATE paynotify.follow_ups SET next_ask_at = now() - interval '5 minutes'"
                 " WHERE order_id = %s" % pntest.q(a))
         PG.psql("UPDATE paynotify.follow_ups SET next_ask_at = now() - interval '1 minute'"
