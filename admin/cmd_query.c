@@ -174,6 +174,7 @@ struct run {
 	/* --due: the last row's answer and result (what the schedule records),
 	 * and what became of the items */
 	char	last_answer[128], last_result[64];
+	bool	last_kept;	/* a final answer's words are in last_*: kept */
 	int	fu_done, fu_again, fu_expired, fu_lost;
 };
 
@@ -244,6 +245,8 @@ add_row(struct run *r, struct pn_arena *a, const struct pn_query_order *o, const
 	cells[5] = result;
 	cells[6] = detail;
 	pn_table_add(&r->out, cells);
+	if (r->last_kept)
+		return;
 	snprintf(r->last_answer, sizeof(r->last_answer), "%s", answer ? answer : "");
 	snprintf(r->last_result, sizeof(r->last_result), "%s", result ? result : "");
 }
@@ -435,6 +438,7 @@ query_one(struct run *r, struct pn_arena *a, const struct pn_site *site,
 				confirmed ? pn_arena_printf(a, "; confirmed %d stored notification%s",
 							    confirmed, confirmed == 1 ? "" : "s")
 				: "", why));
+	r->last_kept = true;	/* --due records this answer, not another provider's */
 }
 
 /* --combine: one combine order of one site (WeChat Pay v3). */
@@ -941,6 +945,7 @@ follow_one(struct run *r, struct pn_arena *a, const struct pn_table *due, size_t
 	char	horizon[24];
 
 	r->last_answer[0] = r->last_result[0] = '\0';
+	r->last_kept = false;
 	if (confirmation) {
 		params[0] = ref;
 		if (!pn_db_query(r->conn, PN_SQL_CONST(due_refund_sql), 1, params, &t, &err))
@@ -1176,8 +1181,9 @@ query_exec(int argc, char **argv, const char *config_path)
 		return PN_EXIT_USAGE;
 	}
 	if (due && provider != NULL) {
-		fprintf(stderr, "paynotify: query: --due asks each item's own provider (the order's, "
-			"else every provider its site can be queried with): no --provider\n");
+		fprintf(stderr, "paynotify: query: --due asks each item's own provider (the "
+			"order's, else every provider its site can be queried with): no "
+			"--provider\n");
 		return PN_EXIT_USAGE;
 	}
 	if (combine != NULL && (site_name == NULL || (provider != NULL
@@ -1317,8 +1323,8 @@ print:
 		r.orders, r.orders == 1 ? "" : "s", r.asked, r.final, r.applied, r.waiting,
 		r.not_found, r.refused, r.attention, r.errors, apply ? "" : " (dry run)");
 	if (due && apply)
-		fprintf(stderr, "paynotify: query: schedule: %d done, %d asked again later, %d expired"
-			"%s\n", r.fu_done, r.fu_again, r.fu_expired,
+		fprintf(stderr, "paynotify: query: schedule: %d done, %d asked again later, "
+			"%d expired%s\n", r.fu_done, r.fu_again, r.fu_expired,
 			r.fu_lost ? pn_arena_printf(a, ", %d held by another run", r.fu_lost) : "");
 	record_run(&r, started, site_name, provider, rc);
 	pn_table_free(&r.out);
@@ -1336,6 +1342,7 @@ done:
 }
 
 const struct pn_cmd pn_cmd_query = {
-	"query", "(--order ID | --pending-older-than D | --complaints | --combine NO | --due) [--apply]",
+	"query",
+	"(--order ID | --pending-older-than D | --complaints | --combine NO | --due) [--apply]",
 	"ask the provider about orders whose notification never came", query_exec, help,
 };

@@ -32,7 +32,8 @@ help(FILE *f)
 		"--follow-up shows the backlog of the follow-up schedule (paynotify query\n"
 		"--due) instead, per site: items due now, scheduled later, claimed by a run,\n"
 		"done, expired, and the age of the oldest due one; the Prometheus format\n"
-		"always has it (paynotify_follow_up_items, paynotify_follow_up_oldest_due_seconds).\n"
+		"always has it (paynotify_follow_up_items,\n"
+		"paynotify_follow_up_oldest_due_seconds).\n"
 		"Exit status: 0, or 3 database error, 64 a bad option (a site not in the\n"
 		"configuration), 78 configuration error.\n");
 }
@@ -492,8 +493,8 @@ stats_exec(int argc, char **argv, const char *config_path)
 	if (follow_up) {
 		pn_cfg_free(cfg);
 		if (!follow_up_query(config_path, params[0], &t)) {
-			fprintf(stderr, "paynotify: stats: the follow-up schedule could not be read "
-				"(schema 17: paynotify migrate)\n");
+			fprintf(stderr, "paynotify: stats: the follow-up schedule could not be "
+				"read (schema 17: paynotify migrate)\n");
 			return PN_EXIT_UNAVAILABLE;
 		}
 		pn_table_print(&t, fmt, stdout);

@@ -208,6 +208,18 @@ class TestSchedule(Base):
         rc, rows, err = due("--apply")
         self.assertEqual((rc, rows, item(oid), len(asked(oid))), (0, [], None, 7), err)
 
+    def test_order_naming_no_provider_records_the_final_answer(self):
+        # asked at WeChat Pay (paid) and 2C2P (does not know it): done, with
+        # WeChat Pay's words, whatever the provider asked after it said
+        oid = self.order(state="SUCCESS", psp=None)
+        make_due(oid)
+        rc, rows, err = due("--apply")
+        self.assertEqual(rc, 0, (rows, err))
+        self.assertEqual(sorted((r["provider"], r["result"]) for r in rows),
+                         [("2c2p", "not_found"), ("wechatpay", "applied")])
+        it = item(oid)
+        self.assertEqual((it["state"], it["answer"], it["result"]), ("done", "SUCCESS", "applied"))
+
     def test_capped_at_the_horizon_then_expired(self):
         oid = self.order()
         # 24 h 40 min into a 25-hour horizon, asked hourly: the next ask is at
