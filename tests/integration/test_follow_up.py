@@ -46,6 +46,7 @@ KEYS = os.path.join(pntest.REPO, "tests", "fixtures", "unit", "keys")
 MERCHANT_SERIAL = "5157F09EFDC096DE15EBE81A47057A7232F1B8E1"
 SITE = pnkit.SITE if psp_standins else "shop-x"
 SITE_V2 = "shop-w2"
+SITE_LEGACY = "shop-l"      # 2C2P legacy Redirect API
 WX_APPID_V2 = "wxd678efh567hg6799"
 
 PG = None
@@ -85,8 +86,11 @@ def setUpModule():
         text = f.read()
     # the site's section gets the query keys first (the rest of it follows)
     text = text.replace("[site %s]\n" % SITE, query + site_keys.rstrip("\n") + "\n")
+    legacy_site = section("site %s" % SITE_LEGACY, [
+        ("2c2p.merchant_id", pnkit.TWOC2P_MERCHANT), ("2c2p.secret_key_file", "2c2p.key"),
+        ("2c2p.api", "redirect"), ("2c2p.query_url", SI.url)])
     with open(cfg.path, "w") as f:
-        f.write(text + "\n" + v2_site)
+        f.write(text + "\n" + v2_site + "\n" + legacy_site)
     CFG = cfg.path
 
 
@@ -152,6 +156,13 @@ class Base(unittest.TestCase):
                     % (pntest.q(psp), pntest.q(oid)))
         self.answer(oid, state)
         return oid
+
+    def receive(self, provider, site, content_type, body, v2=False):
+        """A notification through the real receiver (CGI): acknowledged."""
+        r = pntest.run_cgi(pntest.binary(provider), "POST", pnkit.path(provider, site),
+                           {"Content-Type": content_type}, body, config=CFG)
+        self.assertTrue(pnkit.is_success(provider, r, v2=v2), (r.status, r.body, r.stderr))
+        return r
 
     def answer(self, oid, state):
         SI.state[("wechatpay", oid)] = {"trade_state": state, "total": 8888,
@@ -331,6 +342,46 @@ class TestSchedule(Base):
         self.assertEqual(rc, 64, err)
 
 
+class TestLegacyFormConfirmation(Base):
+    """A legacy 2C2P form stored pending_confirmation (docs/2C2P.md "Which
+    transaction") that came after the schedule's answer paid its order."""
+
+    def post(self, body):
+        return self.receive("2c2p", SITE_LEGACY, "application/x-www-form-urlencoded", body)
+
+    def test_form_after_the_answer_scheduled_again_and_confirmed(self):
+        oid = "LF-" + pnkit.seq()
+        genuine = ("7654321", "123456", "05")
+        PG.add_order(SITE_LEGACY, oid, 1999, "SGD")
+        SI.state[("2c2p", oid)] = {"amount": '"19.99"', "currency": "SGD", "tranRef": genuine[0],
+                                   "approvalCode": genuine[1], "eci": genuine[2],
+                                   "respCode": "0000"}
+        make_due(oid, SITE_LEGACY)
+        rc, rows, err = due("--apply")
+        self.assertEqual([(r["provider"], r["result"]) for r in rows], [("2c2p", "applied")],
+                         (rows, err))
+        self.assertEqual(PG.order(SITE_LEGACY, oid)["status"], "paid")
+        self.assertEqual(item(oid, SITE_LEGACY)["state"], "done")
+        # the buyer's copy of the form comes now: it waits for a confirmation
+        r = self.post(pnkit.twoc2p_legacy_form(oid, *genuine))
+        self.assertIn("outcome=pending_confirmation", r.stderr)
+        # the next run schedules the order again (a minute after the form came)
+        rc, rows, err = due("--apply")
+        self.assertEqual((rc, rows), (0, []), err)
+        it = item(oid, SITE_LEGACY)
+        self.assertEqual((it["state"], it["attempts"]), ("scheduled", 0))
+        make_due(oid, SITE_LEGACY)
+        rc, rows, err = due("--apply")
+        self.assertEqual(rc, 0, (rows, err))
+        self.assertEqual([r["result"] for r in rows], ["duplicate"], rows)
+        self.assertIn("confirmed 1 stored notification", rows[0]["detail"])
+        self.assertEqual(sorted(n["outcome"] for n in PG.notifications(
+            "order_id = %s" % pntest.q(oid))), ["already_applied", "applied"])
+        rc, rows, err = due("--apply")
+        self.assertEqual((rc, rows, item(oid, SITE_LEGACY)), (0, [], None), err)
+        self.assertEqual(len([p for p, _ in SI.requests if p == "2c2p"]), 2)
+
+
 class TestDocumentedTimer(Base):
     """The query timer of docs/OPERATIONS.md ("query"), run as written there:
     the systemd unit's ExecStart and the cron line."""
@@ -410,7 +461,8 @@ class TestClaims(Base):
         self.assertEqual(item(oid)["state"], "scheduled")
 
     def test_stats_shows_the_backlog(self):
-        a, b, _later = self.order(), self.order(), self.order()
+        a, b = self.order(), self.order()
+        self.order()        # scheduled later
         PG.psql("UPDATE paynotify.follow_ups SET next_ask_at = now() - interval '5 minutes'"
                 " WHERE order_id = %s" % pntest.q(a))
         PG.psql("UPDATE paynotify.follow_ups SET next_ask_at = now() - interval '1 minute'"
@@ -449,10 +501,7 @@ def v2_refund_result(refund_id, refund_fee, oid, txn, total_fee):
 
 class TestRefundConfirmation(Base):
     def post(self, body):
-        r = pntest.run_cgi(pntest.binary("wechatpay"), "POST", pnkit.path("wechatpay", SITE_V2),
-                           {"Content-Type": "text/xml"}, body, config=CFG)
-        self.assertEqual(r.status, 200, (r.status, r.body, r.stderr))
-        self.assertIn(b"SUCCESS", r.body)
+        return self.receive("wechatpay", SITE_V2, "text/xml", body, v2=True)
 
     def test_pending_confirmation_refund_confirmed_through_due(self):
         n = pnkit.seq()
