@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "admin.h"
 #include "arena.h"
@@ -86,7 +87,7 @@ help(FILE *f)
 	fprintf(f, "usage: paynotify query [--site S] [--provider P]\n"
 		"                       (--order ID | --pending-older-than DURATION\n"
 		"                        [--pending-younger-than DURATION] | --complaints\n"
-		"                        | --combine COMBINE_OUT_TRADE_NO)\n"
+		"                        | --combine COMBINE_OUT_TRADE_NO | --due [--limit N])\n"
 		"                       [--dry-run | --apply] [--format table|csv|json]\n\n"
 		"Ask each order's provider for the payment's state with its order-query API\n"
 		"(Alipay alipay.trade.query, WeChat Pay v3, Stripe PaymentIntents, 2C2P\n"
@@ -111,6 +112,14 @@ help(FILE *f)
 		"and feeds each final sub-order of the site as its notification would; one\n"
 		"row per sub-order (another merchant's: other_merchant, not ingested).\n"
 		"--complaints and --combine do only that (no refund confirmations).\n"
+		"--due works the follow-up schedule (docs/QUERY.md): every pending order and\n"
+		"every refund waiting for its confirmation is asked about when its next ask\n"
+		"is due (1, 2, 5, 10, 30 minutes, then hourly, up to [query]\n"
+		"follow_up_<provider>_hours), at most --limit items (default 500).  With\n"
+		"--apply each due item is claimed (SKIP LOCKED, a lease: several hosts or\n"
+		"timers never ask twice), asked as --order asks it, and its answer recorded:\n"
+		"a final answer ends its schedule, another one schedules the next ask.\n"
+		"Without --apply the due items are asked and nothing changes.\n"
 		"Exit status: 0 nothing to do, 1 something needs a human, 3 could not do the\n"
 		"job (an order could not be asked: transport error, timeout, 5xx), 64 usage,\n"
 		"78 configuration error.\n");
@@ -162,6 +171,11 @@ struct run {
 	size_t	ncache;
 	/* counts, for the summary and paynotify.query_runs */
 	int	orders, asked, final, applied, waiting, not_found, refused, errors, attention;
+	/* --due: the last row's answer and result (what the schedule records),
+	 * and what became of the items */
+	char	last_answer[128], last_result[64];
+	bool	last_kept;	/* a final answer's words are in last_*: kept */
+	int	fu_done, fu_again, fu_expired, fu_lost;
 };
 
 static struct creds_cache *
@@ -231,6 +245,10 @@ add_row(struct run *r, struct pn_arena *a, const struct pn_query_order *o, const
 	cells[5] = result;
 	cells[6] = detail;
 	pn_table_add(&r->out, cells);
+	if (r->last_kept)
+		return;
+	snprintf(r->last_answer, sizeof(r->last_answer), "%s", answer ? answer : "");
+	snprintf(r->last_result, sizeof(r->last_result), "%s", result ? result : "");
 }
 
 /* Outcomes after which nothing is left for a human. */
@@ -420,6 +438,7 @@ query_one(struct run *r, struct pn_arena *a, const struct pn_site *site,
 				confirmed ? pn_arena_printf(a, "; confirmed %d stored notification%s",
 							    confirmed, confirmed == 1 ? "" : "s")
 				: "", why));
+	r->last_kept = true;	/* --due records this answer, not another provider's */
 }
 
 /* --combine: one combine order of one site (WeChat Pay v3). */
@@ -629,6 +648,62 @@ static const char orders_sql[] =
 	"   AND ($5::bigint IS NULL OR created_at >= now() - make_interval(secs => $5::bigint))"
 	" ORDER BY created_at, site, order_id";
 
+/*
+ * Ask about row i of orders_sql's orders: its provider (orders.psp), else
+ * only, else every provider the site can be queried with; with r->apply a
+ * final answer is ingested.  One row (or more) in r->out.
+ */
+static void
+query_order_row(struct run *r, struct pn_arena *a, const struct pn_table *orders, size_t i,
+		const struct pn_query_provider *only)
+{
+	const struct pn_site *site = pn_cfg_site(r->cfg, pn_table_get(orders, i, "site"));
+	const char *psp = pn_table_get(orders, i, "psp");
+	struct pn_query_order o;
+	int64_t	amount = 0;
+	size_t	asked = 0, j;
+	const char *why = NULL;
+
+	o.site = pn_table_get(orders, i, "site");
+	o.order_id = pn_table_get(orders, i, "order_id");
+	o.status = pn_table_get(orders, i, "status");
+	o.currency = pn_table_get(orders, i, "currency");
+	o.psp_txn_id = pn_table_get(orders, i, "psp_txn_id");
+	if (!pn_parse_i64(pn_table_get(orders, i, "amount_minor"), &amount))
+		amount = 0;
+	o.amount_minor = amount;
+	r->orders++;
+	if (site == NULL) {
+		r->attention++;
+		add_row(r, a, &o, psp, NULL, "attention",
+			"the order's site is not in the configuration");
+		return;
+	}
+	for (j = 0; pn_query_providers[j]; j++) {
+		const struct pn_query_provider *qp = pn_query_providers[j];
+
+		if ((only && qp != only) || (psp && strcmp(psp, qp->name) != 0))
+			continue;
+		if (!qp->configured(site, &why)) {
+			/* said only when this provider was the one to ask */
+			if (psp != NULL || only != NULL) {
+				r->attention++;
+				add_row(r, a, &o, qp->name, NULL, "attention",
+					pn_arena_printf(a, "cannot query: %s", why));
+				asked++;
+			}
+			continue;
+		}
+		query_one(r, a, site, qp, &o);
+		asked++;
+	}
+	if (asked == 0) {
+		r->attention++;
+		add_row(r, a, &o, psp, NULL, "attention",
+			"no provider of the site can be queried (see docs/QUERY.md)");
+	}
+}
+
 /* The stored refunds that wait for a signed confirmation, in the same
  * window as the orders (received that long ago instead of created).  A
  * payment that waits (a legacy 2C2P form) is confirmed by its order's
@@ -763,6 +838,240 @@ confirm_one(struct run *r, struct pn_arena *a, const struct pn_site *site,
 		fprintf(stderr, "paynotify: notification %s: wake-up not sent: %s\n", id, err.msg);
 }
 
+/* Row i of refunds_pending_sql's rows: confirmed with its provider, or
+ * said why it cannot be. */
+static void
+confirm_row(struct run *r, struct pn_arena *a, const struct pn_table *rows, size_t i)
+{
+	const struct pn_site *site = pn_cfg_site(r->cfg, pn_table_get(rows, i, "site"));
+	const struct pn_query_provider *qp =
+	    pn_query_provider_find(pn_table_get(rows, i, "provider"));
+	struct pn_query_order o;
+
+	if (site != NULL && qp != NULL && qp->confirm != NULL) {
+		confirm_one(r, a, site, qp, rows, i);
+		return;
+	}
+	memset(&o, 0, sizeof(o));
+	o.site = pn_table_get(rows, i, "site");
+	o.order_id = pn_table_get(rows, i, "order_id");
+	o.currency = "CNY";
+	r->orders++;
+	r->attention++;
+	add_row(r, a, &o, pn_table_get(rows, i, "provider"), NULL, "attention",
+		pn_arena_printf(a, "notification %s waits for a confirmation that cannot be asked "
+				"for (site not configured)", pn_table_get(rows, i, "id")));
+}
+
+/*
+ * --due: the follow-up schedule (sql/017; docs/QUERY.md "Follow-up
+ * schedule").  Each item is an order (ref 0: asked exactly as --order asks
+ * it, query_order_row()) or a refund waiting for its signed confirmation
+ * (ref: its notification id, confirm_row()).  With --apply a run sweeps
+ * (follow_up_sweep()), then claims one due item at a time
+ * (follow_up_claim(): FOR UPDATE SKIP LOCKED and a lease), asks, and
+ * records the answer (follow_up_answered(): done on a final answer, else
+ * the next ask by the backoff, up to the provider's horizon).  A dry run
+ * lists and asks the due items and changes nothing, the schedule included.
+ */
+
+/* The horizon of an item of provider (NULL: the order names none, or
+ * unknown: the longest), in seconds. */
+static int64_t
+horizon_s(const struct pn_config *cfg, const char *provider)
+{
+	const struct {
+		const char *name;
+		int64_t	hours;
+	} h[] = {
+		{"alipay", cfg->query_follow_up_alipay_h},
+		{"wechatpay", cfg->query_follow_up_wechatpay_h},
+		{"stripe", cfg->query_follow_up_stripe_h},
+		{"2c2p", cfg->query_follow_up_2c2p_h},
+	};
+	int64_t	longest = 0;
+	size_t	i;
+
+	for (i = 0; i < PN_ARRAY_LEN(h); i++) {
+		if (provider != NULL && strcmp(provider, h[i].name) == 0)
+			return h[i].hours * 3600;
+		if (h[i].hours > longest)
+			longest = h[i].hours;
+	}
+	return longest * 3600;
+}
+
+static const char due_refund_sql[] =
+	"SELECT id, site, provider, order_id, amount_minor, refund_minor,"
+	"       encode(raw_body, 'hex') AS raw_body"
+	"  FROM paynotify.notifications"
+	" WHERE id = $1::bigint AND outcome = 'pending_confirmation' AND event_kind = 'refund'";
+
+static const char due_list_sql[] =
+	"SELECT site, order_id, ref, attempts, NULL::text AS claim_token"
+	"  FROM paynotify.follow_ups"
+	" WHERE state = 'scheduled' AND next_ask_at <= now()"
+	"   AND (claimed_until IS NULL OR claimed_until <= now())"
+	"   AND ($1::text IS NULL OR site = $1)"
+	" ORDER BY next_ask_at LIMIT $2::int";
+
+static const char due_claim_sql[] =
+	"SELECT site, order_id, ref, attempts, claim_token FROM paynotify.follow_up_claim("
+	"$1, $2::int, $3)";
+
+static const char due_sweep_sql[] =
+	"SELECT added, dropped FROM paynotify.follow_up_sweep($1, $2::bigint)";
+
+static const char due_answered_sql[] =
+	"SELECT state FROM paynotify.follow_up_answered($1, $2, $3::bigint, $4::uuid, $5, $6,"
+	" $7::boolean, $8::bigint)";
+
+/*
+ * Ask about row k of due (an item of the schedule) and, with r->apply,
+ * record the answer under the item's claim token.  Final: a final answer
+ * was stored (whatever its outcome), a refund's confirmation was settled,
+ * or there is nothing left to ask about.  An item whose order could not be
+ * read is not recorded: its lease runs out and it comes back.
+ */
+static void
+follow_one(struct run *r, struct pn_arena *a, const struct pn_table *due, size_t k)
+{
+	const char *site = pn_table_get(due, k, "site"), *oid = pn_table_get(due, k, "order_id");
+	const char *ref = pn_table_get(due, k, "ref"), *provider = NULL, *params[8], *st;
+	int	final0 = r->final, attention0 = r->attention, errors0 = r->errors;
+	bool	confirmation = ref != NULL && strcmp(ref, "0") != 0, final;
+	struct pn_table t;
+	struct pn_err err;
+	char	horizon[24];
+
+	r->last_answer[0] = r->last_result[0] = '\0';
+	r->last_kept = false;
+	if (confirmation) {
+		params[0] = ref;
+		if (!pn_db_query(r->conn, PN_SQL_CONST(due_refund_sql), 1, params, &t, &err))
+			goto unread;
+	} else {
+		params[0] = site;
+		params[1] = oid;
+		params[2] = params[3] = params[4] = NULL;
+		if (!pn_db_query(r->conn, PN_SQL_CONST(orders_sql), 5, params, &t, &err))
+			goto unread;
+	}
+	if (t.nrows == 1) {
+		provider = pn_table_get(&t, 0, confirmation ? "provider" : "psp");
+		provider = provider ? pn_arena_strdup(a, provider) : NULL;
+		if (confirmation)
+			confirm_row(r, a, &t, 0);
+		else
+			query_order_row(r, a, &t, 0, NULL);
+		final = r->errors == errors0 && (r->final > final0
+						 || (confirmation && r->attention > attention0));
+	} else {
+		/* settled or deleted since it was scheduled: nothing to ask */
+		snprintf(r->last_result, sizeof(r->last_result), "%s", "gone");
+		final = true;
+	}
+	pn_table_free(&t);
+	if (!r->apply)
+		return;
+	snprintf(horizon, sizeof(horizon), "%lld", (long long)horizon_s(r->cfg, provider));
+	params[0] = site;
+	params[1] = oid;
+	params[2] = ref;
+	params[3] = pn_table_get(due, k, "claim_token");
+	params[4] = r->last_answer;
+	params[5] = r->last_result;
+	params[6] = final ? "true" : "false";
+	params[7] = horizon;
+	if (!pn_db_query(r->conn, PN_SQL_CONST(due_answered_sql), 8, params, &t, &err)) {
+		r->errors++;
+		fprintf(stderr, "paynotify: query: order %s of site %s: answer not recorded in the "
+			"schedule (asked again when its lease runs out): %s\n", oid, site, err.msg);
+		return;
+	}
+	st = t.nrows == 1 ? pn_table_get(&t, 0, "state") : NULL;
+	if (st == NULL)
+		r->fu_lost++;	/* the lease ran out and another run holds it, or swept */
+	else if (strcmp(st, "done") == 0)
+		r->fu_done++;
+	else if (strcmp(st, "expired") == 0)
+		r->fu_expired++;
+	else
+		r->fu_again++;
+	pn_table_free(&t);
+	return;
+unread:
+	r->orders++;
+	r->errors++;
+	{
+		struct pn_query_order o;
+
+		memset(&o, 0, sizeof(o));
+		o.site = site;
+		o.order_id = oid;
+		add_row(r, a, &o, NULL, NULL, "error", err.msg);
+	}
+}
+
+/* The lease of one claimed item: every provider an order may be asked at,
+ * each request bounded by [query], and a minute for the database. */
+static int64_t
+lease_s(const struct pn_config *cfg)
+{
+	return 60 + 4 * (cfg->query_connect_timeout_ms + cfg->query_timeout_ms + 999) / 1000;
+}
+
+/* --due: returns false (err) when the schedule could not be read. */
+static bool
+query_due(struct run *r, struct pn_arena *a, const char *site, int64_t limit, struct pn_err *err)
+{
+	char	lim[24], lease[24], window[24], host[128], claimer[200];
+	const char *params[3];
+	struct pn_table t;
+	int64_t	n;
+	size_t	i;
+
+	snprintf(lim, sizeof(lim), "%lld", (long long)limit);
+	if (!r->apply) {
+		params[0] = site;
+		params[1] = lim;
+		if (!pn_db_query(r->conn, PN_SQL_CONST(due_list_sql), 2, params, &t, err))
+			return false;
+		for (i = 0; i < t.nrows; i++) {
+			follow_one(r, a, &t, i);
+			pn_arena_reset(a);
+		}
+		pn_table_free(&t);
+		return true;
+	}
+	snprintf(window, sizeof(window), "%lld", (long long)horizon_s(r->cfg, NULL));
+	params[0] = site;
+	params[1] = window;
+	if (!pn_db_query(r->conn, PN_SQL_CONST(due_sweep_sql), 2, params, &t, err))
+		return false;
+	pn_table_free(&t);
+	if (gethostname(host, sizeof(host)) != 0)
+		snprintf(host, sizeof(host), "%s", "?");
+	host[sizeof(host) - 1] = '\0';
+	snprintf(claimer, sizeof(claimer), "%s:%ld", host, (long)getpid());
+	snprintf(lease, sizeof(lease), "%lld", (long long)lease_s(r->cfg));
+	for (n = 0; n < limit; n++) {
+		params[0] = site;
+		params[1] = lease;
+		params[2] = claimer;
+		if (!pn_db_query(r->conn, PN_SQL_CONST(due_claim_sql), 3, params, &t, err))
+			return false;
+		if (t.nrows == 0) {
+			pn_table_free(&t);
+			break;
+		}
+		follow_one(r, a, &t, 0);
+		pn_table_free(&t);
+		pn_arena_reset(a);
+	}
+	return true;
+}
+
 static const char record_sql[] =
 	"INSERT INTO paynotify.query_runs (started_at, dry_run, site, provider, orders, asked,"
 	"       final, applied, waiting, not_found, refused, errors, attention, exit_code)"
@@ -807,14 +1116,16 @@ query_exec(int argc, char **argv, const char *config_path)
 		{"apply", no_argument, NULL, 'a'},
 		{"format", required_argument, NULL, 'f'},
 		{"combine", required_argument, NULL, 'c'},
+		{"due", no_argument, NULL, 'D'},
+		{"limit", required_argument, NULL, 'L'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	static const char *const cols[] = {"site", "provider", "order_id", "amount", "answer",
 					   "result", "detail"};
 	const char *site_name = NULL, *provider = NULL, *order = NULL, *older = NULL;
-	const char *younger = NULL, *combine = NULL;
-	bool	dry_run = false, apply = false, complaints = false;
+	const char *younger = NULL, *combine = NULL, *limit_arg = NULL;
+	bool	dry_run = false, apply = false, complaints = false, due = false;
 	enum pn_format fmt = pn_format_default();
 	const struct pn_query_provider *only = NULL;
 	struct run r;
@@ -823,10 +1134,10 @@ query_exec(int argc, char **argv, const char *config_path)
 	struct pn_err err;
 	char	secs[24], ysecs[24];
 	const char *params[5];
-	int64_t	older_s = 0, younger_s = 0;
+	int64_t	older_s = 0, younger_s = 0, limit = 500;
 	time_t	started = time(NULL);
 	int	opt, rc = PN_EXIT_FAILED;
-	size_t	i, j;
+	size_t	i;
 
 	optind = 0;	/* glibc: 0 re-initialises getopt after main() used it */
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -838,6 +1149,8 @@ query_exec(int argc, char **argv, const char *config_path)
 		case 'Y': younger = optarg; break;
 		case 'C': complaints = true; break;
 		case 'c': combine = optarg; break;
+		case 'D': due = true; break;
+		case 'L': limit_arg = optarg; break;
 		case 'n': dry_run = true; break;
 		case 'a': apply = true; break;
 		case 'f':
@@ -856,9 +1169,21 @@ query_exec(int argc, char **argv, const char *config_path)
 		fprintf(stderr, "paynotify: query: unexpected argument \"%s\"\n", argv[optind]);
 		return PN_EXIT_USAGE;
 	}
-	if ((order != NULL) + (older != NULL) + complaints + (combine != NULL) != 1) {
+	if ((order != NULL) + (older != NULL) + complaints + (combine != NULL) + due != 1) {
 		fprintf(stderr, "paynotify: query: give exactly one of --order, "
-			"--pending-older-than, --complaints and --combine\n");
+			"--pending-older-than, --complaints, --combine and --due\n");
+		return PN_EXIT_USAGE;
+	}
+	if (limit_arg != NULL && (!due || !pn_parse_i64(limit_arg, &limit) || limit < 1
+				  || limit > 100000)) {
+		fprintf(stderr, "paynotify: query: invalid --limit \"%s\": expected a number of "
+			"items from 1 to 100000, with --due\n", limit_arg);
+		return PN_EXIT_USAGE;
+	}
+	if (due && provider != NULL) {
+		fprintf(stderr, "paynotify: query: --due asks each item's own provider (the "
+			"order's, else every provider its site can be queried with): no "
+			"--provider\n");
 		return PN_EXIT_USAGE;
 	}
 	if (combine != NULL && (site_name == NULL || (provider != NULL
@@ -928,6 +1253,18 @@ query_exec(int argc, char **argv, const char *config_path)
 		query_cases(&r, a, &orders);
 		goto summary;
 	}
+	if (due) {
+		r.store = pn_store_new(r.cfg->conninfo, r.cfg->statement_timeout_ms,
+				       r.cfg->connect_timeout_s, "paynotify-query");
+		pn_table_init(&r.out, PN_ARRAY_LEN(cols), cols);
+		a = pn_arena_new();
+		if (!query_due(&r, a, site_name, limit, &err)) {
+			/* what was asked is printed; the rest waits for the next run */
+			fprintf(stderr, "paynotify: %s\n", err.msg);
+			r.errors++;
+		}
+		goto print;
+	}
 	snprintf(secs, sizeof(secs), "%lld", (long long)older_s);
 	params[0] = site_name;
 	params[1] = order;
@@ -948,52 +1285,7 @@ query_exec(int argc, char **argv, const char *config_path)
 	if (combine != NULL)
 		query_combine(&r, a, pn_cfg_site(r.cfg, site_name), combine);
 	for (i = 0; i < orders.nrows; i++) {
-		const struct pn_site *site = pn_cfg_site(r.cfg, pn_table_get(&orders, i, "site"));
-		const char *psp = pn_table_get(&orders, i, "psp");
-		struct pn_query_order o;
-		int64_t	amount = 0;
-		size_t	asked = 0;
-		const char *why = NULL;
-
-		o.site = pn_table_get(&orders, i, "site");
-		o.order_id = pn_table_get(&orders, i, "order_id");
-		o.status = pn_table_get(&orders, i, "status");
-		o.currency = pn_table_get(&orders, i, "currency");
-		o.psp_txn_id = pn_table_get(&orders, i, "psp_txn_id");
-		if (!pn_parse_i64(pn_table_get(&orders, i, "amount_minor"), &amount))
-			amount = 0;
-		o.amount_minor = amount;
-		r.orders++;
-		if (site == NULL) {
-			r.attention++;
-			add_row(&r, a, &o, psp, NULL, "attention",
-				"the order's site is not in the configuration");
-			pn_arena_reset(a);
-			continue;
-		}
-		for (j = 0; pn_query_providers[j]; j++) {
-			const struct pn_query_provider *qp = pn_query_providers[j];
-
-			if ((only && qp != only) || (psp && strcmp(psp, qp->name) != 0))
-				continue;
-			if (!qp->configured(site, &why)) {
-				/* said only when this provider was the one to ask */
-				if (psp != NULL || only != NULL) {
-					r.attention++;
-					add_row(&r, a, &o, qp->name, NULL, "attention",
-						pn_arena_printf(a, "cannot query: %s", why));
-					asked++;
-				}
-				continue;
-			}
-			query_one(&r, a, site, qp, &o);
-			asked++;
-		}
-		if (asked == 0) {
-			r.attention++;
-			add_row(&r, a, &o, psp, NULL, "attention",
-				"no provider of the site can be queried (see docs/QUERY.md)");
-		}
+		query_order_row(&r, a, &orders, i, only);
 		pn_arena_reset(a);
 	}
 	pn_table_free(&orders);
@@ -1013,25 +1305,7 @@ query_exec(int argc, char **argv, const char *config_path)
 		goto done;
 	}
 	for (i = 0; i < orders.nrows; i++) {
-		const struct pn_site *site = pn_cfg_site(r.cfg, pn_table_get(&orders, i, "site"));
-		const struct pn_query_provider *qp =
-		    pn_query_provider_find(pn_table_get(&orders, i, "provider"));
-
-		if (site == NULL || qp == NULL || qp->confirm == NULL) {
-			struct pn_query_order o;
-
-			memset(&o, 0, sizeof(o));
-			o.site = pn_table_get(&orders, i, "site");
-			o.order_id = pn_table_get(&orders, i, "order_id");
-			o.currency = "CNY";
-			r.orders++;
-			r.attention++;
-			add_row(&r, a, &o, pn_table_get(&orders, i, "provider"), NULL, "attention",
-				pn_arena_printf(a, "notification %s waits for a confirmation that "
-						"cannot be asked for (site not configured)",
-						pn_table_get(&orders, i, "id")));
-		} else
-			confirm_one(&r, a, site, qp, &orders, i);
+		confirm_row(&r, a, &orders, i);
 		pn_arena_reset(a);
 	}
 summary:
@@ -1048,6 +1322,10 @@ print:
 		"%d waiting, %d not found, %d refused, %d need a human, %d errors%s\n",
 		r.orders, r.orders == 1 ? "" : "s", r.asked, r.final, r.applied, r.waiting,
 		r.not_found, r.refused, r.attention, r.errors, apply ? "" : " (dry run)");
+	if (due && apply)
+		fprintf(stderr, "paynotify: query: schedule: %d done, %d asked again later, "
+			"%d expired%s\n", r.fu_done, r.fu_again, r.fu_expired,
+			r.fu_lost ? pn_arena_printf(a, ", %d held by another run", r.fu_lost) : "");
 	record_run(&r, started, site_name, provider, rc);
 	pn_table_free(&r.out);
 done:
@@ -1064,6 +1342,7 @@ done:
 }
 
 const struct pn_cmd pn_cmd_query = {
-	"query", "(--order ID | --pending-older-than D | --complaints | --combine NO) [--apply]",
+	"query",
+	"(--order ID | --pending-older-than D | --complaints | --combine NO | --due) [--apply]",
 	"ask the provider about orders whose notification never came", query_exec, help,
 };

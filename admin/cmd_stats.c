@@ -19,7 +19,7 @@ static void
 help(FILE *f)
 {
 	fprintf(f, "usage: paynotify stats [--site S] [--format table|csv|json|prometheus]\n"
-		"                       [--output FILE] [--wide]\n\n"
+		"                       [--output FILE] [--wide] [--follow-up]\n\n"
 		"Counts of stored notifications by site, provider, event kind and outcome,\n"
 		"with deliveries, duplicate deliveries and the last notification time; the\n"
 		"outcome unhandled (an event type paynotify has no handling for) is counted\n"
@@ -29,6 +29,11 @@ help(FILE *f)
 		"holds only paynotify_stats_up 0 (never stale counters) and the exit is 3:\n"
 		"  paynotify stats --format prometheus --output "
 		"/var/lib/prometheus/node-exporter/paynotify.prom\n"
+		"--follow-up shows the backlog of the follow-up schedule (paynotify query\n"
+		"--due) instead, per site: items due now, scheduled later, claimed by a run,\n"
+		"done, expired, and the age of the oldest due one; the Prometheus format\n"
+		"always has it (paynotify_follow_up_items,\n"
+		"paynotify_follow_up_oldest_due_seconds).\n"
 		"Exit status: 0, or 3 database error, 64 a bad option (a site not in the\n"
 		"configuration), 78 configuration error.\n");
 }
@@ -150,6 +155,7 @@ static void print_sources(const char *config_path, const char *site, FILE *f);
 static void print_unhandled(const char *config_path, const char *site, FILE *f);
 static void print_query_run(const char *config_path, FILE *f);
 static void print_feed(const char *config_path, FILE *f);
+static void print_follow_up(const char *config_path, const char *site, FILE *f);
 
 static bool
 write_textfile(const char *path, const struct pn_table *t, const char *config_path,
@@ -181,6 +187,7 @@ write_textfile(const char *path, const struct pn_table *t, const char *config_pa
 		print_unhandled(config_path, site, f);
 		print_query_run(config_path, f);
 		print_feed(config_path, f);
+		print_follow_up(config_path, site, f);
 	}
 	fprintf(f, STATS_UP_HELP "paynotify_stats_up %d\n", t != NULL);
 	if (fflush(f) != 0 || fchmod(fd, 0644) != 0 || fsync(fd) != 0)
@@ -268,6 +275,22 @@ print_sources(const char *config_path, const char *site, FILE *f)
  * no longer held under the caller's lease (sql/012: stale_acks).  Before
  * schema 12 the column does not exist: nothing is printed.
  */
+/* One series of metric a row of t, labelled with its column key, valued
+ * with its column value. */
+static void
+series(FILE *f, const char *metric, const char *type, const char *help_text,
+       const struct pn_table *t, const char *key, const char *value)
+{
+	size_t	r;
+
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", metric, help_text, metric, type);
+	for (r = 0; r < t->nrows; r++) {
+		fprintf(f, "%s{", metric);
+		label(f, key, pn_table_get(t, r, key), true);
+		fprintf(f, "} %s\n", pn_table_get(t, r, value));
+	}
+}
+
 static const char feed_sql[] =
 	"SELECT c.consumer, c.stale_acks,"
 	"       (SELECT count(*) FROM paynotify.feed f WHERE f.consumer = c.consumer) AS events"
@@ -277,7 +300,6 @@ static void
 print_feed(const char *config_path, FILE *f)
 {
 	struct pn_table t;
-	size_t	r;
 
 	if (!pn_admin_query(config_path,
 			    PN_SQL("SELECT count(*) FROM pg_attribute WHERE attrelid ="
@@ -291,23 +313,26 @@ print_feed(const char *config_path, FILE *f)
 	pn_table_free(&t);
 	if (!pn_admin_query(config_path, PN_SQL_CONST(feed_sql), 0, NULL, &t))
 		return;
-	fprintf(f, "# HELP paynotify_feed_events Events in the feed not yet acknowledged, per "
-		"consumer group.\n# TYPE paynotify_feed_events gauge\n");
-	for (r = 0; r < t.nrows; r++) {
-		fprintf(f, "paynotify_feed_events{");
-		label(f, "consumer", pn_table_get(&t, r, "consumer"), true);
-		fprintf(f, "} %s\n", pn_table_get(&t, r, "events"));
-	}
-	fprintf(f, "# HELP paynotify_feed_stale_acks_total Acknowledgements refused because the "
-		"event was no longer held under the caller's lease token (claimed again after its "
-		"lease ran out), per consumer group.\n"
-		"# TYPE paynotify_feed_stale_acks_total counter\n");
-	for (r = 0; r < t.nrows; r++) {
-		fprintf(f, "paynotify_feed_stale_acks_total{");
-		label(f, "consumer", pn_table_get(&t, r, "consumer"), true);
-		fprintf(f, "} %s\n", pn_table_get(&t, r, "stale_acks"));
-	}
+	series(f, "paynotify_feed_events", "gauge", "Events in the feed not yet acknowledged, per "
+	       "consumer group.", &t, "consumer", "events");
+	series(f, "paynotify_feed_stale_acks_total", "counter", "Acknowledgements refused because "
+	       "the event was no longer held under the caller's lease token (claimed again after "
+	       "its lease ran out), per consumer group.", &t, "consumer", "stale_acks");
 	pn_table_free(&t);
+}
+
+/* Does the one-value query sql answer true (a table exists)? */
+static bool
+answers_true(const char *config_path, struct pn_sql sql)
+{
+	struct pn_table t;
+	bool	yes;
+
+	if (!pn_admin_query(config_path, sql, 0, NULL, &t))
+		return false;
+	yes = t.nrows == 1 && t.cells[0] && strcmp(t.cells[0], "t") == 0;
+	pn_table_free(&t);
+	return yes;
 }
 
 /* The last `paynotify query` run (sql/006), when the table exists. */
@@ -326,15 +351,9 @@ print_query_run(const char *config_path, FILE *f)
 	struct pn_table t;
 	size_t	i;
 
-	if (!pn_admin_query(config_path,
-			    PN_SQL("SELECT to_regclass('paynotify.query_runs') IS NOT NULL"),
-			    0, NULL, &t))
+	if (!answers_true(config_path, PN_SQL("SELECT to_regclass('paynotify.query_runs') "
+					      "IS NOT NULL")))
 		return;
-	if (t.nrows != 1 || !t.cells[0] || strcmp(t.cells[0], "t") != 0) {
-		pn_table_free(&t);
-		return;
-	}
-	pn_table_free(&t);
 	if (!pn_admin_query(config_path, PN_SQL_CONST(query_run_sql), 0, NULL, &t))
 		return;
 	if (t.nrows == 1) {
@@ -356,6 +375,64 @@ print_query_run(const char *config_path, FILE *f)
 	pn_table_free(&t);
 }
 
+/*
+ * The follow-up schedule of `paynotify query --due` (sql/017), per site:
+ * due (scheduled, the time has come, no run holds it), later, claimed (a
+ * run holds it under a lease), done, expired; the oldest due item's age
+ * (claimed ones included: not answered yet), 0 when none is due.  Before
+ * schema 17 the table does not exist: nothing is printed.
+ */
+static const char follow_up_sql[] =
+	"SELECT site,"
+	"       count(*) FILTER (WHERE state = 'scheduled' AND next_ask_at <= now()"
+	"                          AND (claimed_until IS NULL OR claimed_until <= now())) AS due,"
+	"       count(*) FILTER (WHERE state = 'scheduled' AND next_ask_at > now()"
+	"                          AND (claimed_until IS NULL OR claimed_until <= now())) AS later,"
+	"       count(*) FILTER (WHERE state = 'scheduled' AND claimed_until > now()) AS claimed,"
+	"       count(*) FILTER (WHERE state = 'done') AS done,"
+	"       count(*) FILTER (WHERE state = 'expired') AS expired,"
+	"       coalesce(floor(extract(epoch FROM now() - min(next_ask_at)"
+	"                FILTER (WHERE state = 'scheduled' AND next_ask_at <= now())))::bigint, 0)"
+	"           AS oldest_due_seconds"
+	"  FROM paynotify.follow_ups"
+	" WHERE ($1::text IS NULL OR site = $1)"
+	" GROUP BY site ORDER BY site";
+
+static bool
+follow_up_query(const char *config_path, const char *site, struct pn_table *t)
+{
+	const char *params[1] = {site};
+
+	return answers_true(config_path, PN_SQL("SELECT to_regclass('paynotify.follow_ups') "
+						"IS NOT NULL"))
+	    && pn_admin_query(config_path, PN_SQL_CONST(follow_up_sql), 1, params, t);
+}
+
+static void
+print_follow_up(const char *config_path, const char *site, FILE *f)
+{
+	static const char *const states[] = {"due", "later", "claimed", "done", "expired"};
+	struct pn_table t;
+	size_t	r, i;
+
+	if (!follow_up_query(config_path, site, &t))
+		return;
+	fprintf(f, "# HELP paynotify_follow_up_items Items of the follow-up schedule (paynotify "
+		"query --due), by state: due now, scheduled later, claimed by a run, done, "
+		"expired.\n# TYPE paynotify_follow_up_items gauge\n");
+	for (r = 0; r < t.nrows; r++)
+		for (i = 0; i < PN_ARRAY_LEN(states); i++) {
+			fprintf(f, "paynotify_follow_up_items{");
+			label(f, "site", pn_table_get(&t, r, "site"), true);
+			label(f, "state", states[i], false);
+			fprintf(f, "} %s\n", pn_table_get(&t, r, states[i]));
+		}
+	series(f, "paynotify_follow_up_oldest_due_seconds", "gauge", "How long the oldest due item "
+	       "of the follow-up schedule has been due (0: none is due).", &t, "site",
+	       "oldest_due_seconds");
+	pn_table_free(&t);
+}
+
 static int
 stats_exec(int argc, char **argv, const char *config_path)
 {
@@ -364,6 +441,7 @@ stats_exec(int argc, char **argv, const char *config_path)
 		{"format", required_argument, NULL, 'f'},
 		{"output", required_argument, NULL, 'o'},
 		{"wide", no_argument, NULL, 'W'},
+		{"follow-up", no_argument, NULL, 'F'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -371,6 +449,7 @@ stats_exec(int argc, char **argv, const char *config_path)
 	enum pn_format fmt = pn_format_default();
 	struct pn_config *cfg;
 	struct pn_table t;
+	bool	follow_up = false;
 	int	opt;
 
 	optind = 0;	/* glibc: 0 re-initialises getopt after main() used it */
@@ -378,6 +457,7 @@ stats_exec(int argc, char **argv, const char *config_path)
 		switch (opt) {
 		case 's': params[0] = optarg; break;
 		case 'W': pn_table_set_wide(true); break;
+		case 'F': follow_up = true; break;
 		case 'f':
 			if (!pn_format_parse(optarg, true, &fmt))
 				return PN_EXIT_USAGE;
@@ -399,11 +479,27 @@ stats_exec(int argc, char **argv, const char *config_path)
 		fprintf(stderr, "paynotify: --output FILE needs --format prometheus\n");
 		return PN_EXIT_USAGE;
 	}
+	if (follow_up && (fmt == PN_FMT_PROMETHEUS || output != NULL)) {
+		fprintf(stderr, "paynotify: --follow-up is a table (table, csv, json); the "
+			"prometheus format always has the follow-up series\n");
+		return PN_EXIT_USAGE;
+	}
 	if ((cfg = pn_admin_config(config_path)) == NULL)
 		return PN_EXIT_CONFIG;
 	if (params[0] != NULL && !pn_opt_site(cfg, "--site", params[0])) {
 		pn_cfg_free(cfg);
 		return PN_EXIT_USAGE;
+	}
+	if (follow_up) {
+		pn_cfg_free(cfg);
+		if (!follow_up_query(config_path, params[0], &t)) {
+			fprintf(stderr, "paynotify: stats: the follow-up schedule could not be "
+				"read (schema 17: paynotify migrate)\n");
+			return PN_EXIT_UNAVAILABLE;
+		}
+		pn_table_print(&t, fmt, stdout);
+		pn_table_free(&t);
+		return PN_EXIT_OK;
 	}
 	if (!pn_admin_query_cfg(cfg, fmt == PN_FMT_PROMETHEUS ? PN_SQL_CONST(stats_sql)
 				: PN_SQL_CONST(stats_typed_sql), 1, params, &t)) {
@@ -425,6 +521,7 @@ stats_exec(int argc, char **argv, const char *config_path)
 		print_unhandled(config_path, params[0], stdout);
 		print_query_run(config_path, stdout);
 		print_feed(config_path, stdout);
+		print_follow_up(config_path, params[0], stdout);
 	} else {
 		size_t	r;
 		bool	typed = false;

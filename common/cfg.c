@@ -91,6 +91,17 @@ static const struct pn_cfg_keydef keydefs[] = {
 	{"query", "ca_file", PN_K_PATH, C(query_ca_file), 0, 0, 0, NULL, NULL,
 	 "paynotify query: CA bundle (PEM) the providers' API certificates are verified "
 	 "against, instead of the system's; peer and host are always verified", 0, NULL},
+	{"query", "follow_up_alipay_hours", PN_K_INT, C(query_follow_up_alipay_h), 0, 1, 2160, NULL,
+	 "25", "paynotify query --due: how long after an Alipay order was created it is still "
+	 "asked about (at least the orders' timeout_express)", 0, NULL},
+	{"query", "follow_up_wechatpay_hours", PN_K_INT, C(query_follow_up_wechatpay_h), 0, 1, 2160,
+	 NULL, "25", "paynotify query --due: the same for WeChat Pay (at least the orders' "
+	 "time_expire; also a refund waiting for its confirmation)", 0, NULL},
+	{"query", "follow_up_stripe_hours", PN_K_INT, C(query_follow_up_stripe_h), 0, 1, 2160, NULL,
+	 "72", "paynotify query --due: the same for Stripe", 0, NULL},
+	{"query", "follow_up_2c2p_hours", PN_K_INT, C(query_follow_up_2c2p_h), 0, 1, 2160, NULL,
+	 "72", "paynotify query --due: the same for 2C2P (at least the orders' paymentExpiry)",
+	 0, NULL},
 };
 /* A section holds at most CFG_MAX_KEYS keys: parser.seen; the site keys of every
  * provider together, too: one bit each in parser.failed (checked in load()). */

@@ -120,6 +120,11 @@ struct pn_config {
 	int64_t	query_connect_timeout_ms;
 	int64_t	query_timeout_ms;
 	char   *query_ca_file;		/* CA bundle for the providers' API hosts, or NULL */
+	/* how long `query --due` follows an order up, per provider, in hours */
+	int64_t	query_follow_up_alipay_h;
+	int64_t	query_follow_up_wechatpay_h;
+	int64_t	query_follow_up_stripe_h;
+	int64_t	query_follow_up_2c2p_h;
 	struct pn_site *sites;
 	size_t	nsites;
 };

@@ -21,6 +21,10 @@
 --                   ingest(); never touches an order.
 --   claim_events(), ack_events(), feed_subscribe(), feed_unsubscribe()
 --                   the durable event feed (README "Event feed").
+--   follow_up_new_order() (trigger), follow_up_sweep(), follow_up_claim(),
+--   follow_up_answered(), follow_up_delay()
+--                   the follow-up schedule of `paynotify query --due`
+--                   (sql/017); never on the receivers' path.
 --
 -- Lock order, the same on every path (ingest, reapply, the feed), so that
 -- no two transactions can wait for each other in a cycle:
@@ -1172,6 +1176,219 @@ BEGIN
                       v_refused, p_consumer;
     END IF;
     RETURN v_acked;
+END;
+$$;
+
+-- ---------------------------------------------------------------------------
+-- The follow-up schedule (sql/017; docs/QUERY.md "Follow-up schedule"):
+-- `paynotify query --due`.  Nothing here is on the receivers' path: rows are
+-- made by the shop's INSERT of an order (the trigger) and by the sweep,
+-- never by ingest().
+
+-- How long after the n-th ask the next one comes (n = 0: after the order
+-- was created): 1, 2, 5, 10, 30 minutes, then hourly.
+CREATE OR REPLACE FUNCTION paynotify.follow_up_delay(p_attempts integer) RETURNS interval
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN p_attempts <= 0 THEN interval '1 minute'
+                WHEN p_attempts = 1 THEN interval '2 minutes'
+                WHEN p_attempts = 2 THEN interval '5 minutes'
+                WHEN p_attempts = 3 THEN interval '10 minutes'
+                WHEN p_attempts = 4 THEN interval '30 minutes'
+                ELSE interval '1 hour' END
+$$;
+
+-- The shop inserted orders: a pending one is asked about a minute later
+-- (and then by the backoff) unless its notification comes first.  Once per
+-- statement, over its inserted rows (a transition table: a bulk INSERT of
+-- many orders is one INSERT here, not one call per row).  SECURITY DEFINER
+-- (owned by the schema's owner, a fixed search_path): the shop's role
+-- needs no right on follow_ups, and an upgrade cannot make the shop's
+-- INSERT fail for want of a grant.
+CREATE OR REPLACE FUNCTION paynotify.follow_up_new_order() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    INSERT INTO paynotify.follow_ups (site, order_id, ref, starts_at, next_ask_at)
+    SELECT n.site, n.order_id, 0, n.created_at, n.created_at + paynotify.follow_up_delay(0)
+      FROM new_orders n
+     WHERE n.status = 'pending'
+    ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END;
+$$;
+CREATE OR REPLACE TRIGGER follow_up_new_order AFTER INSERT ON paynotify.orders
+    REFERENCING NEW TABLE AS new_orders
+    FOR EACH STATEMENT EXECUTE FUNCTION paynotify.follow_up_new_order();
+
+-- Before a run claims: (1) delete the rows with nothing left to ask about
+-- (the order is no longer pending and has no payment waiting for a
+-- confirmation: it became final by a notification or an earlier answer, or
+-- was deleted; a refund's confirmation was settled; a finished row older
+-- than the window), never one another run holds: the due ones (so that none
+-- is asked about) and the finished ones, each through its partial index; a
+-- scheduled row that is not due yet waits until it is; (2) at most every 15
+-- minutes (the first run after, for all sites; a run for one site, always,
+-- that site's), add the pending orders created within the window that have
+-- no row (made before schema 17, or inserted with triggers off): a read of
+-- the whole orders table, which the trigger makes a safety net; (3) the
+-- orders with a payment stored pending_confirmation within the window (a
+-- legacy 2C2P form: its order's answer confirms it, whatever the order's
+-- status; a finished row of the order asked before that form came is
+-- scheduled again) and (4) the refunds stored pending_confirmation within
+-- the window (their refund query), both through that outcome's partial
+-- index.  p_window_seconds: the longest horizon of the configuration.
+CREATE OR REPLACE FUNCTION paynotify.follow_up_sweep(
+    p_site text, p_window_seconds bigint, OUT added integer, OUT dropped integer)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_since timestamptz := now() - make_interval(secs => p_window_seconds);
+    v       integer;
+    v_full  boolean;
+BEGIN
+    WITH d AS (
+        DELETE FROM paynotify.follow_ups f
+         WHERE (p_site IS NULL OR f.site = p_site)
+           AND ((f.state = 'scheduled' AND f.next_ask_at <= now()
+                 AND (f.claimed_until IS NULL OR f.claimed_until <= now()))
+                OR f.state <> 'scheduled')
+           AND ((f.ref = 0
+                 AND NOT EXISTS (SELECT 1 FROM paynotify.orders o
+                                  WHERE o.site = f.site AND o.order_id = f.order_id
+                                    AND o.status = 'pending')
+                 AND NOT EXISTS (SELECT 1 FROM paynotify.notifications n
+                                  WHERE n.site = f.site AND n.order_id = f.order_id
+                                    AND n.outcome = 'pending_confirmation'
+                                    AND n.event_kind = 'paid'))
+             OR (f.ref > 0
+                 AND NOT EXISTS (SELECT 1 FROM paynotify.notifications n
+                                  WHERE n.id = f.ref AND n.outcome = 'pending_confirmation'))
+             OR (f.state <> 'scheduled' AND f.starts_at < v_since))
+        RETURNING 1)
+    SELECT count(*)::integer INTO dropped FROM d;
+
+    added := 0;
+    IF p_site IS NOT NULL THEN
+        v_full := true;
+    ELSE
+        UPDATE paynotify.follow_up_sweeps s SET full_at = now()
+         WHERE s.full_at < now() - interval '15 minutes';
+        v_full := FOUND;
+    END IF;
+    IF v_full THEN
+        INSERT INTO paynotify.follow_ups (site, order_id, ref, starts_at, next_ask_at)
+        SELECT o.site, o.order_id, 0, o.created_at, o.created_at + paynotify.follow_up_delay(0)
+          FROM paynotify.orders o
+         WHERE o.status = 'pending' AND o.created_at > v_since
+           AND (p_site IS NULL OR o.site = p_site)
+           AND NOT EXISTS (SELECT 1 FROM paynotify.follow_ups f
+                            WHERE f.site = o.site AND f.order_id = o.order_id AND f.ref = 0)
+        ON CONFLICT DO NOTHING;
+        GET DIAGNOSTICS v = ROW_COUNT;
+        added := v;
+    END IF;
+
+    INSERT INTO paynotify.follow_ups AS f (site, order_id, ref, starts_at, next_ask_at)
+    SELECT n.site, n.order_id, 0, max(n.received_at),
+           max(n.received_at) + paynotify.follow_up_delay(0)
+      FROM paynotify.notifications n
+     WHERE n.outcome = 'pending_confirmation' AND n.event_kind = 'paid'
+       AND n.received_at > v_since AND n.order_id IS NOT NULL
+       AND (p_site IS NULL OR n.site = p_site)
+       AND EXISTS (SELECT 1 FROM paynotify.orders o
+                    WHERE o.site = n.site AND o.order_id = n.order_id)
+     GROUP BY n.site, n.order_id
+    ON CONFLICT (site, order_id, ref) DO UPDATE
+       SET state = 'scheduled', starts_at = EXCLUDED.starts_at,
+           next_ask_at = EXCLUDED.next_ask_at, attempts = 0
+     WHERE f.state <> 'scheduled' AND f.last_asked_at < EXCLUDED.starts_at;
+    GET DIAGNOSTICS v = ROW_COUNT;
+    added := added + v;
+
+    INSERT INTO paynotify.follow_ups (site, order_id, ref, starts_at, next_ask_at)
+    SELECT n.site, coalesce(n.order_id, ''), n.id, n.received_at,
+           n.received_at + paynotify.follow_up_delay(0)
+      FROM paynotify.notifications n
+     WHERE n.outcome = 'pending_confirmation' AND n.event_kind = 'refund'
+       AND n.received_at > v_since AND (p_site IS NULL OR n.site = p_site)
+    ON CONFLICT DO NOTHING;
+    GET DIAGNOSTICS v = ROW_COUNT;
+    added := added + v;
+END;
+$$;
+
+-- Claim the row due longest, unclaimed (or whose claimer's lease ran out):
+-- FOR UPDATE SKIP LOCKED, so that two runs (hosts, timers) never take the
+-- same row, and a lease of p_lease_seconds with a new token.  No row: none
+-- is due.  (A row another run claimed between this statement's snapshot and
+-- its lock fails the re-check and the LIMIT then yields nothing: tried
+-- again while any row is due and free.)
+CREATE OR REPLACE FUNCTION paynotify.follow_up_claim(
+    p_site text, p_lease_seconds integer, p_claimer text)
+RETURNS TABLE (site text, order_id text, ref bigint, attempts integer, starts_at timestamptz,
+               next_ask_at timestamptz, claim_token uuid)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_token uuid := gen_random_uuid();
+    v_try   integer;
+BEGIN
+    FOR v_try IN 1..5 LOOP
+        RETURN QUERY
+        WITH c AS (
+            SELECT f.site, f.order_id, f.ref FROM paynotify.follow_ups f
+             WHERE f.state = 'scheduled' AND f.next_ask_at <= now()
+               AND (f.claimed_until IS NULL OR f.claimed_until <= now())
+               AND (p_site IS NULL OR f.site = p_site)
+             ORDER BY f.next_ask_at
+             LIMIT 1
+             FOR UPDATE SKIP LOCKED)
+        UPDATE paynotify.follow_ups f
+           SET claim_token = v_token, claimed_by = p_claimer,
+               claimed_until = clock_timestamp() + make_interval(secs => p_lease_seconds)
+          FROM c
+         WHERE f.site = c.site AND f.order_id = c.order_id AND f.ref = c.ref
+        RETURNING f.site, f.order_id, f.ref, f.attempts, f.starts_at, f.next_ask_at,
+                  f.claim_token;
+        IF FOUND THEN
+            RETURN;
+        END IF;
+        IF NOT EXISTS (SELECT 1 FROM paynotify.follow_ups f
+                        WHERE f.state = 'scheduled' AND f.next_ask_at <= now()
+                          AND (f.claimed_until IS NULL OR f.claimed_until <= now())
+                          AND (p_site IS NULL OR f.site = p_site)) THEN
+            RETURN;
+        END IF;
+    END LOOP;
+END;
+$$;
+
+-- Record the answer to a claimed row (only under its claim's token: a run
+-- whose lease ran out and whose row another run claimed records nothing).
+-- Final: done.  Otherwise asked again after follow_up_delay(attempts), at
+-- the latest at the horizon (starts_at + p_horizon_seconds), and expired
+-- once asked at or after it.  Returns the row's new state, or nothing.
+CREATE OR REPLACE FUNCTION paynotify.follow_up_answered(
+    p_site text, p_order_id text, p_ref bigint, p_token uuid, p_answer text, p_result text,
+    p_final boolean, p_horizon_seconds bigint,
+    OUT state text, OUT next_ask_at timestamptz, OUT attempts integer)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_horizon interval := make_interval(secs => p_horizon_seconds);
+BEGIN
+    UPDATE paynotify.follow_ups f
+       SET attempts = f.attempts + 1, last_asked_at = now(),
+           last_answer = left(p_answer, 200), last_result = left(p_result, 100),
+           claim_token = NULL, claimed_by = NULL, claimed_until = NULL,
+           state = CASE WHEN p_final THEN 'done'
+                        WHEN now() >= f.starts_at + v_horizon THEN 'expired'
+                        ELSE 'scheduled' END,
+           next_ask_at = CASE WHEN p_final OR now() >= f.starts_at + v_horizon
+                              THEN f.next_ask_at
+                              ELSE least(now() + paynotify.follow_up_delay(f.attempts + 1),
+                                         f.starts_at + v_horizon) END
+     WHERE f.site = p_site AND f.order_id = p_order_id AND f.ref = p_ref
+       AND f.claim_token = p_token
+    RETURNING f.state, f.next_ask_at, f.attempts INTO state, next_ask_at, attempts;
 END;
 $$;
 

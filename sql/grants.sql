@@ -73,6 +73,11 @@ DECLARE
         ['feed',                  'table',    'paynotify_admin',    'SELECT'],
         ['feed',                  'table',    'paynotify_consumer', 'SELECT, UPDATE, DELETE'],
         ['query_runs',            'table',    'paynotify_admin',    'SELECT, INSERT'],
+        -- the follow-up schedule (schema 17): query --due --apply sweeps, claims
+        -- and answers; stats reads it.  The shop's INSERT of an order fires
+        -- follow_up_new_order(), SECURITY DEFINER: the shop needs nothing here
+        ['follow_ups',            'table',    'paynotify_admin',    'SELECT, INSERT, UPDATE, DELETE'],
+        ['follow_up_sweeps',      'table',    'paynotify_admin',    'SELECT, UPDATE'],
         -- sequences
         ['feed_event_seq',        'sequence', 'paynotify_receiver', 'USAGE'],
         ['query_runs_id_seq',     'sequence', 'paynotify_admin',    'USAGE'],
@@ -94,6 +99,12 @@ DECLARE
         ['reapply',               'function', 'paynotify_admin',    'EXECUTE'],
         ['order_rows',            'function', 'paynotify_admin',    'EXECUTE'],
         ['confirm_refund',        'function', 'paynotify_admin',    'EXECUTE'],
+        ['follow_up_delay',       'function', 'paynotify_admin',    'EXECUTE'],
+        ['follow_up_sweep',       'function', 'paynotify_admin',    'EXECUTE'],
+        ['follow_up_claim',       'function', 'paynotify_admin',    'EXECUTE'],
+        ['follow_up_answered',    'function', 'paynotify_admin',    'EXECUTE'],
+        -- the trigger function of the shop's INSERT (SECURITY DEFINER)
+        ['follow_up_new_order',   'function', NULL,                 NULL],
         ['claim_events',          'function', 'paynotify_consumer', 'EXECUTE'],
         ['ack_events',            'function', 'paynotify_consumer', 'EXECUTE'],
         -- the owner adds and removes consumer groups

@@ -567,6 +567,51 @@ class TestOneConfiguration(unittest.TestCase):
                       "(first at %s/conf.d/10-database.conf:3)" % d, p.stderr)
 
 
+    def test_shop_inserts_orders_admin_works_the_follow_up_schedule(self):
+        # the shop's two documented grants only: its INSERT schedules the order
+        # (the trigger's function runs as its owner)
+        PG.psql("DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'pn_shop_ins')"
+                " THEN CREATE ROLE pn_shop_ins LOGIN; END IF; END$$;"
+                " GRANT USAGE ON SCHEMA paynotify TO pn_shop_ins;"
+                " GRANT SELECT, INSERT ON paynotify.orders TO pn_shop_ins;")
+        import psycopg2
+        conn = psycopg2.connect(host=PG.host, port=PG.port, user="pn_shop_ins",
+                                dbname=pntest.PG_DB)
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute("INSERT INTO paynotify.orders (site, order_id, amount_minor, currency)"
+                        " VALUES (%s, 'G-7', 900, 'USD')", (SITE_A.name,))
+            with self.assertRaises(psycopg2.Error):     # and nothing more
+                cur.execute("SELECT * FROM paynotify.follow_ups")
+        conn.close()
+        self.assertEqual(PG.scalar("SELECT state FROM paynotify.follow_ups "
+                                   "WHERE order_id = 'G-7'"), "scheduled")
+        PG.psql("UPDATE paynotify.follow_ups SET next_ask_at = now() - interval '1 second' "
+                "WHERE order_id = 'G-7'")
+        adm = pntest.write_config(conninfo=conninfo("pn_adm"))
+        nobody = pntest.write_config(conninfo=conninfo("pn_nobody"))
+        env = pntest.clean_env({"PAYNOTIFY_CONFIG": nobody.path})
+        p = subprocess.run([ADMIN, "query", "--due", "--apply"], env=env,
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 3, p.stdout + p.stderr)
+        self.assertIn("permission denied", p.stderr)
+        # the admin role: swept, claimed, asked (no query credentials in this
+        # configuration: attention, exit 1) and recorded
+        env = pntest.clean_env({"PAYNOTIFY_CONFIG": adm.path})
+        p = subprocess.run([ADMIN, "query", "--due", "--apply", "--format", "csv"], env=env,
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertIn(",G-7,", p.stdout)
+        self.assertNotIn("could not record the query run", p.stderr)   # query_runs' sequence
+        self.assertEqual(PG.psql("SELECT state, attempts, last_result FROM paynotify.follow_ups "
+                                 "WHERE order_id = 'G-7'"), [("scheduled", "1", "attention")])
+        p = subprocess.run([ADMIN, "stats", "--follow-up", "--format", "csv"], env=env,
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        # (other tests' pending orders are scheduled too: none is due)
+        self.assertRegex(p.stdout, r"\n%s,0,[1-9][0-9]*,0,0,0,0\n" % SITE_A.name)
+
+
 class TestConsumerGrants(unittest.TestCase):
     def as_shop(self, sql):
         import psycopg2

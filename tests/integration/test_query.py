@@ -715,20 +715,7 @@ class TestTwoC2P(Base, unittest.TestCase):
         self.assertEqual(PG.order(self.site, self.oid)["status"], "failed")
 
 
-def legacy_form(oid, tref, approval, eci, signed=None):
-    """A legacy Redirect API paid form for oid, signed with the site's key;
-    signed: the (transaction_ref, approval_code, eci) the MAC was computed
-    over, when the posted split differs (a re-split)."""
-    def fields(t, a, e):
-        return [("version", "7.0"), ("request_timestamp", "2024-05-20 10:00:00"),
-                ("merchant_id", pnkit.TWOC2P_MERCHANT), ("order_id", oid), ("invoice_no", ""),
-                ("currency", "702"), ("amount", "000000001999"), ("transaction_ref", t),
-                ("approval_code", a), ("eci", e), ("transaction_datetime", "2024-05-20 10:00:05"),
-                ("payment_channel", "001"), ("payment_status", "000"),
-                ("channel_response_code", "00"), ("channel_response_desc", "success"),
-                ("masked_pan", "411111XXXXXX1111")]
-    hv = pnsign.legacy_hash(fields(*(signed or (tref, approval, eci))), pnkit.TWOC2P_KEY)
-    return pnsign.legacy_body(fields(tref, approval, eci), pnkit.TWOC2P_KEY, hash_value=hv)
+legacy_form = pnkit.twoc2p_legacy_form if psp_standins else None
 
 
 class TestTwoC2PLegacyConfirmation(unittest.TestCase):

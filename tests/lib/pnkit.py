@@ -189,6 +189,22 @@ def twoc2p_paid(oid, amount='"19.99"', **kw):
     return sign_2c2p(twoc2p_payload(oid, amount, **kw))
 
 
+def twoc2p_legacy_form(oid, tref, approval, eci, signed=None):
+    """A legacy Redirect API paid form for oid (19.99 SGD), signed with the
+    site's key; signed: the (transaction_ref, approval_code, eci) the MAC was
+    computed over, when the posted split differs (a re-split)."""
+    def fields(t, a, e):
+        return [("version", "7.0"), ("request_timestamp", "2024-05-20 10:00:00"),
+                ("merchant_id", TWOC2P_MERCHANT), ("order_id", oid), ("invoice_no", ""),
+                ("currency", "702"), ("amount", "000000001999"), ("transaction_ref", t),
+                ("approval_code", a), ("eci", e), ("transaction_datetime", "2024-05-20 10:00:05"),
+                ("payment_channel", "001"), ("payment_status", "000"),
+                ("channel_response_code", "00"), ("channel_response_desc", "success"),
+                ("masked_pan", "411111XXXXXX1111")]
+    hv = pnsign.legacy_hash(fields(*(signed or (tref, approval, eci))), TWOC2P_KEY)
+    return pnsign.legacy_body(fields(tref, approval, eci), TWOC2P_KEY, hash_value=hv)
+
+
 def sign_wechat_v3(resource_text, event="TRANSACTION.SUCCESS", aad="transaction", ts=None,
                    serial=WX_PUBID, envelope=None):
     """A v3 notification whose encrypted resource is resource_text (str/bytes)."""

@@ -115,6 +115,15 @@ def _tail(path, max_bytes=6000):
         return "(cannot read %s: %s)" % (path, e)
 
 
+def run_admin(config, *args, timeout=120):
+    """`paynotify -c config ARGS...` in a clean environment, bounded by
+    patience(timeout): (exit status, stdout, stderr) as text."""
+    p = subprocess.run([os.path.join(REPO, "paynotify"), "-c", config] + list(args),
+                       env=clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=patience(timeout))
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
 def clean_env(extra=None):
     """The environment for child processes: no PG* or PAYNOTIFY_* leaking in."""
     env = {k: v for k, v in os.environ.items()
@@ -538,6 +547,9 @@ class PgCluster:
     def reset(self):
         self.psql("TRUNCATE paynotify.notifications, paynotify.orders, paynotify.feed, "
                   "paynotify.cases")
+        # the follow-up schedule (schema 17; an older schema has none)
+        self.psql("DO $$BEGIN IF to_regclass('paynotify.follow_ups') IS NOT NULL THEN "
+                  "TRUNCATE paynotify.follow_ups; END IF; END$$")
 
     def server_log(self):
         if not self.logfile:
