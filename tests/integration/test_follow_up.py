@@ -397,7 +397,7 @@ class TestDocumentedTimer(Base):
             block = doc.split(marker, 1)[1].split("```", 1)[0]
         m = re.search(pattern, block, re.M)
         self.assertIsNotNone(m, block)
-        return m.group(1).replace("/usr/local/bin/", "")
+        return m.group(1).replace("/usr/local/bin/", "").replace("/usr/bin/", "")
 
     def run_documented(self, cmd):
         env = pntest.clean_env({"PAYNOTIFY_CONFIG": CFG,
