@@ -18,7 +18,7 @@
 #include "util.h"
 
 /* The schema version this build expects (the highest sql/NNN_*.sql). */
-#define PN_SCHEMA_VERSION 14
+#define PN_SCHEMA_VERSION 16
 
 /* Exit statuses: common/exit.h, one table for every program. */
 

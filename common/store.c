@@ -31,7 +31,10 @@
 	"$9::jsonb, $10::bytea, $11, $12::jsonb) ORDER BY ord"
 #define COMBINED_NPARAMS 12
 
-/* The wake-up: its own statement, after the answer (README "Event feed"). */
+/* The wake-up: its own statement, after the answer (README "Event feed");
+ * prepared with the ingest statement, so that a new notification costs the
+ * server no parse and plan of it (docs/PERFORMANCE.md, round 3). */
+#define WAKEUP_STMT "pn_wakeup"
 #define WAKEUP_SQL "SELECT pg_notify('paynotify', $1)"
 
 struct pn_store {
@@ -212,6 +215,14 @@ connect_db(struct pn_store *s, struct pn_err *err)
 		else
 			set_pq_error(err, "could not prepare the ingest statement (is the schema "
 				     "loaded? run `paynotify migrate`)", PQerrorMessage(s->conn));
+		PQclear(res);
+		disconnect(s);
+		return false;
+	}
+	PQclear(res);
+	res = PQprepare(s->conn, WAKEUP_STMT, WAKEUP_SQL, 1, NULL);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		set_pq_error(err, "could not prepare the wake-up statement", PQerrorMessage(s->conn));
 		PQclear(res);
 		disconnect(s);
 		return false;
@@ -699,7 +710,9 @@ pn_store_send_wakeup(struct pn_store *s, struct pn_err *err)
 			ok = false;
 			break;
 		}
-		res = PQexecParams(s->conn, WAKEUP_SQL, 1, NULL, values, NULL, NULL, 0);
+		res = s->use_prepared && s->prepared
+		    ? PQexecPrepared(s->conn, WAKEUP_STMT, 1, values, NULL, NULL, 0)
+		    : PQexecParams(s->conn, WAKEUP_SQL, 1, NULL, values, NULL, NULL, 0);
 		ok = PQresultStatus(res) == PGRES_TUPLES_OK;
 		if (!ok)
 			set_pq_error(err, "wake-up not sent", PQresultErrorMessage(res)[0]
