@@ -184,21 +184,43 @@ def _make_chunk(args):
     return [MAKERS[provider](i, tag, now) for i in range(lo, hi)]
 
 
-def generate(provider, tag, count, copies, path, pool):
+RESEND_BLOCK = 2000     # notifications between two copies of one in the resend set
+
+
+def generate(provider, tag, count, copies, path, pool, spread=0):
     """count distinct notifications for orders <provider>-0..count-1, each
-    written `copies` times in a row; returns the first request."""
+    written `copies` times in a row (spread 0), or, with spread, in blocks
+    of `spread` notifications each written `copies` times over (a provider
+    resending what it has not had acknowledged: the copies of one
+    notification `spread` requests apart, never at the same moment);
+    returns the first request."""
     now = int(time.time())
     step = max(1, count // 16)
     chunks = [(provider, tag, lo, min(count, lo + step), now) for lo in range(0, count, step)]
     first = None
+    block = []
+
+    def flush(f):
+        for _ in range(copies):
+            for r in block:
+                f.write(b"%d\n" % len(r))
+                f.write(r)
+        del block[:]
+
     with open(path, "wb") as f:
         for reqs in pool.imap(_make_chunk, chunks):
             for r in reqs:
                 if first is None:
                     first = r
+                if spread:
+                    block.append(r)
+                    if len(block) == spread:
+                        flush(f)
+                    continue
                 for _ in range(copies):
                     f.write(b"%d\n" % len(r))
                     f.write(r)
+        flush(f)
     return first
 
 
@@ -619,6 +641,10 @@ class Bench:
                     generate(p, "X", nd, 5, path, pool)
                     self.reqfiles[(p, "dup5")] = path
                     self.counts[(p, "dup5")] = nd
+                    path = os.path.join(self.base, "req", p + "-resend.req")
+                    generate(p, "R", nd, 5, path, pool, spread=RESEND_BLOCK)
+                    self.reqfiles[(p, "resend5")] = path
+                    self.counts[(p, "resend5")] = nd
         self.norders = n
         log("bench: %d distinct signed notifications per provider%s in %.1f s" % (
             n, " (+ a 5x duplicate set)" if a.dup else "", time.time() - t0))
@@ -947,7 +973,7 @@ class Bench:
                                  and st["events"] == st["deliveries"],
                                  "distinct set: %d events for %d deliveries"
                                  % (st["events"], st["deliveries"]))
-        if dataset == "dup5":
+        if dataset in ("dup5", "resend5"):
             lim = 5 * (1 + r["wraps"])
             ok &= self.check(label, st["max_deliveries"] <= lim
                              and st["deliveries"] > st["events"],
@@ -1209,7 +1235,7 @@ class Bench:
             # (the request line is inside each record: rewrite it): the
             # distinct set and the same duplicate stream, so that each
             # receiver's duplicates are set against the minimal responder's
-            for ds in ("distinct", "dup5"):
+            for ds in ("distinct", "dup5", "resend5"):
                 if ("alipay", ds) not in self.reqfiles:
                     continue
                 self.minimal_files[ds] = os.path.join(self.base, "req", "minimal-%s.req" % ds)
@@ -1234,9 +1260,10 @@ class Bench:
                         cases.append(("minimal", "alipay", "distinct", conc, state))
                     cases += [("receiver", p, "distinct", conc, state) for p in a.providers]
                     if a.dup and conc == max(a.conc):
-                        if "dup5" in self.minimal_files:
-                            cases.append(("minimal", "alipay", "dup5", conc, state))
-                        cases += [("receiver", p, "dup5", conc, state) for p in a.providers]
+                        for ds in ("dup5", "resend5"):
+                            if ds in self.minimal_files:
+                                cases.append(("minimal", "alipay", ds, conc, state))
+                            cases += [("receiver", p, ds, conc, state) for p in a.providers]
                     # a different case goes first in every run (no position bias)
                     k = (run - 1) % len(cases)
                     for c in cases[k:] + cases[:k]:
@@ -1318,9 +1345,11 @@ class Bench:
             rs = self.results[k]
             kind, p, ds, conc, state = k
             rps = med([r["rps"] for r in rs])
-            name = ("minimal responder (ceiling a)" + (" ×5 duplicates" if ds == "dup5" else ""))\
+            name = ("minimal responder (ceiling a)" + {"dup5": " ×5 duplicates",
+                                                        "resend5": " ×5 resent"}.get(ds, ""))\
                 if kind == "minimal" else \
-                p + {"dup5": " ×5 duplicates", "nonotify": ", paynotify.notify = off",
+                p + {"dup5": " ×5 duplicates", "resend5": " ×5 resent",
+                     "nonotify": ", paynotify.notify = off",
                      "unnamed": ", prepared_statements = off (direct)",
                      "pgb-session": " via pgbouncer session (prepared)",
                      "pgb-transaction": " via pgbouncer transaction (unnamed)"}.get(ds, "")
@@ -1334,9 +1363,10 @@ class Bench:
                 rss = "%d→%d" % (self.rss_start[p], max(r["rss_kib"] for r in rs))
             # a duplicate set against the minimal responder fed the same
             # duplicate stream; everything else against its distinct rate
-            c = ceil.get(("dup5" if ds == "dup5" else "distinct", conc, state))
+            dupset = ds in ("dup5", "resend5")
+            c = ceil.get((ds if dupset else "distinct", conc, state))
             vs_min = ("%.2f×" % (rps / c)) if c else "—"
-            if ds == "dup5":
+            if dupset:
                 d = (ceil.get(("distinct", conc, state)) if kind == "minimal"
                      else own.get((p, conc, state)))
                 if d:
