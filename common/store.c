@@ -164,6 +164,22 @@ notice_to_log(void *arg, const PGresult *res)
 		pn_log(level, "database notice: %.*s", (int)strcspn(msg, "\n"), msg);
 }
 
+/* One session set-up statement's result: true if it has status want; else
+ * err says what failed and the connection is dropped.  Clears res. */
+static bool
+session_step(struct pn_store *s, PGresult *res, ExecStatusType want, const char *what,
+	     struct pn_err *err)
+{
+	bool	ok = PQresultStatus(res) == want;
+
+	if (!ok) {
+		set_pq_error(err, what, PQerrorMessage(s->conn));
+		disconnect(s);
+	}
+	PQclear(res);
+	return ok;
+}
+
 static bool
 connect_db(struct pn_store *s, struct pn_err *err)
 {
@@ -195,15 +211,10 @@ connect_db(struct pn_store *s, struct pn_err *err)
 	 * exec_unnamed.
 	 */
 	timeout = s->timeout_ms;
-	res = PQexecParams(s->conn, "SELECT set_config('statement_timeout', $1, false)", 1, NULL,
-			   &timeout, NULL, NULL, 0);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		set_pq_error(err, "could not set statement_timeout", PQerrorMessage(s->conn));
-		PQclear(res);
-		disconnect(s);
+	if (!session_step(s, PQexecParams(s->conn, "SELECT set_config('statement_timeout', $1, "
+					  "false)", 1, NULL, &timeout, NULL, NULL, 0),
+			  PGRES_TUPLES_OK, "could not set statement_timeout", err))
 		return false;
-	}
-	PQclear(res);
 	res = PQprepare(s->conn, INGEST_STMT, INGEST_SQL, INGEST_NPARAMS, NULL);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 		const char *st = PQresultErrorField(res, PG_DIAG_SQLSTATE);
@@ -220,14 +231,9 @@ connect_db(struct pn_store *s, struct pn_err *err)
 		return false;
 	}
 	PQclear(res);
-	res = PQprepare(s->conn, WAKEUP_STMT, WAKEUP_SQL, 1, NULL);
-	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-		set_pq_error(err, "could not prepare the wake-up statement", PQerrorMessage(s->conn));
-		PQclear(res);
-		disconnect(s);
+	if (!session_step(s, PQprepare(s->conn, WAKEUP_STMT, WAKEUP_SQL, 1, NULL),
+			  PGRES_COMMAND_OK, "could not prepare the wake-up statement", err))
 		return false;
-	}
-	PQclear(res);
 	s->prepared = true;
 	return true;
 }
