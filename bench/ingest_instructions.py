@@ -15,7 +15,7 @@ cancelled out.  The single-user backend writes WAL and commits as a server
 backend does; what it leaves out is the client protocol and waiting.
 
     bench/ingest_instructions.py --schema before=/tmp/sql-before --schema after=sql \\
-        [--history 50000] [--dup]
+        [--history 50000] [--dup] [--set paynotify.notify=off]
 
 --dup also counts the duplicate path: the same statements on 10 keys, so
 that after the first 10 every execution is a re-delivery of a committed
@@ -39,15 +39,16 @@ import pgbench_ingest  # noqa: E402
 SHORT, LONG = 50, 250
 
 
-def count(pg, script, n):
+def count(pg, script, n, settings=()):
     body = open(script).read().strip().rstrip(";")
     inp = "PREPARE p AS %s;\n\n" % body + "EXECUTE p;\n\n" * n
     out = os.path.join(pg.base, "callgrind.out")
     if os.path.exists(out):
         os.unlink(out)
     r = subprocess.run(bench.as_owner(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out,
-                                       os.path.join(pg.bindir, "postgres"), "--single", "-j",
-                                       "-D", pg.data, "paynotify"]),
+                                       os.path.join(pg.bindir, "postgres"), "--single", "-j"]
+                                      + ["-c%s" % x for x in settings]
+                                      + ["-D", pg.data, "paynotify"]),
                        input=inp, text=True, capture_output=True, cwd=pg.base)
     if r.returncode != 0 or "ERROR" in r.stdout or "ERROR" in r.stderr:
         raise RuntimeError("single-user run failed:\n%s\n%s" % (r.stdout[-2000:], r.stderr[-2000:]))
@@ -64,6 +65,9 @@ def main():
     ap.add_argument("--history", type=int, default=0,
                     help="old notifications (analysed) before the run; 0: fresh schema")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="a server setting for the counted sessions (repeatable), "
+                    "e.g. paynotify.notify=off")
     ap.add_argument("--dup", action="store_true",
                     help="also count re-deliveries (the statements on 10 keys)")
     a = ap.parse_args()
@@ -99,7 +103,7 @@ def main():
                     b.reset("pgb", 100000, state)    # as many orders as a bench run
                     b.pg._pg("pg_ctl", "-D", b.pg.data, "-m", "fast", "-w", "stop")
                     try:
-                        n.append(count(b.pg, scripts[v], reps))
+                        n.append(count(b.pg, scripts[v], reps, a.set))
                     finally:
                         b.pg._pg("pg_ctl", "-D", b.pg.data, "-l", b.pg.logfile, "-w", "-t", "60",
                                  "start")

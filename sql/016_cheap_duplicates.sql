@@ -1,5 +1,6 @@
--- paynotify schema, version 16: a re-delivery's counter update stays HOT, and one
--- index entry fewer per new notification (issue 25, docs/PERFORMANCE.md).
+-- paynotify schema, version 16: a re-delivery's counter update stays HOT and
+-- logs ~40 bytes; less WAL and CPU per new notification (issue 25,
+-- docs/PERFORMANCE.md "Round 3").
 --
 -- A re-delivery counts itself in its stored row (deliveries + 1,
 -- last_delivery_at = now()).  Until now that UPDATE rewrote a ~1.3 kB row
@@ -27,6 +28,15 @@
 --     asks for a range (purge, replay --since/--until, report, reconcile,
 --     query), and a B-tree entry per new notification was WAL and CPU on
 --     the hot path for none of them.
+--  4. notifications_resolution_check (schema 14) is a table CHECK, and
+--     PostgreSQL parses a table CHECK's stored node text again at the start
+--     of every INSERT or UPDATE of the table (ExecRelCheck, stringToNode;
+--     docs/PERFORMANCE.md, schema 8): ~135,000 instructions per ingest,
+--     a quarter of a duplicate's.  The byte limits go into two domains
+--     (paynotify.resolution_note, 1..1000 bytes; paynotify.resolved_by,
+--     1..300 bytes; compiled once per session) and the CHECK keeps only
+--     "all four set or none", as num_nulls(...) IN (0, 4): the same rows
+--     allowed, a node text a fraction of the size.
 --
 -- Not done, and why (docs/PERFORMANCE.md): moving the raw body out of the
 -- row.  PostgreSQL 15 TOASTs a row only above its fixed 2 kB threshold,
@@ -57,6 +67,23 @@ ALTER TABLE paynotify.notifications SET (fillfactor = 70);
 DROP INDEX paynotify.notifications_received_idx;
 CREATE INDEX notifications_received_idx ON paynotify.notifications
     USING brin (received_at) WITH (pages_per_range = 32);
+
+-- 4. the resolution CHECK, small; the byte limits as domains (as sql/008)
+CREATE DOMAIN paynotify.resolution_note AS text;
+CREATE DOMAIN paynotify.resolved_by AS text;
+ALTER TABLE paynotify.notifications
+    DROP CONSTRAINT notifications_resolution_check,
+    ALTER COLUMN resolution_note TYPE paynotify.resolution_note,
+    ALTER COLUMN resolved_by TYPE paynotify.resolved_by;
+ALTER DOMAIN paynotify.resolution_note ADD CONSTRAINT resolution_note_check
+    CHECK (octet_length(VALUE) BETWEEN 1 AND 1000) NOT VALID;
+ALTER DOMAIN paynotify.resolved_by ADD CONSTRAINT resolved_by_check
+    CHECK (octet_length(VALUE) BETWEEN 1 AND 300) NOT VALID;
+ALTER DOMAIN paynotify.resolution_note VALIDATE CONSTRAINT resolution_note_check;
+ALTER DOMAIN paynotify.resolved_by VALIDATE CONSTRAINT resolved_by_check;
+ALTER TABLE paynotify.notifications
+    ADD CONSTRAINT notifications_resolution_check
+    CHECK (num_nulls(resolved_at, resolved_by, resolution_note, resolved_outcome) IN (0, 4));
 
 INSERT INTO paynotify.schema_version (version) VALUES (16);
 
