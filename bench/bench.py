@@ -184,21 +184,43 @@ def _make_chunk(args):
     return [MAKERS[provider](i, tag, now) for i in range(lo, hi)]
 
 
-def generate(provider, tag, count, copies, path, pool):
+RESEND_BLOCK = 2000     # notifications between two copies of one in the resend set
+
+
+def generate(provider, tag, count, copies, path, pool, spread=0):
     """count distinct notifications for orders <provider>-0..count-1, each
-    written `copies` times in a row; returns the first request."""
+    written `copies` times in a row (spread 0), or, with spread, in blocks
+    of `spread` notifications each written `copies` times over (a provider
+    resending what it has not had acknowledged: the copies of one
+    notification `spread` requests apart, never at the same moment);
+    returns the first request."""
     now = int(time.time())
     step = max(1, count // 16)
     chunks = [(provider, tag, lo, min(count, lo + step), now) for lo in range(0, count, step)]
     first = None
+    block = []
+
+    def flush(f):
+        for _ in range(copies):
+            for r in block:
+                f.write(b"%d\n" % len(r))
+                f.write(r)
+        del block[:]
+
     with open(path, "wb") as f:
         for reqs in pool.imap(_make_chunk, chunks):
             for r in reqs:
                 if first is None:
                     first = r
+                if spread:
+                    block.append(r)
+                    if len(block) == spread:
+                        flush(f)
+                    continue
                 for _ in range(copies):
                     f.write(b"%d\n" % len(r))
                     f.write(r)
+        flush(f)
     return first
 
 
@@ -266,8 +288,9 @@ def rss_kib(pid):
 
 
 class Pg:
-    def __init__(self, base):
+    def __init__(self, base, statements=False):
         self.base = base
+        self.statements = statements
         self.data = os.path.join(base, "data")
         self.logfile = os.path.join(base, "server.log")
         self.bindir = pntest.pg_bindir()
@@ -291,6 +314,13 @@ class Pg:
             f.write("\n# bench/run\nlisten_addresses = ''\n"
                     "unix_socket_directories = '%s'\nunix_socket_permissions = 0777\n"
                     "max_connections = 100\nlog_min_messages = warning\n" % self.base)
+            if self.statements:
+                # --pg-statements: where PostgreSQL's time goes, per statement
+                # and per function (costs a little itself: compare runs that
+                # both have it)
+                f.write("shared_preload_libraries = 'pg_stat_statements'\n"
+                        "pg_stat_statements.track = all\npg_stat_statements.max = 1000\n"
+                        "track_functions = all\n")
         if IS_ROOT:
             open(self.logfile, "a").close()
             import pwd
@@ -549,8 +579,10 @@ class Bench:
         for d in ("pg", "sock", "log", "nginx", "req", "cfg"):
             os.makedirs(os.path.join(self.base, d))
             os.chmod(os.path.join(self.base, d), 0o755)
-        self.pg = Pg(os.path.join(self.base, "pg"))
+        self.pg = Pg(os.path.join(self.base, "pg"), a.pg_statements)
         self.pg.start()
+        if a.pg_statements:
+            self.pg.psql("CREATE EXTENSION pg_stat_statements")
         self.conf = write_config(os.path.join(self.base, "cfg"), self.pg)
         self.pg.psql("CREATE SEQUENCE public.bench_seq")
         self.state = None
@@ -609,6 +641,10 @@ class Bench:
                     generate(p, "X", nd, 5, path, pool)
                     self.reqfiles[(p, "dup5")] = path
                     self.counts[(p, "dup5")] = nd
+                    path = os.path.join(self.base, "req", p + "-resend.req")
+                    generate(p, "R", nd, 5, path, pool, spread=RESEND_BLOCK)
+                    self.reqfiles[(p, "resend5")] = path
+                    self.counts[(p, "resend5")] = nd
         self.norders = n
         log("bench: %d distinct signed notifications per provider%s in %.1f s" % (
             n, " (+ a 5x duplicate set)" if a.dup else "", time.time() - t0))
@@ -686,6 +722,61 @@ class Bench:
             self.pg.psql("VACUUM ANALYZE paynotify.orders")
             self.pg.psql("VACUUM ANALYZE paynotify.notifications")
         self.pg.psql("CHECKPOINT")
+
+    def stmt_reset(self):
+        """--pg-statements: zero pg_stat_statements and the function and
+        table counters of this database before a case."""
+        if self.a.pg_statements:
+            self.pg.psql("SELECT pg_stat_statements_reset(); SELECT pg_stat_reset()")
+
+    def stmt_snapshot(self, handled):
+        """--pg-statements: per notification handled, each statement's calls,
+        execution (and planning) time, WAL bytes and buffer hits since
+        stmt_reset (top level and nested, pg_stat_statements.track = all),
+        and each function's calls and self time (track_functions)."""
+        if not self.a.pg_statements or not handled:
+            return None
+        rows = self.pg.psql(
+            "SELECT toplevel, calls, total_exec_time, total_plan_time, wal_bytes, "
+            "shared_blks_hit + shared_blks_read, "
+            "left(replace(regexp_replace(query, '\\s+', ' ', 'g'), '|', '/'), 110) "
+            "FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database "
+            "WHERE datname = current_database()) AND query NOT LIKE '%pg_stat_%' "
+            "ORDER BY toplevel DESC, total_exec_time DESC LIMIT 14")
+        st = [{"top": r[0] == "t", "calls": int(r[1]) / handled,
+               "exec_us": float(r[2]) * 1000 / handled, "plan_us": float(r[3]) * 1000 / handled,
+               "wal_b": float(r[4]) / handled, "blks": int(r[5]) / handled, "query": r[6]}
+              for r in rows]
+        time.sleep(1.2)     # idle backends flush their function counters (1 s at most)
+        rows = self.pg.psql(
+            "SELECT schemaname || '.' || funcname, calls, total_time, self_time "
+            "FROM pg_stat_user_functions ORDER BY self_time DESC LIMIT 12")
+        fn = [{"name": r[0], "calls": int(r[1]) / handled,
+               "total_us": float(r[2]) * 1000 / handled, "self_us": float(r[3]) * 1000 / handled}
+              for r in rows]
+        return {"statements": st, "functions": fn}
+
+    def pg_cpu_by_type(self, c0, c1):
+        """PostgreSQL CPU between two snapshots by process title: client
+        backends, walwriter, checkpointer, autovacuum, ... and "exited"
+        (the postmaster's reaped children: backends and workers that ended)."""
+        pm = self.pg.pid()
+        out = collections.Counter()
+        for p in c1:
+            d = c1[p] - c0.get(p, 0)
+            if p == pm:
+                out["postmaster+exited"] += d
+                continue
+            try:
+                with open("/proc/%d/cmdline" % p, "rb") as f:
+                    title = f.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                title = "?"
+            t = title.split(":", 1)[1].strip() if ":" in title else title
+            if t.startswith("paynotify ") or "[local]" in t:
+                t = "client backends"
+            out[t.split(" ")[0] if t != "client backends" else t] += d
+        return dict(out)
 
     def wal_syncs(self):
         """WAL flushes (fdatasync/fsync calls) so far, pg_stat_wal.wal_sync."""
@@ -768,7 +859,8 @@ class Bench:
             else dataset
         self.reset(reqp, self.counts[(reqp, base_ds)], state)
         if kind == "minimal":
-            reqfile = self.minimal_file
+            # the same requests as the Alipay receiver's of this data set
+            reqfile = self.minimal_files[base_ds]
             workers = self.minimal.workers()
             url_path = "/notify/minimal/%s" % SITE
         else:
@@ -780,6 +872,7 @@ class Bench:
         groups = self.cpu_groups(workers)
         if dataset.startswith("pgb-"):
             groups["pgbouncer"] = self.bouncer_pids(dataset[4:])
+        self.stmt_reset()
         lsn0 = self.pg.one("SELECT pg_current_wal_lsn()")[0]
         sync0 = self.wal_syncs()
         tr0 = self.tuples_read()
@@ -792,8 +885,16 @@ class Bench:
         cpu = {}
         for g in groups:
             cpu[g] = sum(c1[g].get(p, 0) - c0[g].get(p, 0) for p in c1[g]) / CLK_TCK
+        pg_by_type = self.pg_cpu_by_type(c0["postgres"], c1["postgres"])
         wal = int(self.pg.one("SELECT pg_current_wal_lsn() - '%s'::pg_lsn" % lsn0)[0])
         syncs = self.wal_syncs() - sync0
+        stmts_handled = int(self.pg.one(
+            "SELECT coalesce(sum(deliveries), 0) FROM paynotify.notifications "
+            "WHERE provider <> 'history'")[0]) if self.a.pg_statements else 0
+        stmts = self.stmt_snapshot(stmts_handled)
+        if stmts is not None:
+            stmts["cpu_by_type"] = {t: v * 1e6 / CLK_TCK / stmts_handled
+                                    for t, v in pg_by_type.items()}
         self.settle(rcv if kind == "receiver" else None, off if kind == "receiver" else 0)
         st = self.db_state(reqp)
         res = {"kind": kind, "provider": provider, "dataset": dataset, "conc": conc,
@@ -802,7 +903,8 @@ class Bench:
                "max_ms": w["max_us"] / 1000, "wrk_ok": w["requests"] - w["status"],
                "non2xx": w["status"],
                "sock_err": w["connect"] + w["read"] + w["write"] + w["timeout"],
-               "wraps": w["wraps"], "db": st, "cpu_s": cpu, "elapsed": elapsed}
+               "wraps": w["wraps"], "db": st, "cpu_s": cpu, "elapsed": elapsed,
+               "pg_statements": stmts}
         handled = st["deliveries"]
         res["handled"] = handled
         res["wal_per"] = wal / handled if handled else 0
@@ -871,7 +973,7 @@ class Bench:
                                  and st["events"] == st["deliveries"],
                                  "distinct set: %d events for %d deliveries"
                                  % (st["events"], st["deliveries"]))
-        if dataset == "dup5":
+        if dataset in ("dup5", "resend5"):
             lim = 5 * (1 + r["wraps"])
             ok &= self.check(label, st["max_deliveries"] <= lim
                              and st["deliveries"] > st["events"],
@@ -927,6 +1029,7 @@ class Bench:
             f.write(self.pgbench_script(variant))
         pm = self.pg.pid()
         pids = self.pg.pids()
+        self.stmt_reset()
         lsn0 = self.pg.one("SELECT pg_current_wal_lsn()")[0]
         sync0 = self.wal_syncs()
         c0 = {p: cpu_ticks(p, p == pm) for p in pids}
@@ -938,7 +1041,9 @@ class Bench:
                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         out = r.stdout.decode()
         time.sleep(0.3)         # pgbench's backends exit and are reaped
-        cpu = sum(cpu_ticks(p, p == pm) - c0.get(p, 0) for p in pids) / CLK_TCK
+        c1 = {p: cpu_ticks(p, p == pm) for p in pids}
+        cpu = sum(c1[p] - c0.get(p, 0) for p in pids) / CLK_TCK
+        pg_by_type = self.pg_cpu_by_type(c0, c1)
         m = re.search(r"tps = ([0-9.]+) \(without initial", out)
         lat = re.search(r"latency average = ([0-9.]+) ms", out)
         tx = re.search(r"number of transactions actually processed: (\d+)", out)
@@ -946,13 +1051,18 @@ class Bench:
             raise RuntimeError("pgbench failed: %s %s" % (out, r.stderr.decode()))
         wal = int(self.pg.one("SELECT pg_current_wal_lsn() - '%s'::pg_lsn" % lsn0)[0])
         syncs = self.wal_syncs() - sync0
+        stmts = self.stmt_snapshot(int(tx.group(1)))
+        if stmts is not None:
+            stmts["cpu_by_type"] = {t: v * 1e6 / CLK_TCK / int(tx.group(1))
+                                    for t, v in pg_by_type.items()}
         st = self.db_state("pgb")
         res = {"kind": "pgbench", "variant": variant, "state": state, "conc": a.pgbench_clients,
                "run": run, "rps": float(m.group(1)),
                "wal_per": wal / max(1, int(tx.group(1))),
                "wal_sync_per": syncs / max(1, int(tx.group(1))),
                "lat_avg_ms": float(lat.group(1)) if lat else 0, "tx": int(tx.group(1)),
-               "db": st, "cpu_us_per": {"postgres": cpu * 1e6 / max(1, int(tx.group(1)))}}
+               "db": st, "cpu_us_per": {"postgres": cpu * 1e6 / max(1, int(tx.group(1)))},
+               "pg_statements": stmts}
         label = "pgbench %s%s %s c=%d run %d" % (variant, "" if notify else " notify=off",
                                                   state, a.pgbench_clients, run)
         ok = self.check(label, st["events"] == res["tx"] == st["applied"] == st["paid"],
@@ -1119,19 +1229,27 @@ class Bench:
         self.setup()
         self.generate()
         self.minimal_file = None
+        self.minimal_files = {}
         if "alipay" in a.providers and self.minimal:
             # the same Alipay requests, sent to the minimal responder's location
-            # (the request line is inside each record: rewrite it)
-            self.minimal_file = os.path.join(self.base, "req", "minimal.req")
-            with open(self.reqfiles[("alipay", "distinct")], "rb") as f, \
-                    open(self.minimal_file, "wb") as out:
-                while True:
-                    l = f.readline()
-                    if not l:
-                        break
-                    r = f.read(int(l)).replace(b"POST /notify/alipay/", b"POST /notify/minimal/", 1)
-                    out.write(b"%d\n" % len(r))
-                    out.write(r)
+            # (the request line is inside each record: rewrite it): the
+            # distinct set and the same duplicate stream, so that each
+            # receiver's duplicates are set against the minimal responder's
+            for ds in ("distinct", "dup5", "resend5"):
+                if ("alipay", ds) not in self.reqfiles:
+                    continue
+                self.minimal_files[ds] = os.path.join(self.base, "req", "minimal-%s.req" % ds)
+                with open(self.reqfiles[("alipay", ds)], "rb") as f, \
+                        open(self.minimal_files[ds], "wb") as out:
+                    while True:
+                        l = f.readline()
+                        if not l:
+                            break
+                        r = f.read(int(l)).replace(b"POST /notify/alipay/",
+                                                   b"POST /notify/minimal/", 1)
+                        out.write(b"%d\n" % len(r))
+                        out.write(r)
+            self.minimal_file = self.minimal_files["distinct"]
         for run in range(1, a.runs + 1):
             # a different state goes first in every run (no position bias)
             states = a.states[(run - 1) % len(a.states):] + a.states[:(run - 1) % len(a.states)]
@@ -1142,7 +1260,10 @@ class Bench:
                         cases.append(("minimal", "alipay", "distinct", conc, state))
                     cases += [("receiver", p, "distinct", conc, state) for p in a.providers]
                     if a.dup and conc == max(a.conc):
-                        cases += [("receiver", p, "dup5", conc, state) for p in a.providers]
+                        for ds in ("dup5", "resend5"):
+                            if ds in self.minimal_files:
+                                cases.append(("minimal", "alipay", ds, conc, state))
+                            cases += [("receiver", p, ds, conc, state) for p in a.providers]
                     # a different case goes first in every run (no position bias)
                     k = (run - 1) % len(cases)
                     for c in cases[k:] + cases[:k]:
@@ -1199,13 +1320,18 @@ class Bench:
             rs = self.results.get(("pgbench", variant, state))
             return med([r[field] for r in rs]) if rs else None
         ceil = {}
+        own = {}
         for k, rs in self.results.items():
             if k[0] == "minimal":
-                ceil[(k[3], k[4])] = med([r["rps"] for r in rs])
+                ceil[(k[2], k[3], k[4])] = med([r["rps"] for r in rs])
+            elif k[2] == "distinct":
+                own[(k[1], k[3], k[4])] = med([r["rps"] for r in rs])
         L.append("States: fresh = an empty schema just made by `paynotify migrate`, never "
                  "analysed, receiver sessions started in it; history = %d old notifications, "
                  "analysed.  Ratios are against the minimal responder and pgbench on ingest() "
-                 "in the same state and run set." % a.history)
+                 "in the same state and run set; a ×5 duplicate set against the minimal "
+                 "responder fed the same duplicate stream, and (in brackets) against the "
+                 "same program's distinct rate." % a.history)
         L.append("")
         L.append("| state | case | conns | req/s | p50 ms | p99 ms | max ms | errors | vs minimal | "
                  "vs pgbench | CPU µs/notif (workers+pg+nginx) | WAL B/notif | WAL flushes/notif | "
@@ -1219,8 +1345,11 @@ class Bench:
             rs = self.results[k]
             kind, p, ds, conc, state = k
             rps = med([r["rps"] for r in rs])
-            name = "minimal responder (ceiling a)" if kind == "minimal" else \
-                p + {"dup5": " ×5 duplicates", "nonotify": ", paynotify.notify = off",
+            name = ("minimal responder (ceiling a)" + {"dup5": " ×5 duplicates",
+                                                        "resend5": " ×5 resent"}.get(ds, ""))\
+                if kind == "minimal" else \
+                p + {"dup5": " ×5 duplicates", "resend5": " ×5 resent",
+                     "nonotify": ", paynotify.notify = off",
                      "unnamed": ", prepared_statements = off (direct)",
                      "pgb-session": " via pgbouncer session (prepared)",
                      "pgb-transaction": " via pgbouncer transaction (unnamed)"}.get(ds, "")
@@ -1232,8 +1361,16 @@ class Bench:
             rss = "—"
             if kind == "receiver":
                 rss = "%d→%d" % (self.rss_start[p], max(r["rss_kib"] for r in rs))
-            c = ceil.get((conc, state))
+            # a duplicate set against the minimal responder fed the same
+            # duplicate stream; everything else against its distinct rate
+            dupset = ds in ("dup5", "resend5")
+            c = ceil.get((ds if dupset else "distinct", conc, state))
             vs_min = ("%.2f×" % (rps / c)) if c else "—"
+            if dupset:
+                d = (ceil.get(("distinct", conc, state)) if kind == "minimal"
+                     else own.get((p, conc, state)))
+                if d:
+                    vs_min += " (%.2f× own distinct)" % (rps / d)
             pgb_tps = pgb_med("ingest", state)
             vs_pgb = ("%.2f×" % (rps / pgb_tps)) if pgb_tps else "—"
             L.append("| %s | %s | %d | %.0f | %.1f | %.1f | %.1f | %d | %s | %s | %.0f (%.0f+%.0f+%.0f%s) "
@@ -1266,7 +1403,8 @@ class Bench:
         L.append("")
         L.append("Per run (req/s): " + "; ".join(
             "%s %s %s c=%d: %s" % (k[4], k[1] if k[0] == "receiver" else "minimal",
-                                   k[2] if k[0] == "receiver" else "", k[3],
+                                   k[2] if k[0] == "receiver" or k[2] != "distinct" else "",
+                                   k[3],
                                    "/".join("%.0f" % r["rps"] for r in self.results[k]))
             for k in keys) + "".join(
             "; %s pgbench %s: %s" % (k[2], k[1], "/".join("%.0f" % r["rps"]
@@ -1281,6 +1419,48 @@ class Bench:
         L.append("")
         L.append("Worker RSS after all runs (max per receiver, KiB): " + ", ".join(
             "%s %d→%d" % (p, self.rss_start[p], self.rss_end[p]) for p in PROVIDERS))
+        if a.pg_statements:
+            L.append("")
+            L.append("PostgreSQL per notification, by statement (`--pg-statements`: "
+                     "pg_stat_statements, track = all, medians over the runs; nested "
+                     "statements are inside their caller's time; `top` = what the client "
+                     "sent) and by function (self time):")
+            for k in keys + pkeys:
+                runs = [r["pg_statements"] for r in self.results[k] if r.get("pg_statements")]
+                if not runs:
+                    continue
+                name = " ".join(str(x) for x in k)
+                L.append("")
+                L.append("- %s:" % name)
+                byq = collections.OrderedDict()
+                for rs in runs:
+                    for q in rs["statements"]:
+                        byq.setdefault((q["top"], q["query"]), []).append(q)
+                for (top, q), qs in byq.items():
+                    if med([x["exec_us"] for x in qs]) < 0.5 and not top:
+                        continue
+                    L.append("  - %s %.2f calls, %.1f µs exec + %.1f µs plan, %.0f B WAL, "
+                             "%.1f buffers: `%s`" % (
+                                 "top" if top else "nested", med([x["calls"] for x in qs]),
+                                 med([x["exec_us"] for x in qs]), med([x["plan_us"] for x in qs]),
+                                 med([x["wal_b"] for x in qs]), med([x["blks"] for x in qs]),
+                                 q.replace("`", "'")))
+                bt = collections.defaultdict(list)
+                for rs in runs:
+                    for t, v in rs.get("cpu_by_type", {}).items():
+                        bt[t].append(v)
+                if bt:
+                    L.append("  - PostgreSQL CPU µs by process: " + ", ".join(
+                        "%s %.0f" % (t, med(v)) for t, v in sorted(bt.items(),
+                                                                   key=lambda x: -med(x[1]))))
+                byf = collections.OrderedDict()
+                for rs in runs:
+                    for f in rs["functions"]:
+                        byf.setdefault(f["name"], []).append(f)
+                L.append("  - functions (self µs / calls): " + ", ".join(
+                    "%s %.1f / %.2f" % (n, med([x["self_us"] for x in fs]),
+                                        med([x["calls"] for x in fs]))
+                    for n, fs in byf.items()))
         if self.cgi:
             c = self.cgi
             L.append("")
@@ -1361,6 +1541,11 @@ def main():
     ap.add_argument("--output", help="also write the report (markdown) here")
     ap.add_argument("--json", help="write every run's raw numbers here")
     ap.add_argument("--keep", action="store_true", help="keep the work dir")
+    ap.add_argument("--pg-statements", action="store_true",
+                    help="load pg_stat_statements (track = all) and track_functions = all, "
+                    "and report per notification each statement's calls, execution time "
+                    "and WAL and each function's self time (adds some cost itself: compare "
+                    "only runs that both have it)")
     a = ap.parse_args()
     if a.smoke:
         a.runs, a.duration, a.providers, a.conc = 1, 2, "stripe", "16"

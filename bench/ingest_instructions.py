@@ -15,7 +15,11 @@ cancelled out.  The single-user backend writes WAL and commits as a server
 backend does; what it leaves out is the client protocol and waiting.
 
     bench/ingest_instructions.py --schema before=/tmp/sql-before --schema after=sql \\
-        [--history 50000]
+        [--history 50000] [--dup] [--set paynotify.notify=off]
+
+--dup also counts the duplicate path: the same statements on 10 keys, so
+that after the first 10 every execution is a re-delivery of a committed
+notification (ingest-dup, minimal-dup).
 
 Needs valgrind.  See docs/PERFORMANCE.md.
 """
@@ -35,15 +39,16 @@ import pgbench_ingest  # noqa: E402
 SHORT, LONG = 50, 250
 
 
-def count(pg, script, n):
+def count(pg, script, n, settings=()):
     body = open(script).read().strip().rstrip(";")
     inp = "PREPARE p AS %s;\n\n" % body + "EXECUTE p;\n\n" * n
     out = os.path.join(pg.base, "callgrind.out")
     if os.path.exists(out):
         os.unlink(out)
     r = subprocess.run(bench.as_owner(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out,
-                                       os.path.join(pg.bindir, "postgres"), "--single", "-j",
-                                       "-D", pg.data, "paynotify"]),
+                                       os.path.join(pg.bindir, "postgres"), "--single", "-j"]
+                                      + ["-c%s" % x for x in settings]
+                                      + ["-D", pg.data, "paynotify"]),
                        input=inp, text=True, capture_output=True, cwd=pg.base)
     if r.returncode != 0 or "ERROR" in r.stdout or "ERROR" in r.stderr:
         raise RuntimeError("single-user run failed:\n%s\n%s" % (r.stdout[-2000:], r.stderr[-2000:]))
@@ -60,6 +65,11 @@ def main():
     ap.add_argument("--history", type=int, default=0,
                     help="old notifications (analysed) before the run; 0: fresh schema")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="a server setting for the counted sessions (repeatable), "
+                    "e.g. paynotify.notify=off")
+    ap.add_argument("--dup", action="store_true",
+                    help="also count re-deliveries (the statements on 10 keys)")
     a = ap.parse_args()
     if shutil.which("valgrind") is None:
         ap.error("valgrind is not installed (apt-get install valgrind)")
@@ -72,21 +82,28 @@ def main():
     try:
         b.setup()
         scripts = {}
-        for v in ("minimal", "ingest"):
+        variants = ["minimal", "ingest"] + (["minimal-dup", "ingest-dup"] if a.dup else [])
+        for v in variants:
             scripts[v] = os.path.join(b.base, "%s.sql" % v)
+            text = b.pgbench_script(v.split("-")[0])
+            if v.endswith("-dup"):
+                # 10 notifications, each delivered again and again
+                text = text.replace("nextval('public.bench_seq') - 1", "nextval('public.bench_seq') % 10")
+                if "bench_seq') % 10" not in text:
+                    raise RuntimeError("cannot make the duplicate variant of %s" % v)
             with open(scripts[v], "w") as f:
-                f.write(b.pgbench_script(v))
+                f.write(text)
             os.chmod(scripts[v], 0o644)
         for name, d in schemas:
             got = {}
-            for v in ("minimal", "ingest"):
+            for v in variants:
                 n = []
                 for reps in (SHORT, LONG):
                     b.use(d)
                     b.reset("pgb", 100000, state)    # as many orders as a bench run
                     b.pg._pg("pg_ctl", "-D", b.pg.data, "-m", "fast", "-w", "stop")
                     try:
-                        n.append(count(b.pg, scripts[v], reps))
+                        n.append(count(b.pg, scripts[v], reps, a.set))
                     finally:
                         b.pg._pg("pg_ctl", "-D", b.pg.data, "-l", b.pg.logfile, "-w", "-t", "60",
                                  "start")
@@ -97,11 +114,12 @@ def main():
     finally:
         bench.cleanup()
     print("| schema | state | ingest() instructions/tx | minimal statement instructions/tx | "
-          "ratio |")
-    print("|---|---|---:|---:|---:|")
+          "ratio |" + (" ingest() re-delivery | minimal re-delivery |" if a.dup else ""))
+    print("|---|---|---:|---:|---:|" + ("---:|---:|" if a.dup else ""))
     for name, got in rows:
         print("| %s | %s | %.0f | %.0f | %.2f |" % (name, state, got["ingest"], got["minimal"],
-                                                  got["ingest"] / got["minimal"]))
+                                                  got["ingest"] / got["minimal"])
+              + (" %.0f | %.0f |" % (got["ingest-dup"], got["minimal-dup"]) if a.dup else ""))
     return 0
 
 

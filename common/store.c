@@ -32,7 +32,10 @@
 	"$9::jsonb, $10::bytea, $11, $12::jsonb) ORDER BY ord"
 #define COMBINED_NPARAMS 12
 
-/* The wake-up: its own statement, after the answer (README "Event feed"). */
+/* The wake-up: its own statement, after the answer (README "Event feed");
+ * prepared with the ingest statement, so that a new notification costs the
+ * server no parse and plan of it (docs/PERFORMANCE.md, round 3). */
+#define WAKEUP_STMT "pn_wakeup"
 #define WAKEUP_SQL "SELECT pg_notify('paynotify', $1)"
 
 struct pn_store {
@@ -222,6 +225,25 @@ drop_host(struct pn_store *s)
 	return pn_pqhosts_name(s->hosts, s->first);
 }
 
+/* One session set-up statement's result: true if it has status want; else
+ * err says what failed and the connection is dropped (host_failed: a
+ * reason to start the next one at the next host).  Clears res. */
+static bool
+session_step(struct pn_store *s, PGresult *res, ExecStatusType want, const char *what,
+	     struct pn_err *err)
+{
+	bool	ok = PQresultStatus(res) == want;
+
+	if (!ok) {
+		set_pq_error(err, what, PQerrorMessage(s->conn));
+		s->host_failed = session_unusable(PQresultErrorField(res, PG_DIAG_SQLSTATE))
+			|| connection_lost(s);
+		disconnect(s);
+	}
+	PQclear(res);
+	return ok;
+}
+
 static bool
 connect_db(struct pn_store *s, struct pn_err *err)
 {
@@ -264,17 +286,10 @@ connect_db(struct pn_store *s, struct pn_err *err)
 	 * exec_unnamed.
 	 */
 	timeout = s->timeout_ms;
-	res = PQexecParams(s->conn, "SELECT set_config('statement_timeout', $1, false)", 1, NULL,
-			   &timeout, NULL, NULL, 0);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		set_pq_error(err, "could not set statement_timeout", PQerrorMessage(s->conn));
-		s->host_failed = session_unusable(PQresultErrorField(res, PG_DIAG_SQLSTATE))
-			|| connection_lost(s);
-		PQclear(res);
-		disconnect(s);
+	if (!session_step(s, PQexecParams(s->conn, "SELECT set_config('statement_timeout', $1, "
+					  "false)", 1, NULL, &timeout, NULL, NULL, 0),
+			  PGRES_TUPLES_OK, "could not set statement_timeout", err))
 		return false;
-	}
-	PQclear(res);
 	res = PQprepare(s->conn, INGEST_STMT, INGEST_SQL, INGEST_NPARAMS, NULL);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 		const char *st = PQresultErrorField(res, PG_DIAG_SQLSTATE);
@@ -292,6 +307,9 @@ connect_db(struct pn_store *s, struct pn_err *err)
 		return false;
 	}
 	PQclear(res);
+	if (!session_step(s, PQprepare(s->conn, WAKEUP_STMT, WAKEUP_SQL, 1, NULL),
+			  PGRES_COMMAND_OK, "could not prepare the wake-up statement", err))
+		return false;
 	s->prepared = true;
 	return true;
 }
@@ -764,7 +782,9 @@ pn_store_send_wakeup(struct pn_store *s, struct pn_err *err)
 			ok = false;
 			break;
 		}
-		res = PQexecParams(s->conn, WAKEUP_SQL, 1, NULL, values, NULL, NULL, 0);
+		res = s->use_prepared && s->prepared
+		    ? PQexecPrepared(s->conn, WAKEUP_STMT, 1, values, NULL, NULL, 0)
+		    : PQexecParams(s->conn, WAKEUP_SQL, 1, NULL, values, NULL, NULL, 0);
 		ok = PQresultStatus(res) == PGRES_TUPLES_OK;
 		if (!ok)
 			set_pq_error(err, "wake-up not sent", PQresultErrorMessage(res)[0]

@@ -317,25 +317,27 @@ class PurgeResolved(unittest.TestCase):
         rc, out, err = run("report", "--format", "csv")
         self.assertEqual(rc, 0, out + err)
 
-    def test_archive_of_schema_13_restores_with_the_documented_variant(self):
-        # what a purge of schema 13 wrote: every column but the four of 014
-        self.send("NOPE1", "evt_old_archive")
-        cols = [r[0] for r in PG.psql(
+    def table_columns(self):
+        return [r[0] for r in PG.psql(
             "SELECT attname FROM pg_attribute WHERE attrelid = 'paynotify.notifications'::regclass"
             " AND attnum > 0 AND NOT attisdropped ORDER BY attnum")]
-        self.assertEqual(cols[-4:], ["resolved_at", "resolved_by", "resolution_note",
-                                     "resolved_outcome"])
+
+    def restore_old_archive(self, old_cols, doc_marker, name):
+        """Archive the table with an older schema's columns (old_cols, in its
+        order), empty it, restore with the docs/OPERATIONS.md block that
+        follows doc_marker: every current column comes back as it was."""
+        cols = self.table_columns()
         before = PG.psql("SELECT %s FROM paynotify.notifications" % ", ".join(cols))
-        archive = os.path.join(self.dir, "v13.csv")
+        archive = os.path.join(self.dir, name)
         copy = ("\\copy (SELECT %s FROM paynotify.notifications ORDER BY id) TO '%s' "
-                "WITH (FORMAT csv, HEADER)" % (", ".join(cols[:-4]), archive))
+                "WITH (FORMAT csv, HEADER)" % (", ".join(old_cols), archive))
         p = subprocess.run(PG._psql_argv(PG.dbname), input=copy.encode(),
                            env=pntest.clean_env(), capture_output=True, timeout=60)
         self.assertEqual(p.returncode, 0, p.stderr)
         PG.psql("DELETE FROM paynotify.notifications")
         with open(os.path.join(pntest.REPO, "docs", "OPERATIONS.md")) as f:
             doc = f.read()
-        m = re.search(r"lacks the last four columns.*?```sh\n(.*?)```", doc, re.S)
+        m = re.search(re.escape(doc_marker) + r".*?```sh\n(.*?)```", doc, re.S)
         self.assertIsNotNone(m)
         script = m.group(1).split("<<'SQL'\n", 1)[1].rsplit("SQL\n", 1)[0]
         script = script.replace("/var/backups/paynotify/notifications-2026-09.csv", archive)
@@ -344,6 +346,30 @@ class PurgeResolved(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(PG.psql("SELECT %s FROM paynotify.notifications" % ", ".join(cols)),
                          before)
+        return before
+
+    def test_archive_of_schema_13_restores_with_the_documented_variant(self):
+        # what a purge of schema 13 wrote: every column but the four of 014,
+        # deliveries after outcome_detail (schema 16 moved it last)
+        self.send("NOPE1", "evt_old_archive")
+        cols = self.table_columns()
+        self.assertEqual(cols[-5:], ["resolved_at", "resolved_by", "resolution_note",
+                                     "resolved_outcome", "deliveries"])
+        v13 = cols[:-5]
+        v13.insert(v13.index("outcome_detail") + 1, "deliveries")
+        self.restore_old_archive(v13, "lacks the last four columns", "v13.csv")
+
+    def test_archive_of_schema_15_restores_with_the_documented_variant(self):
+        # what a purge of schema 14 or 15 wrote: deliveries after outcome_detail
+        self.send("NOPE1", "evt_v15_archive")
+        self.send("NOPE1", "evt_v15_archive")
+        cols = self.table_columns()
+        v15 = [c for c in cols if c != "deliveries"]
+        v15.insert(v15.index("outcome_detail") + 1, "deliveries")
+        self.assertNotEqual(v15, cols)
+        before = self.restore_old_archive(v15, "written by schema 14 or 15 lists it after",
+                                          "v15.csv")
+        self.assertIn("2", [r[cols.index("deliveries")] for r in before])
 
     def test_resolved_row_of_an_open_case_is_kept(self):
         self.send("NOPE1", "evt_case")
