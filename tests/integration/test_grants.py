@@ -582,14 +582,14 @@ class TestFollowUpGrants(unittest.TestCase):
         conn.autocommit = True
         with conn.cursor() as cur:
             cur.execute("INSERT INTO paynotify.orders (site, order_id, amount_minor, currency)"
-                        " VALUES (%s, 'G-7', 900, 'USD')", (SITE_A.name,))
+                        " VALUES (%s, 'G-FU1', 900, 'USD')", (SITE_A.name,))
             with self.assertRaises(psycopg2.Error):     # and nothing more
                 cur.execute("SELECT * FROM paynotify.follow_ups")
         conn.close()
         self.assertEqual(PG.scalar("SELECT state FROM paynotify.follow_ups "
-                                   "WHERE order_id = 'G-7'"), "scheduled")
+                                   "WHERE order_id = 'G-FU1'"), "scheduled")
         PG.psql("UPDATE paynotify.follow_ups SET next_ask_at = now() - interval '1 second' "
-                "WHERE order_id = 'G-7'")
+                "WHERE order_id = 'G-FU1'")
         # the receivers' role may not work the schedule
         p = run_admin(config(admin="pn_rcv"), "query", "--due", "--apply")
         self.assertEqual(p.returncode, 3, p.stdout + p.stderr)
@@ -599,10 +599,10 @@ class TestFollowUpGrants(unittest.TestCase):
         adm = config()
         p = run_admin(adm, "query", "--due", "--apply", "--format", "csv")
         self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
-        self.assertIn(",G-7,", p.stdout)
+        self.assertIn(",G-FU1,", p.stdout)
         self.assertNotIn("could not record the query run", p.stderr)   # query_runs' sequence
         self.assertEqual(PG.psql("SELECT state, attempts, last_result FROM paynotify.follow_ups "
-                                 "WHERE order_id = 'G-7'"), [("scheduled", "1", "attention")])
+                                 "WHERE order_id = 'G-FU1'"), [("scheduled", "1", "attention")])
         p = run_admin(adm, "stats", "--follow-up", "--format", "csv")
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         # (other tests' pending orders are scheduled too: none is due)
