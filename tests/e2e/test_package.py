@@ -408,6 +408,8 @@ EXAMPLE_FILES = {
     "stripe.secret_files": ("secret", "whsec_packagetestsecret0123456789"),
     "wechatpay.apiv3_key_file": ("secret", "PackageAPIv3Key0123456789abcdefA"),
     "wechatpay.platform_cert_files": ("copy", "wxp-cert-a.pem"),
+    # the directory `wechatpay-certificates --fetch` writes: one *.pem in it
+    "wechatpay.platform_cert_dir": ("dir", "wxp-cert-a.pem"),
     "wechatpay.public_key_file": ("copy", "test-a.pub.pem"),
     "wechatpay.apiv2_key_file": ("secret", "PackageAPIv2Key0123456789abcdefA"),
     "2c2p.secret_key_file": ("secret", "PACKAGE2C2PSECRETKEY0123456789AB"),
@@ -447,6 +449,9 @@ class TestShippedExample(unittest.TestCase):
             os.makedirs(os.path.dirname(path), exist_ok=True)
             if kind == "copy":
                 shutil.copyfile(os.path.join(UNIT_KEYS, what), path)
+            elif kind == "dir":
+                os.makedirs(path, exist_ok=True)
+                shutil.copyfile(os.path.join(UNIT_KEYS, what), os.path.join(path, what))
             else:
                 pntest.write_secret(path, what + "\n")
             seen.add(key)

@@ -787,13 +787,22 @@ SANDBOX_SECRETS = {
 }
 
 
-def edit_paynotify_conf(path):
-    """Site shop-a of the shipped example, made a sandbox site: test keys for
-    every provider under /etc/paynotify/shop-a/ and test signing on."""
+SITE_CONF = "/etc/paynotify/conf.d/50-shop-a.conf"
+# keys of the example's site that name what a sandbox has not got: the query
+# credentials and endpoints (the providers' APIs), the WeChat Pay platform
+# certificates (the site uses the public-key mode), the live Stripe mode and
+# the test-signing lines (set below, to the sandbox's own keys)
+SITE_DROP = re.compile(r"^(\w+\.query_\w+|wechatpay\.platform_cert_\w+|stripe\.mode"
+                       r"|\w+\.test_signing|\w+\.test_private_key_file)$")
+
+
+def sandbox_keys():
+    """The sandbox's key files under /etc/paynotify/shop-a/ (test keys, owned
+    by paynotify, secrets 0600), as the example's site names them."""
     repo = os.environ.get("DOCRUN_REPO", REPO)
     keys = os.path.join(repo, "tests", "fixtures", "unit", "keys")
     pn = pwd.getpwnam("paynotify")
-    d = os.path.join(os.path.dirname(path), "shop-a")
+    d = "/etc/paynotify/shop-a"
     os.makedirs(d, exist_ok=True)
     os.chown(d, pn.pw_uid, pn.pw_gid)
     os.chmod(d, 0o750)
@@ -805,6 +814,50 @@ def edit_paynotify_conf(path):
             f.write(text + "\n")
         os.chown(os.path.join(d, name), pn.pw_uid, pn.pw_gid)
         os.chmod(os.path.join(d, name), 0o600)
+
+
+def edit_site_conf(path):
+    """A file of its own for site shop-a (README "Adding a site"): the
+    example's commented [site shop-a], its keys set, made a sandbox site
+    (test keys, test signing); root:paynotify 0640 as DATABASE.md says."""
+    sandbox_keys()
+    with open("/etc/paynotify/paynotify.conf") as f:
+        text = f.read()
+    out, in_site = [], False
+    for ln in text.split("\n"):
+        s = ln.strip()
+        if s.startswith(";["):
+            in_site = s == ";[site shop-a]"
+            if in_site:
+                out += ["[site shop-a]",
+                        "; doc-run editor: the example's site, a sandbox (test keys, test signing)",
+                        "alipay.test_private_key_file = /etc/paynotify/shop-a/test-private.pem",
+                        "wechatpay.test_private_key_file = /etc/paynotify/shop-a/test-private.pem",
+                        "stripe.test_signing = on",
+                        "2c2p.test_signing = on"]
+            continue
+        m = re.match(r"^;([\w.]+) = (.*)$", s)
+        if not in_site or not m or SITE_DROP.match(m.group(1)):
+            continue
+        key, value = m.groups()
+        if key == "wechatpay.public_key_id":
+            value = "PUB_KEY_ID_0000000000000024101100397200000006"
+        out.append("%s = %s" % (key, value))
+    if not out:
+        sys.stderr.write("doc-run editor: no ;[site shop-a] in /etc/paynotify/paynotify.conf\n")
+        return 1
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+    os.chown(path, 0, grp.getgrnam("paynotify").gr_gid)
+    os.chmod(path, 0o640)
+    return 0
+
+
+def edit_paynotify_conf(path):
+    """Site shop-a of a configuration that sets it in the main file, made a
+    sandbox site: test keys for every provider under /etc/paynotify/shop-a/
+    and test signing on."""
+    sandbox_keys()
     with open(path) as f:
         text = f.read()
     out, in_site = [], False
@@ -855,6 +908,8 @@ def editor(args):
     path = os.path.realpath(args[0])
     if path == "/etc/paynotify/paynotify.conf":
         return edit_paynotify_conf(path)
+    if path == SITE_CONF:
+        return edit_site_conf(path)
     if path == os.path.realpath("/etc/nginx/sites-available/default"):
         return edit_nginx_site(path)
     sys.stderr.write("doc-run editor: no scripted edit for %s\n" % args[0])
