@@ -255,7 +255,7 @@ class ProcessModel(unittest.TestCase):
         breakages = [
             ("unknown key", lambda t: t + "stripe.secret_file = stripe-whsec\n",
              r"unknown key"),
-            ("secret readable by others", None, r"group or others"),
+            ("secret readable by others", None, r"must not be accessible by others"),
         ]
         for what, fn, pattern in breakages:
             with self.subTest(what):
