@@ -401,6 +401,7 @@ static bool
 load(struct run *r, struct pn_err *err)
 {
 	json_t *oids = json_array(), *txns = json_array(), *keys = json_array();
+	const char *keys_json;
 	struct pn_table t;
 	char from[24], to[24];
 	const char *p[6];
@@ -434,6 +435,9 @@ load(struct run *r, struct pn_err *err)
 	p[0] = r->site->name;
 	p[1] = dumps(r, oids);
 	p[2] = dumps(r, txns);
+	/* the refund keys' parameter of the second query, made now so that
+	 * every way out below has nothing left to free */
+	keys_json = dumps(r, keys);
 	p[3] = r->ad->provider;
 	p[4] = from;
 	p[5] = to;
@@ -468,7 +472,7 @@ load(struct run *r, struct pn_err *err)
 	pn_table_free(&t);
 
 	p[1] = r->ad->provider;
-	p[2] = dumps(r, keys);
+	p[2] = keys_json;
 	p[3] = from;
 	p[4] = to;
 	if (!pn_db_query(r->conn, PN_SQL_CONST(notifs_sql), 5, p, &t, err))
