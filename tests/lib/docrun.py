@@ -46,10 +46,10 @@ give or a script cannot type:
              User=/Group= with Environment=; ExecReload= lines in order),
              nginx and postgresql; anything else fails, saying so
   editor     the edit the surrounding text describes: for
-             /etc/paynotify/paynotify.conf, site shop-a gets test keys for
-             every provider (under /etc/paynotify/shop-a/, owned by
-             paynotify, secrets 0600) and test signing, as a sandbox site
-             has; for /etc/nginx/sites-available/default, the include lines
+             /etc/paynotify/conf.d/50-shop-a.conf, the example's commented
+             site shop-a with its keys set, made a sandbox site (test keys
+             for every provider under /etc/paynotify/shop-a/, owned by
+             paynotify, secrets 0600, and test signing); for /etc/nginx/sites-available/default, the include lines
              of README "nginx" in its server { }
   (the .deb)  build/deb/paynotify_*.deb in the working directory is the
              package under test ($PN_PACKAGE_DEB, else the tree's build/deb)
@@ -833,8 +833,7 @@ def edit_site_conf(path):
                         "; doc-run editor: the example's site, a sandbox (test keys, test signing)",
                         "alipay.test_private_key_file = /etc/paynotify/shop-a/test-private.pem",
                         "wechatpay.test_private_key_file = /etc/paynotify/shop-a/test-private.pem",
-                        "stripe.test_signing = on",
-                        "2c2p.test_signing = on"]
+                        "stripe.test_signing = on", "2c2p.test_signing = on"]
             continue
         m = re.match(r"^;([\w.]+) = (.*)$", s)
         if not in_site or not m or SITE_DROP.match(m.group(1)):
@@ -850,34 +849,6 @@ def edit_site_conf(path):
         f.write("\n".join(out) + "\n")
     os.chown(path, 0, grp.getgrnam("paynotify").gr_gid)
     os.chmod(path, 0o640)
-    return 0
-
-
-def edit_paynotify_conf(path):
-    """Site shop-a of a configuration that sets it in the main file, made a
-    sandbox site: test keys for every provider under /etc/paynotify/shop-a/
-    and test signing on."""
-    sandbox_keys()
-    with open(path) as f:
-        text = f.read()
-    out, in_site = [], False
-    for ln in text.split("\n"):
-        s = ln.strip()
-        if s.startswith("["):
-            in_site = s == "[site shop-a]"
-        if in_site and s.startswith("wechatpay.platform_cert_files"):
-            continue        # the public key mode (PUB_KEY_ID_...) only
-        if in_site and s.startswith("wechatpay.public_key_id"):
-            ln = "wechatpay.public_key_id = PUB_KEY_ID_0000000000000024101100397200000006"
-        out.append(ln)
-        if s == "[site shop-a]":
-            out += ["; doc-run editor: a sandbox site (test keys, test signing)",
-                    "alipay.test_private_key_file = /etc/paynotify/shop-a/test-private.pem",
-                    "wechatpay.test_private_key_file = /etc/paynotify/shop-a/test-private.pem",
-                    "stripe.test_signing = on",
-                    "2c2p.test_signing = on"]
-    with open(path, "w") as f:
-        f.write("\n".join(out))
     return 0
 
 
@@ -906,8 +877,6 @@ def editor(args):
         sys.stderr.write("doc-run editor: one file\n")
         return 1
     path = os.path.realpath(args[0])
-    if path == "/etc/paynotify/paynotify.conf":
-        return edit_paynotify_conf(path)
     if path == SITE_CONF:
         return edit_site_conf(path)
     if path == os.path.realpath("/etc/nginx/sites-available/default"):
