@@ -152,36 +152,27 @@ parse_duration(const char *s, int64_t *out)
 	return *out <= INT64_C(100) * 365 * 86400;
 }
 
-struct creds_cache {
-	const struct pn_site *site;
-	const struct pn_query_provider *qp;
-	void   *creds;
-	bool	failed;
-	char	why[512];
+const char *const pn_query_columns[PN_QUERY_NCOLUMNS] = {
+	"site", "provider", "order_id", "amount", "answer", "result", "detail",
 };
 
-struct run {
-	struct pn_config *cfg;
-	PGconn *conn;
-	struct pn_store *store;
-	struct pn_qhttp http;
-	bool	apply;
-	struct pn_table out;
-	struct creds_cache *cache;
-	size_t	ncache;
-	/* counts, for the summary and paynotify.query_runs */
-	int	orders, asked, final, applied, waiting, not_found, refused, errors, attention;
-	/* --due: the last row's answer and result (what the schedule records),
-	 * and what became of the items */
-	char	last_answer[128], last_result[64];
-	bool	last_kept;	/* a final answer's words are in last_*: kept */
-	int	fu_done, fu_again, fu_expired, fu_lost;
-};
-
-static struct creds_cache *
-creds_for(struct run *r, const struct pn_site *site, const struct pn_query_provider *qp)
+void
+pn_query_run_release_creds(struct pn_query_run *r)
 {
-	struct creds_cache *c;
+	size_t	i;
+
+	for (i = 0; i < r->ncache; i++)
+		if (r->cache[i].creds)
+			r->cache[i].qp->free_creds(r->cache[i].creds);
+	free(r->cache);
+	r->cache = NULL;
+	r->ncache = 0;
+}
+
+static struct pn_query_creds *
+creds_for(struct pn_query_run *r, const struct pn_site *site, const struct pn_query_provider *qp)
+{
+	struct pn_query_creds *c;
 	struct pn_err err;
 	size_t	i;
 
@@ -232,7 +223,7 @@ amount_text(struct pn_arena *a, int64_t minor, const char *currency)
 }
 
 static void
-add_row(struct run *r, struct pn_arena *a, const struct pn_query_order *o, const char *provider,
+add_row(struct pn_query_run *r, struct pn_arena *a, const struct pn_query_order *o, const char *provider,
 	const char *answer, const char *result, const char *detail)
 {
 	const char *cells[7];
@@ -281,7 +272,7 @@ static const char confirm_sql[] =
 	" WHERE id = $1::bigint AND outcome = 'pending_confirmation'";
 
 static int
-confirm_pending(struct run *r, const struct pn_query_ctx *ctx, const struct pn_query_provider *qp,
+confirm_pending(struct pn_query_run *r, const struct pn_query_ctx *ctx, const struct pn_query_provider *qp,
 		const struct pn_query_order *o, const struct pn_query_answer *ans, bool apply,
 		struct pn_err *err)
 {
@@ -329,11 +320,11 @@ confirm_pending(struct run *r, const struct pn_query_ctx *ctx, const struct pn_q
  * when the credentials could not be loaded.
  */
 static bool
-ask_ctx(struct run *r, struct pn_arena *a, const struct pn_site *site,
+ask_ctx(struct pn_query_run *r, struct pn_arena *a, const struct pn_site *site,
 	const struct pn_query_provider *qp, const struct pn_query_order *o,
 	struct pn_query_ctx *ctx)
 {
-	struct creds_cache *cc = creds_for(r, site, qp);
+	struct pn_query_creds *cc = creds_for(r, site, qp);
 
 	if (cc->failed) {
 		r->errors++;
@@ -353,7 +344,7 @@ ask_ctx(struct run *r, struct pn_arena *a, const struct pn_site *site,
 
 /* An answer's state in the run's counts (the summary line). */
 static void
-count_state(struct run *r, enum pn_query_state state)
+count_state(struct pn_query_run *r, enum pn_query_state state)
 {
 	switch (state) {
 	case PN_Q_WAITING: r->waiting++; break;
@@ -366,7 +357,7 @@ count_state(struct run *r, enum pn_query_state state)
 }
 
 static void
-query_one(struct run *r, struct pn_arena *a, const struct pn_site *site,
+query_one(struct pn_query_run *r, struct pn_arena *a, const struct pn_site *site,
 	  const struct pn_query_provider *qp, const struct pn_query_order *o)
 {
 	struct pn_query_answer ans;
@@ -443,7 +434,7 @@ query_one(struct run *r, struct pn_arena *a, const struct pn_site *site,
 
 /* --combine: one combine order of one site (WeChat Pay v3). */
 static void
-query_combine(struct run *r, struct pn_arena *a, const struct pn_site *site, const char *cotn)
+query_combine(struct pn_query_run *r, struct pn_arena *a, const struct pn_site *site, const char *cotn)
 {
 	const struct pn_query_provider *qp = &pn_query_wechatpay;
 	struct pn_query_answer ans;
@@ -531,7 +522,7 @@ query_combine(struct run *r, struct pn_arena *a, const struct pn_site *site, con
  * complaint's order as linked (before this run).
  */
 static void
-query_case(struct run *r, struct pn_arena *a, const struct pn_site *site,
+query_case(struct pn_query_run *r, struct pn_arena *a, const struct pn_site *site,
 	   const struct pn_query_provider *qp, const struct pn_query_order *o,
 	   const char *case_id)
 {
@@ -579,7 +570,7 @@ static const char cases_sql[] =
 	" ORDER BY opened_at, site, case_id";
 
 static void
-query_cases(struct run *r, struct pn_arena *a, const struct pn_table *cases)
+query_cases(struct pn_query_run *r, struct pn_arena *a, const struct pn_table *cases)
 {
 	size_t	i;
 
@@ -653,9 +644,9 @@ static const char orders_sql[] =
  * only, else every provider the site can be queried with; with r->apply a
  * final answer is ingested.  One row (or more) in r->out.
  */
-static void
-query_order_row(struct run *r, struct pn_arena *a, const struct pn_table *orders, size_t i,
-		const struct pn_query_provider *only)
+void
+pn_query_order_row(struct pn_query_run *r, struct pn_arena *a, const struct pn_table *orders,
+		   size_t i, const struct pn_query_provider *only)
 {
 	const struct pn_site *site = pn_cfg_site(r->cfg, pn_table_get(orders, i, "site"));
 	const char *psp = pn_table_get(orders, i, "psp");
@@ -738,7 +729,7 @@ i64_or_null(struct pn_arena *a, int64_t v)
  * pending otherwise).
  */
 static void
-confirm_one(struct run *r, struct pn_arena *a, const struct pn_site *site,
+confirm_one(struct pn_query_run *r, struct pn_arena *a, const struct pn_site *site,
 	    const struct pn_query_provider *qp, const struct pn_table *rows, size_t i)
 {
 	const char *id = pn_table_get(rows, i, "id"), *hex = pn_table_get(rows, i, "raw_body");
@@ -841,7 +832,7 @@ confirm_one(struct run *r, struct pn_arena *a, const struct pn_site *site,
 /* Row i of refunds_pending_sql's rows: confirmed with its provider, or
  * said why it cannot be. */
 static void
-confirm_row(struct run *r, struct pn_arena *a, const struct pn_table *rows, size_t i)
+confirm_row(struct pn_query_run *r, struct pn_arena *a, const struct pn_table *rows, size_t i)
 {
 	const struct pn_site *site = pn_cfg_site(r->cfg, pn_table_get(rows, i, "site"));
 	const struct pn_query_provider *qp =
@@ -866,7 +857,7 @@ confirm_row(struct run *r, struct pn_arena *a, const struct pn_table *rows, size
 /*
  * --due: the follow-up schedule (sql/017; docs/QUERY.md "Follow-up
  * schedule").  Each item is an order (ref 0: asked exactly as --order asks
- * it, query_order_row()) or a refund waiting for its signed confirmation
+ * it, pn_query_order_row()) or a refund waiting for its signed confirmation
  * (ref: its notification id, confirm_row()).  With --apply a run sweeps
  * (follow_up_sweep()), then claims one due item at a time
  * (follow_up_claim(): FOR UPDATE SKIP LOCKED and a lease), asks, and
@@ -934,7 +925,7 @@ static const char due_answered_sql[] =
  * read is not recorded: its lease runs out and it comes back.
  */
 static void
-follow_one(struct run *r, struct pn_arena *a, const struct pn_table *due, size_t k)
+follow_one(struct pn_query_run *r, struct pn_arena *a, const struct pn_table *due, size_t k)
 {
 	const char *site = pn_table_get(due, k, "site"), *oid = pn_table_get(due, k, "order_id");
 	const char *ref = pn_table_get(due, k, "ref"), *provider = NULL, *params[8], *st;
@@ -963,7 +954,7 @@ follow_one(struct run *r, struct pn_arena *a, const struct pn_table *due, size_t
 		if (confirmation)
 			confirm_row(r, a, &t, 0);
 		else
-			query_order_row(r, a, &t, 0, NULL);
+			pn_query_order_row(r, a, &t, 0, NULL);
 		final = r->errors == errors0 && (r->final > final0
 						 || (confirmation && r->attention > attention0));
 	} else {
@@ -1023,7 +1014,7 @@ lease_s(const struct pn_config *cfg)
 
 /* --due: returns false (err) when the schedule could not be read. */
 static bool
-query_due(struct run *r, struct pn_arena *a, const char *site, int64_t limit, struct pn_err *err)
+query_due(struct pn_query_run *r, struct pn_arena *a, const char *site, int64_t limit, struct pn_err *err)
 {
 	char	lim[24], lease[24], window[24], host[128], claimer[200];
 	const char *params[3];
@@ -1080,7 +1071,7 @@ static const char record_sql[] =
 	"  WHERE to_regclass('paynotify.query_runs') IS NOT NULL";
 
 static void
-record_run(struct run *r, time_t started, const char *site, const char *provider, int rc)
+record_run(struct pn_query_run *r, time_t started, const char *site, const char *provider, int rc)
 {
 	char	num[14][24];
 	const char *p[14];
@@ -1121,14 +1112,12 @@ query_exec(int argc, char **argv, const char *config_path)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	static const char *const cols[] = {"site", "provider", "order_id", "amount", "answer",
-					   "result", "detail"};
 	const char *site_name = NULL, *provider = NULL, *order = NULL, *older = NULL;
 	const char *younger = NULL, *combine = NULL, *limit_arg = NULL;
 	bool	dry_run = false, apply = false, complaints = false, due = false;
 	enum pn_format fmt = pn_format_default();
 	const struct pn_query_provider *only = NULL;
-	struct run r;
+	struct pn_query_run r;
 	struct pn_table orders;
 	struct pn_arena *a = NULL;
 	struct pn_err err;
@@ -1248,7 +1237,7 @@ query_exec(int argc, char **argv, const char *config_path)
 		}
 		r.store = pn_store_new(pn_cfg_admin_conninfo(r.cfg), r.cfg->statement_timeout_ms,
 				       r.cfg->connect_timeout_s, "paynotify-query");
-		pn_table_init(&r.out, PN_ARRAY_LEN(cols), cols);
+		pn_table_init(&r.out, PN_QUERY_NCOLUMNS, pn_query_columns);
 		a = pn_arena_new();
 		query_cases(&r, a, &orders);
 		goto summary;
@@ -1256,7 +1245,7 @@ query_exec(int argc, char **argv, const char *config_path)
 	if (due) {
 		r.store = pn_store_new(r.cfg->conninfo, r.cfg->statement_timeout_ms,
 				       r.cfg->connect_timeout_s, "paynotify-query");
-		pn_table_init(&r.out, PN_ARRAY_LEN(cols), cols);
+		pn_table_init(&r.out, PN_QUERY_NCOLUMNS, pn_query_columns);
 		a = pn_arena_new();
 		if (!query_due(&r, a, site_name, limit, &err)) {
 			/* what was asked is printed; the rest waits for the next run */
@@ -1280,12 +1269,12 @@ query_exec(int argc, char **argv, const char *config_path)
 	}
 	r.store = pn_store_new(pn_cfg_admin_conninfo(r.cfg), r.cfg->statement_timeout_ms,
 			       r.cfg->connect_timeout_s, "paynotify-query");
-	pn_table_init(&r.out, PN_ARRAY_LEN(cols), cols);
+	pn_table_init(&r.out, PN_QUERY_NCOLUMNS, pn_query_columns);
 	a = pn_arena_new();
 	if (combine != NULL)
 		query_combine(&r, a, pn_cfg_site(r.cfg, site_name), combine);
 	for (i = 0; i < orders.nrows; i++) {
-		query_order_row(&r, a, &orders, i, only);
+		pn_query_order_row(&r, a, &orders, i, only);
 		pn_arena_reset(a);
 	}
 	pn_table_free(&orders);
@@ -1330,10 +1319,7 @@ print:
 	pn_table_free(&r.out);
 done:
 	pn_arena_free(a);
-	for (i = 0; i < r.ncache; i++)
-		if (r.cache[i].creds)
-			r.cache[i].qp->free_creds(r.cache[i].creds);
-	free(r.cache);
+	pn_query_run_release_creds(&r);
 	pn_store_free(r.store);
 	PQfinish(r.conn);
 	pn_qhttp_destroy(&r.http);

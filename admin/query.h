@@ -26,6 +26,7 @@
 #include "event.h"
 #include "http.h"
 #include "util.h"
+#include "admin.h"
 
 #define PN_QUERY_MAX_ANSWER (1024 * 1024)	/* bytes of one answer body */
 
@@ -36,6 +37,9 @@ struct pn_qhttp {
 	void   *curl;			/* CURL *, reused for every request of a run */
 	size_t	max_answer;		/* bytes of one answer body; 0: PN_QUERY_MAX_ANSWER
 					 * (reconcile --fetch: a day's bill) */
+	int64_t	deadline_us;		/* pn_now_us() by which every request of the
+					 * ask has ended; 0: [query]'s bounds only
+					 * (paynotify confirm: confirm.timeout_ms) */
 };
 
 struct pn_qhttp_answer {
@@ -209,6 +213,61 @@ extern const struct pn_query_provider pn_query_2c2p;
 extern const struct pn_query_provider *const pn_query_providers[];
 
 const struct pn_query_provider *pn_query_provider_find(const char *name);
+
+/* ---- one run: asking about orders (cmd_query.c) ---------------------------
+ *
+ * `paynotify query` (--order, the --pending-older-than window, --due) and
+ * `paynotify confirm` ask about an order the same way: one call of
+ * pn_query_order_row() per order, which asks its provider, verifies the
+ * answer and (apply) ingests a final one.  There is no second copy of that
+ * path.
+ */
+
+/* A site's loaded API credentials for one provider, cached for the run. */
+struct pn_query_creds {
+	const struct pn_site *site;
+	const struct pn_query_provider *qp;
+	void   *creds;
+	bool	failed;
+	char	why[512];
+};
+
+struct pn_query_run {
+	struct pn_config *cfg;
+	PGconn *conn;			/* reads orders and stored notifications */
+	struct pn_store *store;		/* ingests final answers (apply) */
+	struct pn_qhttp http;
+	bool	apply;
+	struct pn_table out;		/* one row per answer: site, provider, order_id,
+					 * amount, answer, result, detail */
+	struct pn_query_creds *cache;
+	size_t	ncache;
+	/* counts, for the summary and paynotify.query_runs */
+	int	orders, asked, final, applied, waiting, not_found, refused, errors, attention;
+	/* --due: the last row's answer and result (what the schedule records),
+	 * and what became of the items */
+	char	last_answer[128], last_result[64];
+	bool	last_kept;	/* a final answer's words are in last_*: kept */
+	int	fu_done, fu_again, fu_expired, fu_lost;
+};
+
+/* The columns of r->out, and how many. */
+extern const char *const pn_query_columns[];
+#define PN_QUERY_NCOLUMNS 7
+
+/*
+ * Ask about row i of orders (columns site, order_id, status, amount_minor,
+ * currency, psp, psp_txn_id: paynotify.orders' own): its provider
+ * (orders.psp), else only, else every provider the site can be queried
+ * with; with r->apply a final answer is ingested through r->store exactly
+ * as a notification (source "query").  One row (or more) in r->out, and
+ * the counts.  Memory of the answer: a (reset it after the call).
+ */
+void pn_query_order_row(struct pn_query_run *r, struct pn_arena *a, const struct pn_table *orders,
+			size_t i, const struct pn_query_provider *only);
+
+/* Free the credentials r->cache holds (and the cache). */
+void pn_query_run_release_creds(struct pn_query_run *r);
 
 /* Shared by the modules: set state and a printf detail. */
 void pn_query_set(const struct pn_query_ctx *ctx, struct pn_query_answer *ans,

@@ -124,8 +124,24 @@ pn_qhttp_do(struct pn_qhttp *h, struct pn_arena *a, const char *method, const ch
 	char	errbuf[CURL_ERROR_SIZE];
 	CURLcode rc;
 	size_t	i;
+	int64_t	connect_ms = h->cfg->query_connect_timeout_ms, total_ms = h->cfg->query_timeout_ms;
 
 	memset(out, 0, sizeof(*out));
+	/* [query]'s bounds, cut to what is left before the caller's deadline
+	 * (paynotify confirm: confirm.timeout_ms for the whole ask) */
+	if (h->deadline_us > 0) {
+		int64_t	left_ms = (h->deadline_us - pn_now_us()) / 1000;
+
+		if (left_ms <= 0) {
+			pn_err_set(err, "request to %s not sent: timed out (the ask's bound of "
+				   "confirm.timeout_ms has passed)", url);
+			return false;
+		}
+		if (total_ms > left_ms)
+			total_ms = left_ms;
+		if (connect_ms > left_ms)
+			connect_ms = left_ms;
+	}
 	memset(&s, 0, sizeof(s));
 	s.a = a;
 	s.max = h->max_answer ? h->max_answer : PN_QUERY_MAX_ANSWER;
@@ -146,8 +162,8 @@ pn_qhttp_do(struct pn_qhttp *h, struct pn_arena *a, const char *method, const ch
 	curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
 	if (h->cfg->query_ca_file)
 		curl_easy_setopt(c, CURLOPT_CAINFO, h->cfg->query_ca_file);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)h->cfg->query_connect_timeout_ms);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)h->cfg->query_timeout_ms);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)connect_ms);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)total_ms);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_USERAGENT, "paynotify-query/" PACKAGE_VERSION);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, list);
