@@ -18,7 +18,7 @@
 #include "util.h"
 
 /* The schema version this build expects (the highest sql/NNN_*.sql). */
-#define PN_SCHEMA_VERSION 17
+#define PN_SCHEMA_VERSION 18
 
 /* Exit statuses: common/exit.h, one table for every program. */
 
@@ -39,6 +39,7 @@ extern const struct pn_cmd pn_cmd_resolve;
 extern const struct pn_cmd pn_cmd_sign;
 extern const struct pn_cmd pn_cmd_stats;
 extern const struct pn_cmd pn_cmd_query;
+extern const struct pn_cmd pn_cmd_confirm;
 extern const struct pn_cmd pn_cmd_reconcile;
 extern const struct pn_cmd pn_cmd_wechatpay_certificates;
 

@@ -23,6 +23,7 @@ static const struct pn_cmd *const commands[] = {
 	&pn_cmd_sign,
 	&pn_cmd_stats,
 	&pn_cmd_query,
+	&pn_cmd_confirm,
 	&pn_cmd_reconcile,
 	&pn_cmd_wechatpay_certificates,
 	NULL,

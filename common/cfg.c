@@ -1355,12 +1355,19 @@ validate_site(const struct pn_site *s, uint64_t failed, struct pn_cfg_findings *
 	size_t	i, used = 0;
 
 	for (prov = pn_cfg_providers; *prov; prov++)
-		any = any || pn_cfg_configured(s, *prov);
+		any = any || (!(*prov)->not_a_provider && pn_cfg_configured(s, *prov));
 	if (!any && failed == 0) {
-		for (prov = pn_cfg_providers; *prov && used < sizeof(what); prov++)
+		for (prov = pn_cfg_providers; *prov && used < sizeof(what); prov++) {
+			const struct pn_cfg_provider *const *next = prov + 1;
+
+			if ((*prov)->not_a_provider)
+				continue;
+			while (*next && (*next)->not_a_provider)
+				next++;
 			used += (size_t)snprintf(what + used, sizeof(what) - used, "%s%s.*",
-						 prov == pn_cfg_providers ? "" : prov[1] ? ", "
+						 prov == pn_cfg_providers ? "" : *next ? ", "
 						 : " or ", (*prov)->prefix);
+		}
 		pn_cfg_finding_add(fd, PN_CFG_ERROR, s->file, s->line, "site \"%s\": no provider "
 				   "is configured (set %s keys)", s->name, what);
 	}

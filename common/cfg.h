@@ -344,6 +344,9 @@ struct pn_cfg_provider {
 	 * are the same)?  NULL: the values differ. */
 	bool	(*markers_distinct)(const struct pn_site *a, const char *va,
 				    const struct pn_site *b, const char *vb);
+	/* Site keys of a program, not of a provider (confirm.*): setting them
+	 * does not make a site "configure a provider". */
+	bool	not_a_provider;
 };
 
 /*

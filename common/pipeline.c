@@ -40,6 +40,8 @@ pn_receiver_init(struct pn_receiver *r, const struct pn_provider *provider,
 void
 pn_receiver_destroy(struct pn_receiver *r)
 {
+	if (r->app != NULL && r->provider != NULL && r->provider->app_free != NULL)
+		r->provider->app_free(r->app);
 	pn_store_free(r->store);
 	pn_arena_free(r->arena);
 	pn_buf_free(&r->res.body);

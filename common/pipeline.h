@@ -27,6 +27,7 @@ struct pn_receiver {
 	struct pn_arena *arena;		/* reset after every request */
 	struct pn_response res;		/* body buffer reused across requests */
 	int64_t	(*clock)(void);		/* Unix seconds; injectable for tests */
+	void   *app;			/* provider->handle's own state, or NULL */
 };
 
 void pn_receiver_init(struct pn_receiver *r, const struct pn_provider *provider,

@@ -18,6 +18,8 @@
 #include "http.h"
 #include "util.h"
 
+struct pn_receiver;	/* pipeline.h */
+
 enum pn_verdict {
 	PN_VERIFIED = 0,	/* event filled in; store it */
 	PN_MALFORMED,		/* 400: not a notification of this provider's form */
@@ -66,6 +68,16 @@ struct pn_provider {
 	/* Fill res with the provider's success (2xx) or failure form, in the
 	 * request's variant. */
 	void	(*answer)(int variant, struct pn_response *res, int status, const char *reason);
+	/*
+	 * A FastCGI program that is no receiver (`paynotify confirm`): the
+	 * server loop (common/server.c) hands it each request instead of the
+	 * notification pipeline; it reads the request from io and writes its
+	 * answer there, its own state in r->app (made when it needs it,
+	 * freed by app_free when the receiver state goes: a reload, a stop).
+	 * NULL for the receivers: pn_pipeline_handle().
+	 */
+	void	(*handle)(struct pn_receiver *r, struct pn_io *io);
+	void	(*app_free)(void *app);
 };
 
 extern const struct pn_provider pn_provider_2c2p;

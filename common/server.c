@@ -702,7 +702,10 @@ worker_loop(struct pn_receiver *rcv, int listen_fd, const char *reload_path)
 			struct pn_io io = {&req, fcgi_param, fcgi_each_param, fcgi_read, fcgi_write,
 					   fcgi_read_end};
 
-			pn_pipeline_handle(rcv, &io);
+			if (rcv->provider->handle != NULL)
+				rcv->provider->handle(rcv, &io);	/* paynotify confirm */
+			else
+				pn_pipeline_handle(rcv, &io);
 		}
 		deadline_disarm();
 		/* Closing, libfcgi reads what the peer still sends: bounded too. */

@@ -25,6 +25,8 @@
 --   follow_up_answered(), follow_up_delay()
 --                   the follow-up schedule of `paynotify query --due`
 --                   (sql/017); never on the receivers' path.
+--   confirm_claim() the rate limit of `paynotify confirm` (sql/018): one
+--                   provider ask per order per interval.
 --
 -- Lock order, the same on every path (ingest, reapply, the feed), so that
 -- no two transactions can wait for each other in a cycle:
@@ -1390,6 +1392,27 @@ BEGIN
        AND f.claim_token = p_token
     RETURNING f.state, f.next_ask_at, f.attempts INTO state, next_ask_at, attempts;
 END;
+$$;
+
+-- ---------------------------------------------------------------------------
+-- `paynotify confirm` (sql/018): the right to ask the provider about one
+-- order, at most once per p_min_interval_s over every worker and host.
+-- True: this caller asks (the row is new, or its last ask is older than the
+-- interval, and is now); false: someone asked within the interval, or is
+-- asking now (a concurrent claim waits for the other's row, then sees it
+-- fresh).  Never on the receivers' path.
+CREATE OR REPLACE FUNCTION paynotify.confirm_claim(
+    p_site text, p_order_id text, p_min_interval_s integer)
+RETURNS boolean
+LANGUAGE sql AS $$
+    WITH c AS (
+        INSERT INTO paynotify.confirm_asks AS a (site, order_id, asked_at)
+        VALUES (p_site, p_order_id, now())
+        ON CONFLICT (site, order_id) DO UPDATE
+           SET asked_at = now(), asks = a.asks + 1
+         WHERE a.asked_at < now() - make_interval(secs => p_min_interval_s)
+        RETURNING true AS claimed)
+    SELECT coalesce((SELECT claimed FROM c), false);
 $$;
 
 -- The site's replacements back in place of ours (see the top of the file).

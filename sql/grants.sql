@@ -31,6 +31,7 @@
 --               check-config reads schema_version; report runs order_rows();
 --               replay --apply runs reapply(); query records its runs
 --               (query_runs_id_seq) and settles refunds with confirm_refund();
+--               confirm (the receivers' role) claims an ask with confirm_claim()
 --               purge copies and DELETEs notifications (its batch table needs
 --               TEMPORARY on the database: roles.sql); stats reads the feed
 --   consumer    claim_events() locks and leases feed rows (UPDATE),
@@ -78,6 +79,11 @@ DECLARE
         -- follow_up_new_order(), SECURITY DEFINER: the shop needs nothing here
         ['follow_ups',            'table',    'paynotify_admin',    'SELECT, INSERT, UPDATE, DELETE'],
         ['follow_up_sweeps',      'table',    'paynotify_admin',    'SELECT, UPDATE'],
+        -- paynotify confirm's rate limit (schema 18): confirm connects as the
+        -- receivers do and claims an ask with confirm_claim(); purge deletes
+        -- the old rows
+        ['confirm_asks',          'table',    'paynotify_receiver', 'SELECT, INSERT, UPDATE'],
+        ['confirm_asks',          'table',    'paynotify_admin',    'SELECT, DELETE'],
         -- sequences
         ['feed_event_seq',        'sequence', 'paynotify_receiver', 'USAGE'],
         ['query_runs_id_seq',     'sequence', 'paynotify_admin',    'USAGE'],
@@ -103,6 +109,7 @@ DECLARE
         ['follow_up_sweep',       'function', 'paynotify_admin',    'EXECUTE'],
         ['follow_up_claim',       'function', 'paynotify_admin',    'EXECUTE'],
         ['follow_up_answered',    'function', 'paynotify_admin',    'EXECUTE'],
+        ['confirm_claim',         'function', 'paynotify_receiver', 'EXECUTE'],
         -- the trigger function of the shop's INSERT (SECURITY DEFINER)
         ['follow_up_new_order',   'function', NULL,                 NULL],
         ['claim_events',          'function', 'paynotify_consumer', 'EXECUTE'],
