@@ -137,6 +137,11 @@ static const char delete_sql[] =
 	"WITH d AS (DELETE FROM paynotify.notifications n USING pn_purge_batch b "
 	"WHERE n.id = b.id RETURNING 1) SELECT count(*) AS n FROM d";
 
+static const char confirm_asks_sql[] =
+	"WITH d AS (DELETE FROM paynotify.confirm_asks"
+	"            WHERE asked_at < now() - interval '1 day' RETURNING 1)"
+	" SELECT count(*) AS n FROM d";
+
 static bool
 parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
 {
@@ -248,7 +253,7 @@ purge_exec(int argc, char **argv, const char *config_path)
 	FILE   *out = NULL;
 	char   *archive_used = NULL;
 	char	cutoff[64], keep_txt[24], batch_txt[24], last_txt[24] = "0";
-	int64_t	purge_n = 0, unresolved = 0, done = 0, bytes = 0, nb;
+	int64_t	purge_n = 0, unresolved = 0, done = 0, bytes = 0, nb, asks = 0;
 	int	opt, rc = PN_EXIT_FAILED, fd;
 	bool	first = true;
 
@@ -444,6 +449,14 @@ purge_exec(int argc, char **argv, const char *config_path)
 	out = NULL;
 	printf("purged %" PRId64 " notification%s; archive %s (%" PRId64 " bytes)\n", done,
 	       done == 1 ? "" : "s", archive, bytes);
+	/* confirm's rate-limit rows: no use after confirm.min_interval_s (at
+	 * most an hour); kept a day for a look at who asked */
+	if (!query1(conn, PN_SQL_CONST(confirm_asks_sql), 0, NULL, &t, &err))
+		goto failed;
+	if (pn_parse_i64(pn_table_get(&t, 0, "n"), &asks) && asks > 0)
+		printf("deleted %" PRId64 " confirm ask record%s older than a day\n", asks,
+		       asks == 1 ? "" : "s");
+	pn_table_free(&t);
 	rc = unresolved > 0 ? PN_EXIT_ATTENTION : PN_EXIT_OK;
 	goto done;
 

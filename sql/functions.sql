@@ -26,7 +26,8 @@
 --                   the follow-up schedule of `paynotify query --due`
 --                   (sql/017); never on the receivers' path.
 --   confirm_claim() the rate limit of `paynotify confirm` (sql/018): one
---                   provider ask per order per interval.
+--                   provider ask per order per interval; confirm_order(),
+--                   its read of one order.
 --
 -- Lock order, the same on every path (ingest, reapply, the feed), so that
 -- no two transactions can wait for each other in a cycle:
@@ -1413,6 +1414,22 @@ LANGUAGE sql AS $$
          WHERE a.asked_at < now() - make_interval(secs => p_min_interval_s)
         RETURNING true AS claimed)
     SELECT coalesce((SELECT claimed FROM c), false);
+$$;
+
+-- `paynotify confirm` (sql/018): one order of one site as the shop keeps it,
+-- through order_rows() (a shop with its own table, docs/SHOP-ORDERS.md, is
+-- answered from it; the stock order_rows() is one SELECT, inlined here: an
+-- index probe).  SECURITY DEFINER (the schema's owner, a fixed search_path):
+-- confirm connects with the receivers' login, which gets EXECUTE on this
+-- one-order read and not on order_rows(), whose every-order listing is
+-- `paynotify report`'s (the admin login's).
+CREATE OR REPLACE FUNCTION paynotify.confirm_order(p_site text, p_order_id text)
+RETURNS TABLE (site text, order_id text, status text, amount_minor bigint, currency text,
+               psp text, psp_txn_id text)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT o.site, o.order_id, o.status, o.amount_minor, o.currency, o.psp, o.psp_txn_id
+      FROM paynotify.order_rows(p_site) o
+     WHERE o.site = p_site AND o.order_id = p_order_id;
 $$;
 
 -- The site's replacements back in place of ours (see the top of the file).

@@ -24,14 +24,16 @@
 --   receivers   ingest()/ingest_combined() and what they call: insert a
 --               notification or count a duplicate, lock (FOR UPDATE needs
 --               UPDATE) and move the order, record a case, append to the
---               feed (feed_event_seq) for each subscribed consumer
+--               feed (feed_event_seq) for each subscribed consumer;
+--               `paynotify confirm` connects as the receivers do: it reads
+--               one order with confirm_order() (SECURITY DEFINER, through
+--               order_rows()) and claims an ask with confirm_claim()
 --   admin       a member of paynotify_receiver (query and reconcile --apply
 --               ingest as the receivers do; resolve writes the resolution
 --               columns with the receivers' table-wide UPDATE), and:
 --               check-config reads schema_version; report runs order_rows();
 --               replay --apply runs reapply(); query records its runs
 --               (query_runs_id_seq) and settles refunds with confirm_refund();
---               confirm (the receivers' role) claims an ask with confirm_claim()
 --               purge copies and DELETEs notifications (its batch table needs
 --               TEMPORARY on the database: roles.sql); stats reads the feed
 --   consumer    claim_events() locks and leases feed rows (UPDATE),
@@ -110,6 +112,7 @@ DECLARE
         ['follow_up_claim',       'function', 'paynotify_admin',    'EXECUTE'],
         ['follow_up_answered',    'function', 'paynotify_admin',    'EXECUTE'],
         ['confirm_claim',         'function', 'paynotify_receiver', 'EXECUTE'],
+        ['confirm_order',         'function', 'paynotify_receiver', 'EXECUTE'],
         -- the trigger function of the shop's INSERT (SECURITY DEFINER)
         ['follow_up_new_order',   'function', NULL,                 NULL],
         ['claim_events',          'function', 'paynotify_consumer', 'EXECUTE'],

@@ -11,6 +11,7 @@
 # The slice: the hostile-input matrix over FastCGI (100 cases, all four
 # providers), every FastCGI scenario of test_core (Stripe, Alipay), test_2c2p,
 # test_wechatpay, test_wechatpay_combine and test_concurrency (concurrent duplicates, every provider),
+# the confirm endpoint (paynotify confirm's FastCGI workers, test_confirm),
 # a few CGI scenarios per provider, and the slow-database fault test, run
 # through pytest (tests/conftest.py).  Prints "valgrind: N passed, N failed"
 # and, last, "N passed, N failed" (the tests plus one failure per dirty log).
@@ -46,6 +47,7 @@ integration/test_2c2p.py	FastCgi or (TwoC2PCgi and (test_paid_twice or test_alg_
 integration/test_wechatpay.py	FastCgi
 integration/test_wechatpay_combine.py	FastCgi
 integration/test_concurrency.py	FastCgi
+integration/test_confirm.py	TestAnswers or TestRateLimit or TestRefused
 faults/test_faults.py	test_4_slow_database
 '
 start=$(date +%s)

@@ -182,13 +182,16 @@ class TestInstalledFiles(unittest.TestCase):
     def test_snippets_units_docs_man(self):
         for path in (SHARE + "/nginx/paynotify.conf", SHARE + "/apache/paynotify.conf",
                      SHARE + "/apache/paynotify-cgi.conf", SHARE + "/paynotify.conf.example",
+                     SHARE + "/nginx/paynotify-confirm.conf",
                      UNITDIR + "/paynotify@.service", UNITDIR + "/paynotify@.socket",
+                     *[UNITDIR + "/paynotify-confirm" + k for k in (".service", ".socket")],
                      *[UNITDIR + "/" + t + k for t in TIMERS for k in (".timer", ".service")],
                      DOC + "/README.md", DOC + "/DATABASE.md", DOC + "/OPERATIONS.md",
                      DOC + "/README.Debian", DOC + "/copyright"):
             self.assertTrue(os.path.isfile(path), path)
         # every file: document of the units exists
-        for unit in ["paynotify@.service", "paynotify@.socket"] + \
+        for unit in ["paynotify@.service", "paynotify@.socket", "paynotify-confirm.service",
+                     "paynotify-confirm.socket"] + \
                 [t + k for t in TIMERS for k in (".timer", ".service")]:
             with open(os.path.join(UNITDIR, unit)) as f:
                 for m in re.finditer(r"Documentation=(.*)", f.read()):
@@ -220,6 +223,7 @@ class TestInstalledFiles(unittest.TestCase):
                 shutil.copyfile(os.path.join(UNITDIR, "paynotify@." + kind), dst)
                 files.append(dst)
         files += [os.path.join(UNITDIR, t + k) for t in TIMERS for k in (".timer", ".service")]
+        files += [os.path.join(UNITDIR, "paynotify-confirm" + k) for k in (".service", ".socket")]
         p = subprocess.run([exe, "verify", "--man=no"] + files, cwd=d, stdin=subprocess.DEVNULL,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60,
                            env=pntest.clean_env())

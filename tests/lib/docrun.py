@@ -791,8 +791,9 @@ SITE_CONF = "/etc/paynotify/conf.d/50-shop-a.conf"
 # keys of the example's site that name what a sandbox has not got: the query
 # credentials and endpoints (the providers' APIs), the WeChat Pay platform
 # certificates (the site uses the public-key mode), the live Stripe mode and
-# the test-signing lines (set below, to the sandbox's own keys)
-SITE_DROP = re.compile(r"^(\w+\.query_\w+|wechatpay\.platform_cert_\w+|stripe\.mode"
+# the test-signing lines (set below, to the sandbox's own keys), and the
+# confirm endpoint (SHOP-ORDERS.md; tests/integration/test_confirm.py)
+SITE_DROP = re.compile(r"^(\w+\.query_\w+|wechatpay\.platform_cert_\w+|stripe\.mode|confirm\.\w+"
                        r"|\w+\.test_signing|\w+\.test_private_key_file)$")
 
 

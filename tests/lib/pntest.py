@@ -550,6 +550,9 @@ class PgCluster:
         # the follow-up schedule (schema 17; an older schema has none)
         self.psql("DO $$BEGIN IF to_regclass('paynotify.follow_ups') IS NOT NULL THEN "
                   "TRUNCATE paynotify.follow_ups; END IF; END$$")
+        # confirm's rate limit (schema 18)
+        self.psql("DO $$BEGIN IF to_regclass('paynotify.confirm_asks') IS NOT NULL THEN "
+                  "TRUNCATE paynotify.confirm_asks; END IF; END$$")
 
     def server_log(self):
         if not self.logfile:

@@ -831,8 +831,9 @@ START_TEST(test_provider_declarations)
 			ck_assert_msg(strncmp(kd->key, (*prov)->prefix, plen) == 0 && kd->key[plen] == '.',
 				      "%s is declared by %s", kd->key, (*prov)->prefix);
 			ck_assert_msg(!(kd->flags & PN_KEY_REQUIRED) || kd->type == PN_K_STR
-				      || kd->type == PN_K_SECRETS || kd->type == PN_K_PUBKEYS,
-				      "%s: required is for strings and key lists", kd->key);
+				      || kd->type == PN_K_PATH || kd->type == PN_K_SECRETS
+				      || kd->type == PN_K_PUBKEYS,
+				      "%s: required is for strings, paths and key lists", kd->key);
 			ck_assert_msg(kd->show == NULL || kd->type == PN_K_STR
 				      || kd->type == PN_K_SECRETS || kd->type == PN_K_PUBKEYS,
 				      "%s: check-config lists strings and key lists", kd->key);
@@ -863,11 +864,16 @@ START_TEST(test_configured_from_prefix)
 		for (i = 0; i < (*prov)->nkeys; i++) {
 			if ((*prov)->keys[i].flags & PN_KEY_REQUIRED)
 				nreq++;
-			else if (kd == NULL && (*prov)->keys[i].type == PN_K_URL)
+			else if (kd == NULL && ((*prov)->keys[i].type == PN_K_URL
+						|| (*prov)->keys[i].type == PN_K_INT))
 				kd = &(*prov)->keys[i];
 		}
 		ck_assert_msg(kd != NULL && nreq > 0, "%s", (*prov)->prefix);
-		snprintf(text, sizeof(text), "[site a]\n%s = https://example.test/x\n", kd->key);
+		if (kd->type == PN_K_URL)
+			snprintf(text, sizeof(text), "[site a]\n%s = https://example.test/x\n", kd->key);
+		else
+			snprintf(text, sizeof(text), "[site a]\n%s = %lld\n", kd->key,
+				 (long long)kd->min);
 		ck_assert(load_all(text, &fd) == NULL);
 		for (i = 0; i < (*prov)->nkeys; i++) {
 			if (!((*prov)->keys[i].flags & PN_KEY_REQUIRED))
@@ -876,7 +882,9 @@ START_TEST(test_configured_from_prefix)
 				 (*prov)->keys[i].key, (*prov)->title);
 			ck_assert_msg(finding(&fd, want) != NULL, "no \"%s\"", want);
 		}
-		ck_assert(finding(&fd, "no provider is configured") == NULL);
+		/* the confirm keys alone configure no provider */
+		ck_assert((finding(&fd, "no provider is configured") == NULL)
+			  == !(*prov)->not_a_provider);
 		pn_cfg_findings_free(&fd);
 	}
 	ck_assert(load_all("[site a]\n", &fd) == NULL);
