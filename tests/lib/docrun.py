@@ -40,7 +40,8 @@ Debian installs it.  Nothing a block does reaches the machine.  Three
 stand-ins, first on PATH for ```sh blocks, replace what a container cannot
 give or a script cannot type:
   systemctl  systemd is not PID 1: daemon-reload, enable/start/stop/
-             restart/reload/is-active of paynotify@P.socket/.service (started
+             restart/reload/is-active of paynotify@P.socket/.service and
+             paynotify-confirm.socket/.service (started
              as the INSTALLED units say: the socket of ListenStream= with
              SocketUser=/SocketGroup=/SocketMode= on fd 0, ExecStart= as
              User=/Group= with Environment=; ExecReload= lines in order),
@@ -76,7 +77,8 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DOCS = ["README.md", "docs/DATABASE.md", "docs/DEPLOYMENT.md", "docs/OPERATIONS.md"]
+DOCS = ["README.md", "docs/DATABASE.md", "docs/DEPLOYMENT.md", "docs/OPERATIONS.md",
+        "docs/SHOP-ORDERS.md"]
 RUNNABLE = ("sh", "sql", "cron")
 OPTIONS = ("db", "role", "step", "wait", "exit", "expect")
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([^`\s]*)(.*)$")
@@ -587,6 +589,14 @@ def describe(r):
 UNITDIR = "/lib/systemd/system"
 
 
+def _units(inst):
+    """The socket and service units of a receiver instance, or of the
+    confirm endpoint (inst "confirm": paynotify-confirm.*, not a template)."""
+    if inst == "confirm":
+        return "paynotify-confirm.socket", "paynotify-confirm.service"
+    return "paynotify@%s.socket" % inst, "paynotify@%s.service" % inst
+
+
 def unit_file(name):
     """Parse an installed unit (templates instantiated): {key: [values]}."""
     base, inst = name, ""
@@ -629,8 +639,8 @@ def _receiver_pid(work, inst):
 def _start_receiver(work, inst):
     if _receiver_pid(work, inst):
         return 0
-    sock_unit = unit_file("paynotify@%s.socket" % inst)
-    svc = unit_file("paynotify@%s.service" % inst)
+    sock_unit = unit_file(_units(inst)[0])
+    svc = unit_file(_units(inst)[1])
     path = sock_unit["ListenStream"][0]
     os.makedirs(os.path.dirname(path), mode=int(sock_unit.get("DirectoryMode", ["0755"])[0], 8),
                 exist_ok=True)
@@ -685,9 +695,9 @@ def _stop_receiver(work, inst):
 def _reload_receiver(work, inst):
     pid = _receiver_pid(work, inst)
     if not pid:
-        sys.stderr.write("paynotify@%s.service is not active, cannot reload.\n" % inst)
+        sys.stderr.write("%s is not active, cannot reload.\n" % _units(inst)[1])
         return 1
-    svc = unit_file("paynotify@%s.service" % inst)
+    svc = unit_file(_units(inst)[1])
     for line in svc.get("ExecReload", []):
         argv = [a.replace("$MAINPID", str(pid)) for a in shlex.split(line.lstrip("-@:+!"))]
         user = svc.get("User", ["root"])[0]
@@ -698,8 +708,8 @@ def _reload_receiver(work, inst):
                 env[k] = v
         rc = subprocess.run([RUNUSER, "-u", user, "--"] + argv, env=env).returncode
         if rc != 0:
-            sys.stderr.write("Job for paynotify@%s.service failed (ExecReload= %s: exit %d)\n"
-                             % (inst, argv[0], rc))
+            sys.stderr.write("Job for %s failed (ExecReload= %s: exit %d)\n"
+                             % (_units(inst)[1], argv[0], rc))
             return 1
     return 0
 
@@ -725,9 +735,9 @@ def systemctl(args):
     rc = 0
     for u in units:
         name = u if "." in u else u + ".service"
-        m = re.match(r"^paynotify@([a-z0-9]+)\.(socket|service)$", name)
+        m = re.match(r"^paynotify(?:@([a-z0-9]+)|-(confirm))\.(socket|service)$", name)
         if m:
-            inst = m.group(1)
+            inst = m.group(1) or m.group(2)
             if verb in ("start", "restart") or (verb == "enable" and "--now" in flags):
                 if verb == "restart":
                     _stop_receiver(work, inst)
