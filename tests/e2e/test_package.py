@@ -417,6 +417,7 @@ EXAMPLE_FILES = {
     "wechatpay.public_key_file": ("copy", "test-a.pub.pem"),
     "wechatpay.apiv2_key_file": ("secret", "PackageAPIv2Key0123456789abcdefA"),
     "2c2p.secret_key_file": ("secret", "PACKAGE2C2PSECRETKEY0123456789AB"),
+    "confirm.secret_file": ("secret", "PackageConfirmKey0123456789abcdef0123456789"),
 }
 
 
