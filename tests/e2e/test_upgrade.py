@@ -28,11 +28,13 @@ cluster of this test on 127.0.0.1 (the chroot shares the network).
      compatibility links); every --version says the new version
   5. `dpkg -r` then `dpkg --purge`: no error; the operator's files stay
 
-What a chroot cannot show: systemd is not PID 1 here, so the maintainer
-scripts' `systemctl` branches (restart the running paynotify@*.service
-after an upgrade, stop them and their sockets on removal) do not run; the
-test checks that the installed maintainer scripts have them and that the
-upgrade and removal succeed without systemd.
+What a chroot cannot show is systemd as PID 1: the maintainer scripts'
+`systemctl` branches are run against a recording systemctl and
+deb-systemd-invoke placed first on PATH, with /run/systemd/system made
+for the run: an upgrade's postinst try-restarts exactly the running
+receivers and the confirm endpoint, a first install starts nothing, prerm
+remove stops every loaded unit of ours, prerm upgrade stops none.  The
+real upgrade and removal above run without systemd and must succeed.
 
 Needs root, the two .deb files (PN_UPGRADE_OLD_DEB, PN_PACKAGE_DEB) and the
 root filesystem; without them it skips saying so, and PN_REQUIRE_PACKAGE=1
@@ -330,18 +332,67 @@ class TestUpgrade(unittest.TestCase):
                          "../sbin/paynotify-stripe")
 
     def test_maintainer_scripts(self):
-        """systemd is not PID 1 in a chroot: what the scripts do with it
-        cannot run here; they must have it (and succeed without it)."""
-        info = ROOT + "/var/lib/dpkg/info/paynotify."
-        with open(info + "postinst") as f:
-            postinst = f.read()
-        with open(info + "prerm") as f:
-            prerm = f.read()
-        self.assertRegex(postinst, r"deb-systemd-invoke try-restart \$units")
-        self.assertIn("--state=active --type=service 'paynotify@*'", postinst)
-        self.assertRegex(prerm, r'"\$1" = remove')
-        self.assertIn("deb-systemd-invoke stop $units", prerm)
-        self.assertNotIn("deb-systemd-invoke start", postinst)   # nothing started
+        """systemd is not PID 1 in a chroot, so the scripts are run here
+        against a recording systemctl/deb-systemd-invoke (on PATH first)
+        and a /run/systemd/system that says systemd is up: an upgrade's
+        postinst try-restarts exactly the running receivers and the
+        confirm endpoint; prerm remove stops every loaded unit of ours;
+        nothing is started; both succeed."""
+        stub = ROOT + "/tmp/pn-systemd-stub"
+        os.makedirs(stub, exist_ok=True)
+        log = stub + "/log"
+        units = ("paynotify@alipay.service loaded active running paynotify alipay\n"
+                 "paynotify@stripe.service loaded active running paynotify stripe\n"
+                 "paynotify-confirm.service loaded active running confirm\n"
+                 "paynotify@alipay.socket loaded active listening socket\n"
+                 "paynotify-query.timer loaded active waiting timer\n")
+        scripts = {
+            "systemctl": 'echo "systemctl $*" >> /tmp/pn-systemd-stub/log\n'
+                         'case "$1" in list-units) printf "%s" "$UNITS" ;; esac\n',
+            "deb-systemd-invoke": 'echo "deb-systemd-invoke $*" >> /tmp/pn-systemd-stub/log\n',
+            "deb-systemd-helper": 'echo "deb-systemd-helper $*" >> /tmp/pn-systemd-stub/log\n'
+                                  'exit 1\n',
+        }
+        for name, body in scripts.items():
+            with open(stub + "/" + name, "w") as f:
+                f.write("#!/bin/sh\n" + body)
+            os.chmod(stub + "/" + name, 0o755)
+        made_run = not os.path.isdir(ROOT + "/run/systemd/system")
+        os.makedirs(ROOT + "/run/systemd/system", exist_ok=True)
+        env = {"PATH": "/tmp/pn-systemd-stub:/usr/sbin:/usr/bin:/sbin:/bin", "UNITS": units}
+        info = "/var/lib/dpkg/info/paynotify."
+        try:
+            def run(script, *args):
+                if os.path.exists(log):
+                    os.unlink(log)
+                cmd = ["/usr/bin/env", "-i"] + ["%s=%s" % kv for kv in env.items()]
+                p = subprocess.run(["chroot", ROOT] + cmd + [info + script] + list(args),
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+                self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+                with open(log) as f:
+                    return f.read().splitlines()
+            calls = run("postinst", "configure", deb_version(OLD_DEB))
+            self.assertIn("systemctl --system daemon-reload", calls)
+            invoked = [c for c in calls if c.startswith("deb-systemd-invoke")]
+            self.assertEqual(invoked, ["deb-systemd-invoke try-restart paynotify@alipay.service "
+                                       "paynotify@stripe.service paynotify-confirm.service"],
+                             calls)
+            calls = run("postinst", "configure")          # a first install: nothing started
+            self.assertEqual([c for c in calls if c.startswith("deb-systemd-invoke")], [], calls)
+            self.assertFalse([c for c in calls if re.search(r"systemctl .*(start|enable)", c)])
+            calls = run("prerm", "remove")
+            stops = [c for c in calls if c.startswith("deb-systemd-invoke stop paynotify@")]
+            self.assertEqual(len(stops), 1, calls)
+            for unit in ("paynotify@alipay.service", "paynotify@stripe.service",
+                         "paynotify-confirm.service", "paynotify@alipay.socket",
+                         "paynotify-query.timer"):
+                self.assertIn(unit, stops[0].split())
+            calls = run("prerm", "upgrade", deb_version(NEW_DEB))   # an upgrade stops nothing
+            self.assertFalse([c for c in calls if " stop paynotify@" in c], calls)
+        finally:
+            shutil.rmtree(stub, ignore_errors=True)
+            if made_run:
+                shutil.rmtree(ROOT + "/run/systemd", ignore_errors=True)
 
     def test_zz_remove_and_purge(self):
         p = inside(["dpkg", "-r", "paynotify"], timeout=120)
