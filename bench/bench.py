@@ -1513,7 +1513,8 @@ def main():
                     "per second of a run to pre-sign (and 3 times as many orders per "
                     "second of a pgbench run); default %d, so that no request file "
                     "wraps and no order pool runs out on a fast machine" % RATE_CEILING)
-    ap.add_argument("--pgbench-clients", type=int, default=8)
+    ap.add_argument("--pgbench-clients", type=int, default=None,
+                    help="pgbench clients (default: --workers, the sessions of one receiver)")
     ap.add_argument("--no-dup", dest="dup", action="store_false")
     ap.add_argument("--no-pgbench", dest="pgbench", action="store_false")
     ap.add_argument("--no-minimal", dest="minimal", action="store_false")
@@ -1556,6 +1557,10 @@ def main():
         # machine never wraps them and every check runs
         a.max_rate = RATE_CEILING
         a.history = min(a.history, 5000)
+    if a.pgbench_clients is None:
+        a.pgbench_clients = a.workers
+    if a.pgbench_clients < 1 or a.workers < 1:
+        die("--workers and --pgbench-clients must be at least 1")
     a.states = [x for x in a.states.split(",") if x]
     if a.history == 0:
         a.states = [x for x in a.states if x != "history"] or ["fresh"]

@@ -35,6 +35,11 @@
 /* The wake-up: its own statement, after the answer (README "Event feed");
  * prepared with the ingest statement, so that a new notification costs the
  * server no parse and plan of it (docs/PERFORMANCE.md, round 3). */
+/* The settings of our ingest statements: on the session (prepared
+ * statements) or local to each ingest's transaction (exec_unnamed). */
+#define SESSION_SQL(local) \
+	"SELECT set_config('statement_timeout', $1, " #local "), " \
+	"set_config('paynotify.async_duplicates', 'on', " #local ")"
 #define WAKEUP_STMT "pn_wakeup"
 #define WAKEUP_SQL "SELECT pg_notify('paynotify', $1)"
 
@@ -281,13 +286,15 @@ connect_db(struct pn_store *s, struct pn_err *err)
 	if (!s->use_prepared)
 		return true;
 	/*
-	 * A session setting (is_local false: SET), so that it also works
+	 * Session settings (is_local false: SET), so that they also work
 	 * through a session pooler; the value as a parameter, as for
-	 * exec_unnamed.
+	 * exec_unnamed.  paynotify.async_duplicates: ingest() may commit a
+	 * re-delivery without waiting for its flush (sql/functions.sql): every
+	 * ingest of ours is its transaction's only statement.
 	 */
 	timeout = s->timeout_ms;
-	if (!session_step(s, PQexecParams(s->conn, "SELECT set_config('statement_timeout', $1, "
-					  "false)", 1, NULL, &timeout, NULL, NULL, 0),
+	if (!session_step(s, PQexecParams(s->conn, SESSION_SQL(false), 1, NULL, &timeout, NULL,
+					  NULL, 0),
 			  PGRES_TUPLES_OK, "could not set statement_timeout", err))
 		return false;
 	res = PQprepare(s->conn, INGEST_STMT, INGEST_SQL, INGEST_NPARAMS, NULL);
@@ -343,8 +350,7 @@ exec_unnamed(struct pn_store *s, bool combined, const char *const *values, const
 	 */
 	if (!PQenterPipelineMode(s->conn))
 		return NULL;
-	if (!PQsendQueryParams(s->conn, "SELECT set_config('statement_timeout', $1, true)", 1,
-			       NULL, tvals, NULL, NULL, 0)
+	if (!PQsendQueryParams(s->conn, SESSION_SQL(true), 1, NULL, tvals, NULL, NULL, 0)
 	    || !(combined ? PQsendQueryParams(s->conn, COMBINED_SQL, COMBINED_NPARAMS, NULL, values,
 					      lengths, formats, 0)
 		 : PQsendQueryParams(s->conn, INGEST_SQL, INGEST_NPARAMS, NULL, values, lengths,

@@ -606,6 +606,12 @@ DECLARE
     v_case_id  text;
     a          record;
     c          record;
+    -- A re-delivery's commit need not wait for its WAL flush when the
+    -- caller asks (the receivers' sessions: common/store.c) and this
+    -- statement is its transaction's first write (no other caller's
+    -- change can ride on it: ingest_combined's envelope comes first).
+    v_lazy_dup boolean := current_setting('paynotify.async_duplicates', true) = 'on'
+                          AND pg_current_xact_id_if_assigned() IS NULL;
 BEGIN
     IF p_flag = 'pending_confirmation' AND p_event_kind = 'refund' THEN
         -- A refund nothing signs as a whole (WeChat Pay v2 refund results):
@@ -685,6 +691,18 @@ BEGIN
 
     -- A new row has deliveries 1; ON CONFLICT DO UPDATE always adds one.
     duplicate := deliveries > 1;
+
+    -- A duplicate changes nothing but its counter: the event it repeats is
+    -- durable already (ON CONFLICT saw it committed, and a commit becomes
+    -- visible only after its flush and, with synchronous_standby_names,
+    -- the standby's answer).  So its commit does not wait for the flush
+    -- (PostgreSQL's asynchronous commit, for this transaction only): a
+    -- crash can lose the +1 of the last few hundred milliseconds, never an
+    -- event, and copies that arrive together no longer queue on the row
+    -- lock through one flush each (docs/PERFORMANCE.md, round 4).
+    IF duplicate AND v_lazy_dup THEN
+        PERFORM set_config('synchronous_commit', 'off', true);
+    END IF;
 
     -- 2'. a new dispute or complaint event: its case, then the feed (no order)
     IF NOT duplicate AND outcome IN ('dispute', 'complaint') AND v_case_id IS NOT NULL THEN

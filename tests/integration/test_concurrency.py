@@ -131,6 +131,50 @@ class ConcurrentDuplicates(pntest.ReceiverScenarios):
         self.assertEqual(feed, [(str(rows[0]["id"]), k.provider, oid, "applied")],
                          "exactly one feed event, for the applied notification")
 
+    def test_redeliveries_do_not_wait_for_a_flush_each(self):
+        """A re-delivery changes only its counter, so the receivers let its
+        commit skip the WAL flush (ingest() under the session setting
+        paynotify.async_duplicates of common/store.c); a new notification
+        is flushed before it is acked.  With synchronous_commit on and the
+        WAL writer slowed to 10 s, the WAL flush position moves on during
+        every new one's request, and not during the re-deliveries'."""
+        k, n = self.kit, 8
+        PG.psql("ALTER SYSTEM SET synchronous_commit = on; ")
+        PG.psql("ALTER SYSTEM SET wal_writer_delay = '10s'")
+
+        def restore():
+            PG.psql("ALTER SYSTEM RESET synchronous_commit")
+            PG.psql("ALTER SYSTEM RESET wal_writer_delay")
+            PG.reload_conf("synchronous_commit", "off")
+        self.addCleanup(restore)
+        PG.reload_conf("synchronous_commit", "on")
+        conn = PG.connect()
+        self.addCleanup(conn.close)
+
+        def flush_lsn():
+            with conn.cursor() as cur:
+                cur.execute("SELECT pg_current_wal_flush_lsn() - '0/0'::pg_lsn")
+                return int(cur.fetchone()[0])
+
+        def flushed(headers, body):
+            """Did the WAL flush move on while this delivery was answered?"""
+            before = flush_lsn()
+            r = self.send(headers, body)
+            self.assertTrue(pnkit.is_success(k.provider, r, k.v2), r)
+            return flush_lsn() > before
+
+        oids = ["LAZY-%s-%s-%d" % (k.name, self.transport, i) for i in range(n)]
+        for oid in oids:
+            PG.add_order(pnkit.SITE, oid, k.amount_minor, k.currency)
+        sent = [k.paid(oid) for oid in oids]
+        new = [flushed(headers, body) for headers, body in sent]
+        again = [flushed(*sent[0]) for _ in range(n)]
+        self.assertEqual(sum(new), n, "a new notification acked before its flush: %r" % new)
+        self.assertLessEqual(sum(again), 1, "re-deliveries flushed one by one: %r" % again)
+        self.assertEqual(PG.scalar("SELECT deliveries FROM paynotify.notifications "
+                                   "WHERE order_id = %s" % pntest.q(oids[0])), str(n + 1))
+        self.assertEqual(PG.order(pnkit.SITE, oids[0])["status"], "paid")
+
 
 # One TestCase class per kit and transport (AlipayCgi, AlipayFastCgi, ...,
 # Twoc2pCgi, ..., WechatpayV2FastCgi): plain module-level unittest classes, which unittest and

@@ -39,19 +39,25 @@ def tearDownModule():
         PG.destroy()
 
 
-def ingest(site, key, kind, order, txn, amount, currency="CNY", refund=None,
-           cumulative=False, flag=None, weak=False, source=None, provider="alipay",
-           body=b"raw", detail=None):
-    cols = ("notification_id", "outcome", "duplicate", "deliveries", "order_id",
-            "order_status", "event_id", "wakeup")
-    sql = ("SELECT %s FROM paynotify.ingest(%s, %s, %s, %s, 'T', %s, %s, NULL, %s, %s, %s, %s, "
+COLS = ("notification_id", "outcome", "duplicate", "deliveries", "order_id",
+        "order_status", "event_id", "wakeup")
+
+
+def ingest_sql(site, key, kind, order, txn, amount, currency="CNY", refund=None,
+               cumulative=False, flag=None, weak=False, source=None, provider="alipay",
+               body=b"raw", detail=None):
+    cols = COLS
+    return ("SELECT %s FROM paynotify.ingest(%s, %s, %s, %s, 'T', %s, %s, NULL, %s, %s, %s, %s, "
            "NULL, 'k:1', %s, %s, '{}', '\\x%s'::bytea, %s, %s)" % (
                ", ".join(cols), q(site), q(provider), q(key), q(kind), q(order), q(txn),
                "NULL" if amount is None else int(amount), q(currency),
                "NULL" if refund is None else int(refund), "true" if cumulative else "false",
                q(flag), q(detail), body.hex(), "true" if weak else "false", q(source)))
-    row = PG.psql(sql)[0]
-    d = dict(zip(cols, row))
+
+
+def ingest(*args, **kw):
+    row = PG.psql(ingest_sql(*args, **kw))[0]
+    d = dict(zip(COLS, row))
     d["duplicate"] = d["duplicate"] == "t"
     d["deliveries"] = int(d["deliveries"])
     return d
@@ -160,6 +166,40 @@ class Rules(unittest.TestCase):
         # an identical retry of the first is a plain duplicate
         d = ingest("shop-a", "K5", "paid", "O5", "T5", 6600)
         self.assertEqual((d["duplicate"], d["deliveries"], d["outcome"]), (True, 2, "applied"))
+
+    def test_only_a_receivers_duplicate_commits_without_waiting_for_its_flush(self):
+        """paynotify.async_duplicates (set by common/store.c on every session
+        of ours): a re-delivery, and only a re-delivery, switches its own
+        transaction to synchronous_commit = off; never when the caller did
+        not ask, and never when the transaction wrote before ingest() (the
+        +1 must not carry another change's commit)."""
+        PG.add_order("shop-a", "L1", 6600, "CNY")
+        args = ("shop-a", "KL1", "paid", "L1", "TL1", 6600)
+
+        def commit_mode(setting, *prefix):
+            sql = "; ".join(list(prefix) + [ingest_sql(*args),
+                                            "SELECT current_setting('synchronous_commit')"])
+            if setting is not None:
+                sql = "SET LOCAL paynotify.async_duplicates = %s; %s" % (setting, sql)
+            # (the test cluster runs with synchronous_commit = off)
+            return PG.scalar("SET LOCAL synchronous_commit = on; " + sql)
+
+        self.assertEqual(commit_mode("on"), "on")           # a new event: flushed
+        self.assertEqual(self.order("L1")["status"], "paid")
+        self.assertEqual(commit_mode("on"), "off")          # its re-delivery: not waited for
+        self.assertEqual(commit_mode(None), "on")           # the caller did not ask
+        self.assertEqual(commit_mode("off"), "on")
+        self.assertEqual(commit_mode("on", "UPDATE paynotify.orders SET amount_minor = 6600 "
+                                           "WHERE order_id = 'L1'"), "on")
+        self.assertEqual(PG.scalar("SELECT deliveries FROM paynotify.notifications "
+                                   "WHERE dedup_key = 'KL1'"), "5")
+        # a conflicting copy is a new row (flushed); its own repeat is a duplicate
+        conflict = ingest_sql("shop-a", "KL1", "paid", "L1", "TL1", 1)
+        for want in ("on", "off"):
+            self.assertEqual(PG.scalar("SET LOCAL synchronous_commit = on; "
+                                       "SET LOCAL paynotify.async_duplicates = on; %s; "
+                                       "SELECT current_setting('synchronous_commit')"
+                                       % conflict), want)
 
     def test_weak_identity_refunds_only_a_verified_payment(self):
         PG.add_order("shop-a", "W1", 1000, "CNY")          # never paid
