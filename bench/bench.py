@@ -184,7 +184,12 @@ def _make_chunk(args):
     return [MAKERS[provider](i, tag, now) for i in range(lo, hi)]
 
 
-RESEND_BLOCK = 2000     # notifications between two copies of one in the resend set
+# Notifications between two copies of one in the resend set: 16 times the
+# most connections of the run (no two copies ever in flight at once, the
+# first one answered long before), at most RESEND_BLOCK, so that even a
+# short run (the smoke: 2 s) reaches the copies it is meant to measure.
+RESEND_BLOCK = 2000
+RESEND_PER_CONN = 16
 
 
 def generate(provider, tag, count, copies, path, pool, spread=0):
@@ -642,7 +647,8 @@ class Bench:
                     self.reqfiles[(p, "dup5")] = path
                     self.counts[(p, "dup5")] = nd
                     path = os.path.join(self.base, "req", p + "-resend.req")
-                    generate(p, "R", nd, 5, path, pool, spread=RESEND_BLOCK)
+                    generate(p, "R", nd, 5, path, pool,
+                             spread=min(RESEND_BLOCK, RESEND_PER_CONN * max(a.conc)))
                     self.reqfiles[(p, "resend5")] = path
                     self.counts[(p, "resend5")] = nd
         self.norders = n

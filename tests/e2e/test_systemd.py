@@ -83,9 +83,10 @@ class SystemdAnalyze(unittest.TestCase):
         self.assertEqual((p.returncode, ours), (0, []), out)
 
     def test_verify_timers(self):
-        """The shipped timers and their services (conf/systemd/paynotify-*),
-        with only /usr/local/bin/ replaced by this tree: no error, no
-        warning; each timer has its service; none is a template."""
+        """The shipped timers and their services, and the confirm endpoint's
+        socket and service (conf/systemd/paynotify-*), with only
+        /usr/local/bin/ replaced by this tree: no error, no warning; each
+        timer has its service; none is a template."""
         exe = pntest.need("systemd-analyze", "systemd")
         d = pne2e.run_dir("pne2e-timers.")
         names = sorted(f for f in os.listdir(os.path.join(pne2e.CONF, "systemd"))
@@ -94,7 +95,9 @@ class SystemdAnalyze(unittest.TestCase):
         self.assertEqual(sorted(timers), ["paynotify-purge", "paynotify-query",
                                           "paynotify-query-sweep", "paynotify-stats"])
         self.assertEqual(names, sorted([t + ".timer" for t in timers] +
-                                       [t + ".service" for t in timers]))
+                                       [t + ".service" for t in timers] +
+                                       ["paynotify-confirm.service",
+                                        "paynotify-confirm.socket"]))
         for f in names:
             text = pne2e.shipped("systemd", f)
             if f.endswith(".service"):
