@@ -30,6 +30,7 @@
 
 #include "2c2p.h"
 #include "alipay.h"
+#include "alipay/identity.h"
 #include "buf.h"
 #include "crypto.h"
 #include "crypto_sign.h"
@@ -370,13 +371,12 @@ alipay_ask(const struct pn_query_ctx *ctx, const struct pn_query_order *o,
 {
 	struct pn_arena *a = ctx->arena;
 	struct pn_qhttp_answer h;
-	struct pn_err err;
 	json_t *root = NULL, *resp;
 	const char *status, *otn, *trade_no;
 	const char *total, *key_id = NULL, *trans_currency;
 	struct pn_event *ev = &ans->ev;
-	int	exp = 2;
-	bool	currency_ok;
+	struct pn_alipay_fact fact;
+	struct pn_alipay_amounts am;
 	json_t *biz = json_pack("{s:s}", "out_trade_no", o->order_id);
 	bool	ok = gateway_ask(ctx, METHOD, RESPONSE_MEMBER, biz, "ACQ.TRADE_NOT_EXIST", ans, &h,
 				 &root, &resp, &key_id);
@@ -401,54 +401,44 @@ alipay_ask(const struct pn_query_ctx *ctx, const struct pn_query_order *o,
 	}
 	pn_event_init(ev);
 	ev->source = "query";
-	ev->event_type = status;
-	ev->order_id = otn;
-	ev->psp_txn_id = trade_no && *trade_no ? trade_no : NULL;
 	ev->key_id = key_id;
-	/*
-	 * total_amount is in trans_currency ("标价币种, total_amount 对应的币种
-	 * 单位", the value passed at payment; alipay-sdk-java
-	 * AlipayTradeQueryResponse), inside the signed member; absent on a
-	 * domestic trade: CNY.  settle_currency / settle_amount (结算币种订单
-	 * 金额) are kept in the stored answer and decide nothing.
-	 */
 	{
 		json_t *tc = json_object_get(resp, "trans_currency");
 
 		/* a member that is there but not a string is malformed, not absent */
 		if (tc != NULL && !json_is_null(tc) && !json_is_string(tc))
 			trans_currency = "(not a string)";
-		currency_ok = (tc == NULL || json_is_null(tc) || json_is_string(tc))
-		    && pn_alipay_currency(a, trans_currency, &ev->currency, &exp);
 	}
-	if (!currency_ok)
-		ev->currency = NULL;
 	ev->psp_time = pn_json_str(a, resp, "send_pay_date");
-	/* The notification's identity for this payment (webhooks/alipay.c). */
-	ev->dedup_key = ev->psp_txn_id ? pn_arena_printf(a, "%s:%s", ev->psp_txn_id, status)
-	    : pn_arena_printf(a, "otn:%s:%s", otn, status);
-	if (strcmp(status, "TRADE_SUCCESS") == 0 || strcmp(status, "TRADE_FINISHED") == 0)
-		ev->kind = PN_KIND_PAID;
-	else if (strcmp(status, "TRADE_CLOSED") == 0)
-		ev->kind = PN_KIND_CLOSED;
-	else {
+	/*
+	 * The notification's identity for this payment (alipay/identity.c):
+	 * total_amount is in trans_currency ("标价币种, total_amount 对应的币种
+	 * 单位", the value passed at payment; alipay-sdk-java
+	 * AlipayTradeQueryResponse), inside the signed member; absent on a
+	 * domestic trade: CNY.  settle_currency / settle_amount (结算币种订单
+	 * 金额) are kept in the stored answer and decide nothing.
+	 */
+	memset(&fact, 0, sizeof(fact));
+	fact.trade_no = trade_no && *trade_no ? trade_no : NULL;
+	fact.out_trade_no = otn;
+	fact.trade_status = status;
+	fact.trans_currency = trans_currency;
+	fact.total_amount = total;
+	pn_alipay_identity(a, &fact, ev, &am);
+	if (ev->kind != PN_KIND_PAID && ev->kind != PN_KIND_CLOSED) {
 		pn_query_set(ctx, ans, PN_Q_WAITING, "Alipay trade_status %.32s", status);
 		goto done;
 	}
-	if (!currency_ok) {
+	if (!am.currency_ok) {
 		/* never guessed: no amount in an unknown currency, and a person looks */
-		ev->amount_minor = -1;
 		ev->flag = "amount_mismatch";
 		ev->flag_detail = pn_arena_printf(a, "trans_currency \"%.40s\": not an ISO 4217 "
 						  "currency code as Alipay writes them",
 						  trans_currency ? trans_currency : "");
-	} else if (total == NULL || !pn_money_parse(total, exp, &ev->amount_minor, &err)) {
-		ev->amount_minor = -1;
-		if (ev->kind == PN_KIND_PAID) {
-			ev->flag = "amount_mismatch";
-			ev->flag_detail = pn_arena_printf(a, "total_amount \"%.40s\" is not an "
-							  "amount", total ? total : "");
-		}
+	} else if (!am.total_ok && ev->kind == PN_KIND_PAID) {
+		ev->flag = "amount_mismatch";
+		ev->flag_detail = pn_arena_printf(a, "total_amount \"%.40s\" is not an amount",
+						  total ? total : "");
 	}
 	ans->raw = h.body;
 	ans->raw_len = h.body_len;

@@ -48,6 +48,7 @@
 
 #include <zip.h>
 
+#include "alipay/identity.h"
 #include "money.h"
 #include "statement.h"
 
@@ -570,36 +571,34 @@ static void
 alipay_event(struct pn_arena *a, const struct pn_site *site, const struct pn_stmt_txn *t,
              int64_t order_amount, int64_t refunded_after, struct pn_event *ev)
 {
-	char fee[32];
+	struct pn_alipay_fact fact;
+	struct pn_alipay_amounts am;
 
 	(void)site;
 	pn_event_init(ev);
 	ev->source = "statement";
 	ev->key_id = "statement";
-	ev->order_id = t->order_id;
-	ev->psp_txn_id = t->psp_txn_id;
-	ev->currency = "CNY";
 	ev->psp_time = t->time;
+	/* the notification's identity (alipay/identity.c); the columns are in 元: CNY */
+	memset(&fact, 0, sizeof(fact));
+	fact.trade_no = t->psp_txn_id;
+	fact.out_trade_no = t->order_id;
+	fact.minor_known = true;
 	if (t->kind == PN_STMT_PAYMENT) {
-		/* webhooks/alipay.c: <trade_no>:<trade_status> */
-		ev->kind = PN_KIND_PAID;
-		ev->event_type = "TRADE_SUCCESS";
-		ev->amount_minor = t->amount_minor;
-		ev->dedup_key = pn_arena_printf(a, "%s:TRADE_SUCCESS", t->psp_txn_id);
+		fact.trade_status = "TRADE_SUCCESS";
+		fact.total_minor = t->amount_minor;
+		pn_alipay_identity(a, &fact, ev, &am);
 		return;
 	}
 	/* A refund's notification: TRADE_SUCCESS while part is refunded, TRADE_CLOSED once
-	 * all is; <trade_no>:<trade_status>:refund:<out_biz_no or refund_fee>. */
-	ev->kind = PN_KIND_REFUND;
-	ev->event_type = refunded_after >= order_amount ? "TRADE_CLOSED" : "TRADE_SUCCESS";
-	/* exactly the notification's content (else a conflicting_duplicate): total_amount
-	 * and refund_fee, the running total refunded */
-	ev->amount_minor = order_amount;
-	ev->refund_minor = refunded_after;
-	ev->refund_cumulative = true;
-	pn_money_format(refunded_after, 2, fee, sizeof(fee));
-	ev->dedup_key = pn_arena_printf(a, "%s:%s:refund:%s", t->psp_txn_id, ev->event_type,
-	                                t->refund_id ? t->refund_id : fee);
+	 * all is, with exactly the notification's content (else a conflicting_duplicate):
+	 * total_amount and refund_fee, the running total refunded. */
+	fact.trade_status = refunded_after >= order_amount ? "TRADE_CLOSED" : "TRADE_SUCCESS";
+	fact.refund = true;
+	fact.out_biz_no = t->refund_id;
+	fact.total_minor = order_amount;
+	fact.refund_total_minor = refunded_after;
+	pn_alipay_identity(a, &fact, ev, &am);
 }
 
 const struct pn_stmt_adapter pn_stmt_alipay = {

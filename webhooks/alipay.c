@@ -24,6 +24,7 @@
 
 #include "adapter.h"
 #include "alipay.h"
+#include "alipay/identity.h"
 #include "buf.h"
 #include "crypto.h"
 #include "json.h"
@@ -240,8 +241,8 @@ normalise(struct pn_arena *a, const struct pn_config *cfg, const struct pn_form 
 	const char *trans_currency = nonempty(f, "trans_currency");
 	bool	refund = biz != NULL || refund_fee != NULL || nonempty(f, "gmt_refund") != NULL;
 	bool	currency_ok;
-	const char *trade;
-	struct pn_err err;
+	struct pn_alipay_fact fact;
+	struct pn_alipay_amounts am;
 	int	exp = 2;
 
 	ev->event_type = status;
@@ -301,62 +302,31 @@ normalise(struct pn_arena *a, const struct pn_config *cfg, const struct pn_form 
 			pn_flag_unhandled(a, ev, "Alipay");
 		return;
 	}
-	/*
-	 * The dedup key names the event by Alipay's own trade id (trade_no is
-	 * unique across every merchant of Alipay; out_trade_no is only unique
-	 * within one seller, and two sellers on one app may both have order
-	 * 42).  Payments and closes: <trade_no>:<trade_status>; refunds add
-	 * :refund:<out_biz_no or refund_fee>.  Alipay documents trade_no as
-	 * always present in a trade notification; one without it cannot be
-	 * keyed by the trade, so it falls back to the seller's order id under
-	 * the prefix "otn:", deterministic (retries share it) and disjoint
-	 * from trade_no keys (trade_no is digits only).
-	 */
-	trade = ev->psp_txn_id != NULL ? ev->psp_txn_id : pn_arena_printf(a, "otn:%s", otn);
-	if (refund) {
-		ev->kind = PN_KIND_REFUND;
-		ev->refund_cumulative = true;	/* refund_fee is the total refunded so far */
-		/*
-		 * out_biz_no names the refund; without it refund_fee (the running
-		 * total: each refund its own); without both, notify_id (stable
-		 * across Alipay's resends), never a "-" that every such refund of
-		 * the trade would share (issue 22).  Such a refund is already
-		 * flagged below (no refund_fee).
-		 */
-		ev->dedup_key = pn_arena_printf(a, "%s:%s:refund:%s%s", trade, status,
-						biz || refund_fee || !ev->psp_event_id ? "" : "notify:",
-						biz ? biz : refund_fee ? refund_fee
-						: ev->psp_event_id ? ev->psp_event_id
-						: pn_form_get(f, "sign"));
-		if (!currency_ok)
-			;	/* flagged below: no amount is read in an unknown currency */
-		else if (refund_fee == NULL || !pn_money_parse(refund_fee, exp, &ev->refund_minor,
-							       &err))
-			flag_amount(ev, a, "refund_fee", refund_fee,
-				    refund_fee ? err.msg : "missing on a refund notification");
-	} else {
-		ev->dedup_key = pn_arena_printf(a, "%s:%s", trade, status);
-		if (strcmp(status, "TRADE_SUCCESS") == 0 || strcmp(status, "TRADE_FINISHED") == 0)
-			ev->kind = PN_KIND_PAID;
-		else if (strcmp(status, "TRADE_CLOSED") == 0)
-			ev->kind = PN_KIND_CLOSED;
-		else if (strcmp(status, "WAIT_BUYER_PAY") == 0)
-			ev->kind = PN_KIND_PENDING;
-		else
-			ev->kind = PN_KIND_IGNORED;	/* unhandled, below */
-	}
-	if (!currency_ok) {
+	/* dedup key, kind and amounts: alipay/identity.c, shared with query and reconcile */
+	memset(&fact, 0, sizeof(fact));
+	fact.trade_no = ev->psp_txn_id;
+	fact.out_trade_no = otn;
+	fact.trade_status = status;
+	fact.refund = refund;
+	fact.out_biz_no = biz;
+	fact.refund_fee = refund_fee;
+	fact.notify_id = ev->psp_event_id;
+	fact.sign = pn_form_get(f, "sign");
+	fact.trans_currency = trans_currency;
+	fact.total_amount = total;
+	pn_alipay_identity(a, &fact, ev, &am);
+	/* refund_fee first; no amount is read in an unknown currency: flagged below */
+	if (refund && am.currency_ok && !am.refund_ok)
+		flag_amount(ev, a, "refund_fee", refund_fee,
+			    refund_fee ? am.refund_err.msg : "missing on a refund notification");
+	if (!am.currency_ok) {
 		/* never guessed: the event keeps no amount and a person looks */
-		ev->amount_minor = -1;
 		if (ev->flag == NULL)
 			flag_amount(ev, a, "trans_currency", trans_currency,
 				    "not an ISO 4217 currency code as Alipay writes them");
 	} else if (total != NULL) {
-		if (!pn_money_parse(total, exp, &ev->amount_minor, &err)) {
-			ev->amount_minor = -1;
-			if (ev->flag == NULL)
-				flag_amount(ev, a, "total_amount", total, err.msg);
-		}
+		if (!am.total_ok && ev->flag == NULL)
+			flag_amount(ev, a, "total_amount", total, am.total_err.msg);
 	} else if (ev->kind == PN_KIND_PAID && ev->flag == NULL)
 		flag_amount(ev, a, "total_amount", NULL, "missing on a payment notification");
 
