@@ -30,6 +30,7 @@
 #include "form.h"
 #include "query.h"
 #include "stripe.h"
+#include "stripe/identity.h"
 
 struct creds {
 	char   *key;
@@ -151,7 +152,9 @@ stripe_ask(const struct pn_query_ctx *ctx, const struct pn_query_order *o,
 	const struct pn_site *site = ctx->site;
 	const struct creds *c = ctx->creds;
 	bool	by_id = o->psp_txn_id && strncmp(o->psp_txn_id, "pi_", 3) == 0;
-	const char *headers[3], *why = NULL, *status = NULL, *ids = "";
+	const char *headers[3], *status = NULL, *ids = "";
+	struct pn_stripe_fact fact;
+	struct pn_stripe_result idr;
 	struct pn_qhttp_answer h;
 	struct pn_err err;
 	json_t *root = NULL, *pi = NULL, *list;
@@ -243,18 +246,17 @@ stripe_ask(const struct pn_query_ctx *ctx, const struct pn_query_order *o,
 	}
 	pn_event_init(ev);
 	ev->source = "query";
-	ev->kind = PN_KIND_PAID;
-	ev->event_type = "payment_intent.succeeded";
+	/* the identity of a succeeded PaymentIntent (stripe/identity.c), as a bill row's */
+	memset(&fact, 0, sizeof(fact));
+	fact.type = "payment_intent.succeeded";
+	fact.obj = pi;
+	pn_stripe_identity(a, &fact, ev, &idr);
 	ev->order_id = o->order_id;
-	ev->psp_txn_id = pn_json_str(a, pi, "id");
 	ev->key_id = "tls";
-	ev->dedup_key = pn_arena_printf(a, "query:%s:succeeded", ev->psp_txn_id);
 	pn_stripe_check_site(a, site, pi, pi, ev);	/* stripe.mode, as a notification */
-	if (!pn_stripe_amount(a, pi, json_object_get(pi, "amount_received") ? "amount_received"
-			      : "amount", pn_json_str(a, pi, "currency"), &ev->amount_minor,
-			      &ev->currency, &why)) {
+	if (idr.amount_why != NULL) {
 		ev->flag = "amount_mismatch";
-		ev->flag_detail = why;
+		ev->flag_detail = idr.amount_why;
 	}
 	json_decref(list);
 	ans->psp_state = "succeeded";

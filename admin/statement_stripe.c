@@ -19,6 +19,7 @@
 
 #include "money.h"
 #include "statement.h"
+#include "stripe/identity.h"
 
 enum col {
 	C_BT,
@@ -202,31 +203,29 @@ static void
 stripe_event(struct pn_arena *a, const struct pn_site *site, const struct pn_stmt_txn *t,
              int64_t order_amount, int64_t refunded_after, struct pn_event *ev)
 {
+	struct pn_stripe_fact fact;
+	struct pn_stripe_result r;
+
 	(void)site;
 	(void)order_amount;
 	pn_event_init(ev);
 	ev->source = "statement";
 	ev->key_id = "statement";
 	ev->order_id = t->order_id;
-	ev->psp_txn_id = t->psp_txn_id;
-	ev->currency = pn_arena_strdup(a, t->currency);
 	ev->psp_time = t->time;
-	if (t->kind == PN_STMT_PAYMENT) {
-		/* the identity `paynotify query` gives this PaymentIntent (admin/query_stripe.c);
-		 * a notification keys on its evt_ id, and the order then says already_applied */
-		ev->kind = PN_KIND_PAID;
-		ev->event_type = "payment_intent.succeeded";
-		ev->amount_minor = t->amount_minor;
-		ev->dedup_key = pn_arena_printf(a, "query:%s:succeeded", t->psp_txn_id);
-		return;
-	}
-	/* as charge.refunded, the running total (refund_cumulative): whichever of the
-	 * two comes second adds nothing, even though their keys differ */
-	ev->kind = PN_KIND_REFUND;
-	ev->event_type = "charge.refunded";
-	ev->refund_minor = refunded_after;
-	ev->refund_cumulative = true;
-	ev->dedup_key = pn_arena_printf(a, "refund:%s", t->refund_id);
+	/* stripe/identity.c: a payment has the identity `paynotify query` gives this
+	 * PaymentIntent (a notification keys on its evt_ id, and the order then says
+	 * already_applied); a refund is charge.refunded's running total
+	 * (refund_cumulative): whichever of the two comes second adds nothing, even
+	 * though their keys differ */
+	memset(&fact, 0, sizeof(fact));
+	fact.type = t->kind == PN_STMT_PAYMENT ? "payment_intent.succeeded" : "charge.refunded";
+	fact.payment_intent = t->psp_txn_id;
+	fact.refund_id = t->refund_id;
+	fact.currency = pn_arena_strdup(a, t->currency);
+	fact.amount_minor = t->amount_minor;
+	fact.refund_total_minor = refunded_after;
+	pn_stripe_identity(a, &fact, ev, &r);
 }
 
 const struct pn_stmt_adapter pn_stmt_stripe = {

@@ -30,12 +30,9 @@ bool pn_stripe_parse_header(const char *header, struct pn_stripe_sig *out,
 bool pn_stripe_verify_sig(const struct pn_stripe_sig *sig, const unsigned char *body,
 			  size_t body_len, const struct pn_secret *secrets, size_t nsecrets,
 			  const char **key_id) PN_WUR;
-/* Turn a verified event body into a pn_event. */
-enum pn_verdict pn_stripe_normalise(struct pn_arena *a, const unsigned char *body,
-				    size_t body_len, struct pn_event *ev,
-				    struct pn_err *err) PN_WUR;
 /*
- * The same, then the site binding: livemode against stripe.mode
+ * Turn a verified event body into a pn_event (its identity:
+ * stripe/identity.c), then the site binding: livemode against stripe.mode
  * (mode_mismatch) and stripe.site_metadata against the object's metadata
  * (merchant_mismatch).  site NULL: no binding checks.  Types paynotify has
  * no handling for are flagged unhandled.
