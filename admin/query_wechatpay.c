@@ -47,6 +47,7 @@
 #include "form.h"
 #include "query.h"
 #include "wechatpay.h"
+#include "wechatpay/identity.h"
 
 struct creds {
 	EVP_PKEY *key;		/* NULL: API v2 (the APIv2 key is the configuration's) */
@@ -275,17 +276,24 @@ v2_ask(const struct pn_query_ctx *ctx, const struct pn_query_order *o,
 			     "paid and refunded; look at it by hand");
 		return;
 	} else {
-		/* CLOSED/REVOKED close, PAYERROR fails: keyed apart from the payment */
+		/*
+		 * CLOSED/REVOKED close, PAYERROR fails: keyed apart from the payment,
+		 * as an API v3 answer of that state (wechatpay/identity.c:
+		 * "<transaction_id or otn:...>:QUERY:<trade_state>")
+		 */
 		const char *txn = pn_xml_get(&x, "transaction_id");
+		struct pn_wechatpay_fact f;
+		const char *missing;
 
-		ev->kind = state == NULL ? PN_KIND_IGNORED
-		    : strcmp(state, "CLOSED") == 0 || strcmp(state, "REVOKED") == 0 ? PN_KIND_CLOSED
-		    : strcmp(state, "PAYERROR") == 0 ? PN_KIND_FAILED : PN_KIND_PENDING;
 		ev->order_id = otn;
 		ev->psp_txn_id = txn && *txn ? txn : NULL;
+		memset(&f, 0, sizeof(f));
+		f.event_type = "QUERY";
+		f.state = state;
+		f.transaction_id = ev->psp_txn_id;
+		f.out_trade_no = otn;
+		pn_wechatpay_identity(a, &f, ev, &missing);
 		ev->event_type = pn_arena_printf(a, "v2.query.%s", state ? state : "-");
-		ev->dedup_key = pn_arena_printf(a, "%s:QUERY:%s", ev->psp_txn_id ? ev->psp_txn_id
-						: pn_arena_printf(a, "otn:%s", otn), state ? state : "-");
 		if (ev->kind == PN_KIND_PENDING || ev->kind == PN_KIND_IGNORED) {
 			pn_query_set(ctx, ans, PN_Q_WAITING, "WeChat Pay trade_state %.32s",
 				     state ? state : "(none)");

@@ -22,6 +22,7 @@
 
 #include "money.h"
 #include "statement.h"
+#include "wechatpay/identity.h"
 
 enum col {
 	C_TIME,
@@ -350,10 +351,12 @@ static void
 wechatpay_event(struct pn_arena *a, const struct pn_site *site, const struct pn_stmt_txn *t,
                 int64_t order_amount, int64_t refunded_after, struct pn_event *ev)
 {
-	/* The identity of the notification this site receives: API v3 when it has an
-	 * APIv3 key (as `paynotify query`, which asks API v3), else API v2
-	 * (webhooks/wechatpay.c v3_transaction, v3_refund, v2_payment, v2_refund). */
+	/* The identity of the notification this site receives (wechatpay/identity.c): API
+	 * v3 when it has an APIv3 key (as `paynotify query`, which asks API v3), else API
+	 * v2; the bill names the transaction and the refund (both required of its rows). */
 	bool v3 = site->wechatpay.napiv3_keys > 0;
+	struct pn_wechatpay_fact f;
+	const char *missing;
 
 	(void)refunded_after;
 	pn_event_init(ev);
@@ -363,22 +366,24 @@ wechatpay_event(struct pn_arena *a, const struct pn_site *site, const struct pn_
 	ev->psp_txn_id = t->psp_txn_id;
 	ev->currency = pn_arena_strdup(a, t->currency);
 	ev->psp_time = t->time;
+	memset(&f, 0, sizeof(f));
+	f.v2 = !v3;
+	f.refund = t->kind != PN_STMT_PAYMENT;
+	f.state = "SUCCESS";
+	f.transaction_id = t->psp_txn_id;
+	f.out_trade_no = t->order_id;
+	f.refund_id = t->refund_id;
 	if (t->kind == PN_STMT_PAYMENT) {
-		ev->kind = PN_KIND_PAID;
+		ev->event_type = f.event_type = v3 ? "TRANSACTION.SUCCESS" : NULL;
+		pn_wechatpay_identity(a, &f, ev, &missing);
 		ev->amount_minor = t->amount_minor;
-		ev->event_type = v3 ? "TRANSACTION.SUCCESS" : "v2.pay.SUCCESS";
-		ev->dedup_key = pn_arena_printf(a, "%s:%s", t->psp_txn_id,
-		                                v3 ? "TRANSACTION.SUCCESS" : "SUCCESS");
 		return;
 	}
 	/* the notification's content (amount.total, amount.refund: this refund alone) */
-	ev->kind = PN_KIND_REFUND;
+	ev->event_type = f.event_type = v3 ? "REFUND.SUCCESS" : NULL;
+	pn_wechatpay_identity(a, &f, ev, &missing);
 	ev->amount_minor = order_amount;
 	ev->refund_minor = t->amount_minor;
-	ev->refund_cumulative = false;
-	ev->event_type = v3 ? "REFUND.SUCCESS" : "v2.refund.SUCCESS";
-	ev->dedup_key =
-	    pn_arena_printf(a, "refund:%s:%s", t->refund_id, v3 ? "REFUND.SUCCESS" : "SUCCESS");
 }
 
 const struct pn_stmt_adapter pn_stmt_wechatpay = {

@@ -22,6 +22,7 @@
 #include "json.h"
 #include "wechatpay.h"
 #include "wechatpay_int.h"
+#include "wechatpay/identity.h"
 
 /* A fen amount from a decimal string (API v2 fields). */
 static bool
@@ -235,20 +236,43 @@ v2_check_sign(const struct pn_verify_ctx *ctx, const struct pn_xml_flat *x,
 	return true;
 }
 
+/* The signed fields of a result, for wechatpay/identity.c. */
+struct v2_content {
+	const char *context;
+	const struct pn_xml_flat *x;
+};
+
+static const char *
+v2_content_key(struct pn_arena *a, void *arg)
+{
+	const struct v2_content *c = arg;
+
+	return v2_noid(a, c->context, c->x);
+}
+
 static void
 v2_payment(struct pn_arena *a, const struct pn_xml_flat *x, struct pn_event *ev)
 {
 	const char *result = v2_get(a, x, "result_code");
 	const char *txn = v2_get(a, x, "transaction_id");
 	const char *otn = v2_get(a, x, "out_trade_no");
-	const char *base;
+	struct v2_content c = {"v2.pay", x};
+	struct pn_wechatpay_fact f;
+	const char *missing = NULL;
 
 	ev->order_id = otn;
 	ev->psp_txn_id = txn;
 	ev->psp_time = v2_get(a, x, "time_end");
-	ev->event_type = pn_arena_printf(a, "v2.pay.%s", result ? result : "-");
-	ev->kind = streq(result, "SUCCESS") ? PN_KIND_PAID
-	    : streq(result, "FAIL") ? PN_KIND_FAILED : PN_KIND_IGNORED;
+	/* dedup key, kind and type: wechatpay/identity.c, shared with query and reconcile */
+	memset(&f, 0, sizeof(f));
+	f.v2 = true;
+	f.state = result;
+	f.transaction_id = txn;
+	f.out_trade_no = otn;
+	f.other_product = v2_get(a, x, "contract_code") != NULL;
+	f.content_key = v2_content_key;
+	f.content_arg = &c;
+	pn_wechatpay_identity(a, &f, ev, &missing);
 	if (txn == NULL && otn == NULL) {
 		/*
 		 * Signed with the APIv2 key but not a payment result: another
@@ -258,33 +282,11 @@ v2_payment(struct pn_arena *a, const struct pn_xml_flat *x, struct pn_event *ev)
 		 */
 		const char *ct = v2_get(a, x, "change_type");
 
-		ev->kind = PN_KIND_IGNORED;
-		ev->event_type = v2_get(a, x, "contract_code") != NULL
+		ev->event_type = f.other_product
 		    ? pn_arena_printf(a, "v2.contract.%s", ct ? ct : "-") : "v2.other";
 	}
-	/*
-	 * "<transaction_id>:<result_code>"; a result that is not a payment
-	 * falls back to the seller's out_trade_no ("otn:").  A payment without
-	 * transaction_id, or anything with neither id, is keyed by its signed
-	 * content: the placeholder "-" this once was made every such
-	 * notification (a combine payment's: issue 22) a duplicate of the
-	 * first.  Flagged missing_id (for a person: it may be money), except a
-	 * contract change (contract_code: another product's, no money here),
-	 * which is unhandled under that content key.
-	 */
-	base = txn ? txn : otn && ev->kind != PN_KIND_PAID ? pn_arena_printf(a, "otn:%s", otn)
-	    : NULL;
-	if (base != NULL)
-		ev->dedup_key = pn_arena_printf(a, "%s:%s", base, result ? result : "-");
-	else {
-		ev->dedup_key = v2_noid(a, "v2.pay", x);
-		if (ev->kind == PN_KIND_PAID)
-			pn_wechatpay_flag_missing_id(ev, "a payment without transaction_id: keyed by "
-						     "its signed content, not applied");
-		else if (v2_get(a, x, "contract_code") == NULL)
-			pn_wechatpay_flag_missing_id(ev, "no transaction_id or out_trade_no: keyed by "
-						     "its signed content, not applied");
-	}
+	if (missing != NULL)
+		pn_wechatpay_flag_missing_id(ev, missing);
 	if (ev->kind == PN_KIND_IGNORED)
 		pn_flag_unhandled(a, ev, "WeChat Pay");
 	if (!pn_wechatpay_currency(a, v2_get(a, x, "fee_type"), &ev->currency)) {
@@ -343,7 +345,9 @@ v2_refund(struct pn_arena *a, const struct pn_xml_flat *in, struct pn_event *ev,
 	const char *status = v2_get(a, in, "refund_status");
 	const char *rid = v2_get(a, in, "refund_id");
 	const char *orn = v2_get(a, in, "out_refund_no");
-	const char *base = rid ? rid : orn ? pn_arena_printf(a, "out:%s", orn) : NULL;
+	struct v2_content c = {"v2.refund", in};
+	struct pn_wechatpay_fact f;
+	const char *missing = NULL;
 
 	r->refund_id = rid;
 	r->out_refund_no = orn;
@@ -352,15 +356,18 @@ v2_refund(struct pn_arena *a, const struct pn_xml_flat *in, struct pn_event *ev,
 	ev->order_id = v2_get(a, in, "out_trade_no");
 	ev->psp_txn_id = v2_get(a, in, "transaction_id");
 	ev->psp_time = v2_get(a, in, "success_time");
-	ev->event_type = pn_arena_printf(a, "v2.refund.%s", status ? status : "-");
-	if (base != NULL)
-		ev->dedup_key = pn_arena_printf(a, "refund:%s:%s", base, status ? status : "-");
-	else {
-		/* the decrypted req_info names it: no "-" shared by every such refund */
-		ev->dedup_key = v2_noid(a, "v2.refund", in);
-		pn_wechatpay_flag_missing_id(ev, "a refund result without refund_id or "
-					     "out_refund_no: keyed by its content, not applied");
-	}
+	/* dedup key, kind and type: wechatpay/identity.c, shared with reconcile */
+	memset(&f, 0, sizeof(f));
+	f.v2 = true;
+	f.refund = true;
+	f.state = status;
+	f.refund_id = rid;
+	f.out_refund_no = orn;
+	f.content_key = v2_content_key;
+	f.content_arg = &c;
+	pn_wechatpay_identity(a, &f, ev, &missing);
+	if (missing != NULL)
+		pn_wechatpay_flag_missing_id(ev, missing);
 	ev->currency = "CNY";
 	if (!fen_text(v2_get(a, in, "total_fee"), &ev->amount_minor))
 		ev->amount_minor = -1;
@@ -377,8 +384,7 @@ v2_refund(struct pn_arena *a, const struct pn_xml_flat *in, struct pn_event *ev,
 		int64_t	fen;
 		char	amount[48] = "no amount";
 
-		/* a refund event (its amount on report), never applied: flagged */
-		ev->kind = PN_KIND_REFUND;
+		/* a refund event (its amount on report, kind refund), never applied: flagged */
 		ev->refund_minor = -1;
 		if (fen_text(rfee, &fen)) {
 			pn_money_format(fen, 2, amount, sizeof(amount));
@@ -400,8 +406,7 @@ v2_refund(struct pn_arena *a, const struct pn_xml_flat *in, struct pn_event *ev,
 		pn_flag_unhandled(a, ev, "WeChat Pay");
 		return;
 	}
-	ev->kind = PN_KIND_REFUND;
-	ev->refund_cumulative = false;	/* refund_fee is this refund alone */
+	/* kind refund, refund_fee this refund alone (refund_cumulative false) */
 	if (!fen_text(v2_get(a, in, "refund_fee"), &ev->refund_minor)) {
 		ev->refund_minor = -1;
 		pn_flag_amount(ev, "no usable refund_fee on a refund");
@@ -519,19 +524,48 @@ v2_sub_str(struct pn_arena *a, json_t *so, const char *name)
 	return v && *v ? v : NULL;
 }
 
+/* A sub-order's signed content (its canonical JSON), for wechatpay/identity.c. */
+struct v2_sub_content {
+	const char *combine_id;
+	json_t *so;
+};
+
+static const char *
+v2_sub_content_key(struct pn_arena *a, void *arg)
+{
+	const struct v2_sub_content *sc = arg;
+	char   *c = json_dumps(sc->so, JSON_COMPACT | JSON_SORT_KEYS);
+	struct pn_iov iov[3] = {{sc->combine_id, strlen(sc->combine_id)}, {"\n", 1},
+				{c ? c : "", c ? strlen(c) : 0}};
+	const char *k = pn_wechatpay_noid_key(a, iov, 3);
+
+	free(c);
+	return k;
+}
+
 static void
 v2_sub_order(struct pn_arena *a, json_t *so, const char *combine_id, const char *result,
 	     struct pn_event *sub)
 {
 	const char *txn = v2_sub_str(a, so, "transaction_id");
 	const char *otn = v2_sub_str(a, so, "out_trade_no");
-	char   *c;
+	struct v2_sub_content c = {combine_id, so};
+	struct pn_wechatpay_fact f;
+	const char *missing = NULL;
 
 	sub->order_id = otn;
 	sub->psp_txn_id = txn;
 	sub->psp_time = v2_sub_str(a, so, "time_end");
-	sub->kind = streq(result, "SUCCESS") ? PN_KIND_PAID
-	    : streq(result, "FAIL") ? PN_KIND_FAILED : PN_KIND_IGNORED;
+	/* the key a single v2 payment of this transaction has (wechatpay/identity.c) */
+	memset(&f, 0, sizeof(f));
+	f.v2 = true;
+	f.sub_order = true;
+	f.state = result;
+	f.transaction_id = txn;
+	f.out_trade_no = otn;
+	f.content_key = v2_sub_content_key;
+	f.content_arg = &c;
+	pn_wechatpay_identity(a, &f, sub, &missing);
 	if (!pn_wechatpay_currency(a, v2_sub_str(a, so, "fee_type"), &sub->currency)) {
 		sub->currency = NULL;
 		pn_flag_amount(sub, "fee_type is not an ISO 4217 code");
@@ -541,22 +575,8 @@ v2_sub_order(struct pn_arena *a, json_t *so, const char *combine_id, const char 
 		if (sub->kind == PN_KIND_PAID && sub->flag == NULL)
 			pn_flag_amount(sub, "no usable total_fee on a sub-order");
 	}
-	/* the key a single v2 payment of this transaction has */
-	if (txn != NULL || (otn != NULL && sub->kind != PN_KIND_PAID)) {
-		sub->dedup_key = pn_arena_printf(a, "%s%s:%s", txn ? "" : "otn:", txn ? txn : otn,
-						 result ? result : "-");
-		return;
-	}
-	c = json_dumps(so, JSON_COMPACT | JSON_SORT_KEYS);
-	{
-		struct pn_iov iov[3] = {{combine_id, strlen(combine_id)}, {"\n", 1},
-					{c ? c : "", c ? strlen(c) : 0}};
-
-		sub->dedup_key = pn_wechatpay_noid_key(a, iov, 3);
-	}
-	free(c);
-	pn_wechatpay_flag_missing_id(sub, "a sub-order without transaction_id: keyed by its "
-				     "signed content, not applied");
+	if (missing != NULL)
+		pn_wechatpay_flag_missing_id(sub, missing);
 }
 
 static void

@@ -28,6 +28,7 @@
 #include "money.h"
 #include "wechatpay.h"
 #include "wechatpay_int.h"
+#include "wechatpay/identity.h"
 
 /* A fen amount from a JSON integer (API v3 fields). */
 static bool
@@ -258,18 +259,6 @@ v3_merchant(struct pn_arena *a, json_t *p, struct pn_wechatpay_merchant *m)
 	}
 }
 
-static enum pn_kind
-trade_state_kind(const char *state)
-{
-	if (streq(state, "NOTPAY") || streq(state, "USERPAYING"))
-		return PN_KIND_PENDING;
-	if (streq(state, "CLOSED") || streq(state, "REVOKED"))
-		return PN_KIND_CLOSED;
-	if (streq(state, "PAYERROR"))
-		return PN_KIND_FAILED;
-	return PN_KIND_IGNORED;	/* REFUND (refunds have their own events), unknown */
-}
-
 static void
 v3_amounts(struct pn_arena *a, json_t *p, struct pn_event *ev)
 {
@@ -308,37 +297,44 @@ v3_noid(struct pn_arena *a, const char *context, json_t *p)
 	return pn_wechatpay_noid_key(a, iov, 3);
 }
 
-/*
- * The key of a payment-like resource (a transaction, a combine sub-order,
- * a query answer): "<transaction_id>:<event_type>" (a non-SUCCESS state
- * appended, so that a later SUCCESS is not swallowed).  Without a
- * transaction_id, a state that is not a payment falls back to the seller's
- * out_trade_no ("otn:", as before); a payment without one, or anything
- * with no id at all, is keyed by its signed content and flagged
- * missing_id: a placeholder would make a second, different payment look
- * like a retry of the first.
- */
-static void
-v3_payment_key(struct pn_arena *a, json_t *p, const char *context, const char *id,
-	       const char *state, const char *txn, const char *otn, struct pn_event *ev)
-{
-	const char *base = txn;
+/* The signed content of a resource, for wechatpay/identity.c. */
+struct v3_content {
+	const char *context;
+	json_t *p;
+};
 
-	if (base == NULL && ev->kind != PN_KIND_PAID)
-		base = otn ? pn_arena_printf(a, "otn:%s", otn)
-		    : id ? pn_arena_printf(a, "event:%s", id) : NULL;
-	if (base == NULL) {
-		ev->dedup_key = v3_noid(a, context, p);
-		pn_wechatpay_flag_missing_id(ev, ev->kind == PN_KIND_PAID
-					     ? "a payment without transaction_id: keyed by its "
-					     "signed content, not applied"
-					     : "no transaction_id, out_trade_no or notification id: "
-					     "keyed by its signed content, not applied");
-		return;
-	}
-	ev->dedup_key = state == NULL || streq(state, "SUCCESS")
-	    ? pn_arena_printf(a, "%s:%s", base, ev->event_type)
-	    : pn_arena_printf(a, "%s:%s:%s", base, ev->event_type, state);
+static const char *
+v3_content_key(struct pn_arena *a, void *arg)
+{
+	const struct v3_content *c = arg;
+
+	return v3_noid(a, c->context, c->p);
+}
+
+/*
+ * The identity of a payment-like resource (a transaction, a combine
+ * sub-order, a query answer): wechatpay/identity.c, shared with query and
+ * reconcile.  Its kind first, for the amounts; the missing_id flag after
+ * them, as ever (an amount flag is not replaced).
+ */
+static const char *
+v3_payment_identity(struct pn_arena *a, json_t *p, const char *context, const char *id,
+		    const char *state, const char *txn, const char *otn, struct pn_event *ev)
+{
+	struct v3_content c = {context, p};
+	struct pn_wechatpay_fact f;
+	const char *missing = NULL;
+
+	memset(&f, 0, sizeof(f));
+	f.event_type = ev->event_type;
+	f.state = state;
+	f.transaction_id = txn;
+	f.out_trade_no = otn;
+	f.event_id = id;
+	f.content_key = v3_content_key;
+	f.content_arg = &c;
+	pn_wechatpay_identity(a, &f, ev, &missing);
+	return missing;
 }
 
 static void
@@ -347,42 +343,43 @@ v3_transaction(struct pn_arena *a, json_t *p, const char *id, struct pn_event *e
 	const char *state = jstr(a, p, "trade_state");
 	const char *txn = jstr(a, p, "transaction_id"), *otn = jstr(a, p, "out_trade_no");
 
+	const char *missing;
+
 	ev->order_id = otn;
 	ev->psp_txn_id = txn;
 	ev->psp_time = jstr(a, p, "success_time");
-	if (streq(ev->event_type, "TRANSACTION.SUCCESS") && streq(state, "SUCCESS"))
-		ev->kind = PN_KIND_PAID;
-	else
-		ev->kind = trade_state_kind(state);
+	missing = v3_payment_identity(a, p, "transaction", id, state, txn, otn, ev);
 	v3_amounts(a, p, ev);
-	v3_payment_key(a, p, "transaction", id, state, txn, otn, ev);
+	if (missing != NULL)
+		pn_wechatpay_flag_missing_id(ev, missing);
 }
 
 static void
 v3_refund(struct pn_arena *a, json_t *p, const char *id, struct pn_event *ev)
 {
-	const char *rid = jstr(a, p, "refund_id"), *orn = jstr(a, p, "out_refund_no");
-	const char *base = rid ? rid
-	    : orn ? pn_arena_printf(a, "out:%s", orn) : id ? pn_arena_printf(a, "event:%s", id)
-	    : NULL;
+	struct v3_content c = {"refund", p};
+	struct pn_wechatpay_fact f;
+	const char *missing = NULL;
 
 	ev->order_id = jstr(a, p, "out_trade_no");
 	ev->psp_txn_id = jstr(a, p, "transaction_id");
 	ev->psp_time = jstr(a, p, "success_time");
-	if (base != NULL)
-		ev->dedup_key = pn_arena_printf(a, "refund:%s:%s", base, ev->event_type);
-	else {
-		ev->dedup_key = v3_noid(a, "refund", p);
-		pn_wechatpay_flag_missing_id(ev, "a refund without refund_id, out_refund_no or "
-					     "notification id: keyed by its signed content, not "
-					     "applied");
-	}
+	/* dedup key and kind: wechatpay/identity.c, shared with reconcile */
+	memset(&f, 0, sizeof(f));
+	f.refund = true;
+	f.event_type = ev->event_type;
+	f.state = jstr(a, p, "refund_status");
+	f.refund_id = jstr(a, p, "refund_id");
+	f.out_refund_no = jstr(a, p, "out_refund_no");
+	f.event_id = id;
+	f.content_key = v3_content_key;
+	f.content_arg = &c;
+	pn_wechatpay_identity(a, &f, ev, &missing);
+	if (missing != NULL)
+		pn_wechatpay_flag_missing_id(ev, missing);
 	/* ABNORMAL and CLOSED are recorded: a human looks at them. */
-	if (!streq(ev->event_type, "REFUND.SUCCESS") || !streq(jstr(a, p, "refund_status"),
-							       "SUCCESS"))
+	if (ev->kind != PN_KIND_REFUND)
 		return;
-	ev->kind = PN_KIND_REFUND;
-	ev->refund_cumulative = false;	/* amount.refund is this refund alone */
 	if (!pn_wechatpay_currency(a, pn_json_str(a, p, "amount.currency"), &ev->currency)) {
 		ev->currency = NULL;
 		pn_flag_amount(ev, "amount.currency is not an ISO 4217 code");
@@ -538,14 +535,12 @@ v3_sub_order(struct pn_arena *a, json_t *so, const char *combine_id, struct pn_e
 {
 	const char *state = jstr(a, so, "trade_state");
 	const char *txn = jstr(a, so, "transaction_id"), *otn = jstr(a, so, "out_trade_no");
+	const char *missing;
 
 	sub->order_id = otn;
 	sub->psp_txn_id = txn;
 	sub->psp_time = jstr(a, so, "success_time");
-	if (streq(sub->event_type, "TRANSACTION.SUCCESS") && streq(state, "SUCCESS"))
-		sub->kind = PN_KIND_PAID;
-	else
-		sub->kind = trade_state_kind(state);
+	missing = v3_payment_identity(a, so, combine_id, NULL, state, txn, otn, sub);
 	/* amount.total_amount is the sub-order's order amount (标价金额), as
 	 * amount.total of a single payment; payer_amount is what the payer paid */
 	if (!pn_wechatpay_currency(a, pn_json_str(a, so, "amount.currency"), &sub->currency)) {
@@ -557,7 +552,8 @@ v3_sub_order(struct pn_arena *a, json_t *so, const char *combine_id, struct pn_e
 		if (sub->kind == PN_KIND_PAID && sub->flag == NULL)
 			pn_flag_amount(sub, "no usable integer amount.total_amount on a sub-order");
 	}
-	v3_payment_key(a, so, combine_id, NULL, state, txn, otn, sub);
+	if (missing != NULL)
+		pn_wechatpay_flag_missing_id(sub, missing);
 }
 
 static void
