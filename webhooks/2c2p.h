@@ -15,6 +15,7 @@
 #include "form.h"
 #include "provider.h"
 #include "util.h"
+#include "2c2p/identity.h"
 
 #define PN_2C2P_MAX_JWT (256 * 1024)	/* whole compact JWT, characters */
 #define PN_2C2P_MAX_JWT_HEADER 1024	/* header segment, characters */
@@ -53,8 +54,8 @@ enum pn_verdict pn_2c2p_normalise(struct pn_arena *a, const struct pn_config *cf
 				  const char *unkeyed, struct pn_event *ev,
 				  struct pn_err *err) PN_WUR;
 
-/* The respCode mapping (4-character codes only). */
-enum pn_kind pn_2c2p_kind(const char *resp_code);
+/* The respCode mapping, pn_2c2p_kind(), and the rest of a result's identity:
+ * 2c2p/identity.h. */
 
 /*
  * The legacy Redirect API signed content: the values of the response

@@ -192,25 +192,6 @@ pn_2c2p_raw_member(const char *s, size_t n, const char *name, const char **val, 
 
 /* ---- normalising a v4 payload --------------------------------------------- */
 
-enum pn_kind
-pn_2c2p_kind(const char *rc)
-{
-	if (rc == NULL || strlen(rc) != 4)
-		return PN_KIND_IGNORED;
-	if (strcmp(rc, "0000") == 0)
-		return PN_KIND_PAID;
-	if (strcmp(rc, "0001") == 0 || strcmp(rc, "2001") == 0)
-		return PN_KIND_PENDING;
-	if (strcmp(rc, "0003") == 0)
-		return PN_KIND_CLOSED;
-	/* 4001-4999 are issuer/host declines; 4000 (card verification) and
-	 * 4200 (tokenisation) are successes of flows that charge nothing. */
-	if (rc[0] == '4' && rc[1] >= '0' && rc[1] <= '9' && rc[2] >= '0' && rc[2] <= '9'
-	    && rc[3] >= '0' && rc[3] <= '9' && strcmp(rc, "4000") != 0 && strcmp(rc, "4200") != 0)
-		return PN_KIND_FAILED;
-	return PN_KIND_IGNORED;
-}
-
 /*
  * Is rc a respCode 2C2P documents (PGW v4 "Payment Response Code",
  * developer.2c2p.com/docs/response-code-payment; /work notes psp B6)?
@@ -337,6 +318,7 @@ pn_2c2p_normalise(struct pn_arena *a, const struct pn_config *cfg, const struct 
 	json_t *root = pn_json_parse(payload, len, err);
 	const char *inv, *rc, *ref, *why = NULL;
 	enum pn_verdict verdict = PN_VERIFIED;
+	struct pn_2c2p_fact fact;
 
 	if (root == NULL) {
 		pn_err_prefix(err, "2C2P JWT payload is not valid JSON");
@@ -356,18 +338,16 @@ pn_2c2p_normalise(struct pn_arena *a, const struct pn_config *cfg, const struct 
 	inv = str_field(a, root, "invoiceNo", MAX_ID_LEN);
 	rc = str_field(a, root, "respCode", 16);
 	ref = str_field(a, root, "tranRef", MAX_ID_LEN);
-	ev->event_type = rc;
-	ev->order_id = inv;
 	ev->psp_txn_id = ref;
 	ev->psp_time = str_field(a, root, "transactionDateTime", 64);
-	if (inv == NULL || rc == NULL) {
-		/* genuine but not a payment result we can key: kept, never applied */
-		ev->kind = PN_KIND_IGNORED;
-		ev->dedup_key = unkeyed;
-	} else {
-		ev->kind = pn_2c2p_kind(rc);
-		ev->dedup_key = pn_arena_printf(a, "%s:%s:%s", inv, rc, ref ? ref : "");
-	}
+	/* dedup key and kind: 2c2p/identity.c (a payload without invoiceNo or
+	 * respCode is genuine but not a result we can key: kept, never applied) */
+	memset(&fact, 0, sizeof(fact));
+	fact.invoice_no = inv;
+	fact.code = rc;
+	fact.tran_ref = ref;
+	fact.unkeyed = unkeyed;
+	pn_2c2p_identity(a, &fact, ev);
 	/* the amount only gates "paid"; for other kinds it is informational */
 	if (!v4_amount(a, root, payload, len, ev, &why) && ev->kind == PN_KIND_PAID)
 		pn_flag_amount(ev, why);

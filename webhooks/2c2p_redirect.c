@@ -383,23 +383,6 @@ pn_2c2p_redirect_splits(const char *seg)
 }
 
 /*
- * payment_status (docs 3.2.6 "Payment status response code"): 000 success,
- * 001 pending, 002 rejected, 003 cancelled by the user, 999 failed.  Any
- * other code is recorded, never applied.
- */
-static enum pn_kind
-redirect_kind(const char *st)
-{
-	if (strcmp(st, "000") == 0)
-		return PN_KIND_PAID;
-	if (strcmp(st, "001") == 0)
-		return PN_KIND_PENDING;
-	if (strcmp(st, "002") == 0 || strcmp(st, "003") == 0 || strcmp(st, "999") == 0)
-		return PN_KIND_FAILED;
-	return PN_KIND_IGNORED;
-}
-
-/*
  * 2c2p.site_marker on the legacy form (docs/2C2P.md "Several sites on one
  * merchant").  userDefinedN is the form's user_defined_N, which the hash
  * covers (P2c2pHash::isValidHashValue, wc_2c2p_is_valid_hash: the 31
@@ -474,11 +457,17 @@ normalise_redirect(struct pn_arena *a, const struct pn_config *cfg, const struct
 	const char *seg = pn_2c2p_redirect_segment(a, f);
 	unsigned splits = pn_2c2p_redirect_splits(seg);
 	int64_t	v = -1;
+	struct pn_2c2p_fact fact;
 
-	ev->event_type = st;
-	ev->order_id = oid;
 	ev->psp_time = pn_form_get(f, "transaction_datetime");
-	ev->kind = redirect_kind(st);
+	/* dedup key and kind: 2c2p/identity.c; the signed content names the event: every
+	 * split of it is one event */
+	memset(&fact, 0, sizeof(fact));
+	fact.redirect = true;
+	fact.invoice_no = oid;
+	fact.code = st;
+	fact.hash_hex = hash_hex;
+	pn_2c2p_identity(a, &fact, ev);
 	if (splits == 1 && ref && *ref)
 		ev->psp_txn_id = ref;
 	else {
@@ -496,8 +485,6 @@ normalise_redirect(struct pn_arena *a, const struct pn_config *cfg, const struct
 					      "(paynotify query --apply)", seg, splits);
 		}
 	}
-	/* the signed content names the event: every split of it is one event */
-	ev->dedup_key = pn_arena_printf(a, "%s:%s:%s", oid, st, hash_hex);
 	/* amount: 12 digits of minor units; currency: numeric ISO 4217 (checked) */
 	ev->currency = pn_money_alpha_from_numeric(pn_form_get(f, "currency"));
 	if (pn_parse_i64(pn_form_get(f, "amount"), &v))
