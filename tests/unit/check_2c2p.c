@@ -14,7 +14,9 @@
 #include "2c2p.h"
 #include "crypto.h"
 #include "fixture.h"
+#include "json.h"
 #include "suites.h"
+#include "unit.h"
 
 #define GUIDE_KEY "1F4EDB965BBB3094F791A83750FBDCDA3852131CB5218E21E4F42929A1975E60"
 #define GUIDE_JWT                                                                                 \
@@ -346,6 +348,89 @@ START_TEST(test_configured)
 }
 END_TEST
 
+/* ---- the identity (2c2p/identity.c): where receiver, query and reconcile meet ---- */
+
+START_TEST(test_identity_meets)
+{
+	struct pn_arena *a = pn_arena_new();
+	const struct pn_site *site;
+	struct pn_event n, q;
+	struct pn_err err;
+	char	*body = NULL;
+	size_t	len = 0, plen;
+	unsigned char *payload;
+	const char *key_id;
+	json_t *root;
+
+	ck_assert_int_eq(fixture_verify(&pn_provider_2c2p, "2c2p", "amount-string", a, &site, &n),
+			 PN_VERIFIED);
+	ck_assert_str_eq(n.dedup_key, "INV-1:0000:T-1");
+	/* the same payload as a paymentInquiry answer (admin/query_2c2p.c; reconcile
+	 * --by-query ingests that answer's event as it is) */
+	ck_assert(pn_read_file(fixture_path("2c2p/amount-string.body"), 1 << 20, &body, &len,
+			       &err));
+	root = json_loadb(body, len, 0, NULL);
+	free(body);
+	ck_assert_ptr_nonnull(root);
+	ck_assert(pn_2c2p_verify_jwt(a, json_string_value(json_object_get(root, "payload")),
+				     json_string_length(json_object_get(root, "payload")),
+				     site->twoc2p.secrets, site->twoc2p.nsecrets, &payload, &plen,
+				     &key_id, &err));
+	json_decref(root);
+	pn_event_init(&q);
+	ck_assert_int_eq(pn_2c2p_normalise(a, NULL, site, payload, plen, 0, "query:INV-1", &q,
+					   &err), PN_VERIFIED);
+	unit_same_identity("notification / paymentInquiry answer", &n, &q);
+	pn_arena_free(a);
+}
+END_TEST
+
+START_TEST(test_identity_rules)
+{
+	static const struct {
+		const char *status;
+		enum pn_kind kind;
+	} statuses[] = {
+		{"000", PN_KIND_PAID}, {"001", PN_KIND_PENDING}, {"002", PN_KIND_FAILED},
+		{"003", PN_KIND_FAILED}, {"999", PN_KIND_FAILED}, {"004", PN_KIND_IGNORED},
+		{"0000", PN_KIND_IGNORED},
+	};
+	struct pn_arena *a = pn_arena_new();
+	struct pn_2c2p_fact f;
+	struct pn_event ev;
+	size_t	i;
+
+	for (i = 0; i < PN_ARRAY_LEN(statuses); i++)
+		ck_assert_msg(pn_2c2p_redirect_kind(statuses[i].status) == statuses[i].kind, "%s",
+			      statuses[i].status);
+	memset(&f, 0, sizeof(f));
+	f.invoice_no = "INV-9";
+	f.code = "4051";
+	f.unkeyed = "jwt:sig";
+	pn_event_init(&ev);
+	pn_2c2p_identity(a, &f, &ev);
+	ck_assert_int_eq(ev.kind, PN_KIND_FAILED);
+	ck_assert_str_eq(ev.dedup_key, "INV-9:4051:");	/* no tranRef: empty, not "-" */
+	ck_assert_str_eq(ev.event_type, "4051");
+	ck_assert_str_eq(ev.order_id, "INV-9");
+	f.code = NULL;
+	pn_event_init(&ev);
+	pn_2c2p_identity(a, &f, &ev);
+	ck_assert_int_eq(ev.kind, PN_KIND_IGNORED);
+	ck_assert_str_eq(ev.dedup_key, "jwt:sig");
+	memset(&f, 0, sizeof(f));
+	f.redirect = true;
+	f.invoice_no = "ORD-1";
+	f.code = "000";
+	f.hash_hex = "ab12";
+	pn_event_init(&ev);
+	pn_2c2p_identity(a, &f, &ev);
+	ck_assert_int_eq(ev.kind, PN_KIND_PAID);
+	ck_assert_str_eq(ev.dedup_key, "ORD-1:000:ab12");
+	pn_arena_free(a);
+}
+END_TEST
+
 Suite *
 suite_2c2p(void)
 {
@@ -363,6 +448,10 @@ suite_2c2p(void)
 	tcase_add_test(tc, test_answers);
 	tcase_add_test(tc, test_configured);
 	tcase_add_loop_test(tc, test_2c2p_case, 0, (int)ncases);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("identity");
+	tcase_add_test(tc, test_identity_meets);
+	tcase_add_test(tc, test_identity_rules);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -4,14 +4,18 @@
  */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <check.h>
 
 #include "fixture.h"
+#include "statement.h"
 #include "stripe.h"
+#include "stripe/identity.h"
 #include "suites.h"
+#include "unit.h"
 
 static char **cases;
 static size_t ncases;
@@ -100,6 +104,177 @@ START_TEST(test_answers)
 }
 END_TEST
 
+/* ---- the identity (stripe/identity.c): where receiver, query and reconcile meet ---- */
+
+/* The event a fixture's request gets from the real paynotify-stripe code, and its
+ * data.object (json_decref it). */
+static json_t *
+notification(struct pn_arena *a, const char *name, const struct pn_site **site,
+	     struct pn_event *ev)
+{
+	char	rel[256], *body = NULL;
+	size_t	len = 0;
+	struct pn_err err;
+	json_t *root, *obj;
+
+	ck_assert_int_eq(fixture_verify(&pn_provider_stripe, "stripe", name, a, site, ev),
+			 PN_VERIFIED);
+	snprintf(rel, sizeof(rel), "stripe/%s.body", name);
+	ck_assert(pn_read_file(fixture_path(rel), 1 << 20, &body, &len, &err));
+	root = json_loadb(body, len, 0, NULL);
+	free(body);
+	ck_assert_ptr_nonnull(root);
+	obj = json_incref(json_object_get(json_object_get(root, "data"), "object"));
+	json_decref(root);
+	return obj;
+}
+
+static void
+bill_row(struct pn_arena *a, const struct pn_site *site, enum pn_stmt_kind kind,
+	 const char *pi, const char *order, const char *refund_id, int64_t amount,
+	 const char *currency, int64_t refunded_after, struct pn_event *ev)
+{
+	struct pn_stmt_txn t;
+
+	memset(&t, 0, sizeof(t));
+	t.kind = kind;
+	t.psp_txn_id = pi;
+	t.order_id = order;
+	t.refund_id = refund_id;
+	t.amount_minor = amount;
+	memcpy(t.currency, currency, 4);
+	t.time = "2023-11-14 22:13:20";
+	pn_stmt_stripe.event(a, site, &t, -1, refunded_after, ev);
+}
+
+START_TEST(test_identity_payment_meets)
+{
+	struct pn_arena *a = pn_arena_new();
+	const struct pn_site *site;
+	struct pn_event n, q, b;
+	struct pn_stripe_fact f;
+	struct pn_stripe_result r;
+	json_t *pi = notification(a, "pi-succeeded-bhd", &site, &n);
+
+	ck_assert_str_eq(n.dedup_key, "evt_pi_succeeded_bhd");
+	/* the PaymentIntent as `paynotify query` reads it (admin/query_stripe.c) */
+	memset(&f, 0, sizeof(f));
+	f.type = "payment_intent.succeeded";
+	f.obj = pi;
+	pn_event_init(&q);
+	pn_stripe_identity(a, &f, &q, &r);
+	ck_assert_ptr_null(r.amount_why);
+	ck_assert_str_eq(q.dedup_key, "query:pi_2:succeeded");
+	/* the balance report's charge row (admin/statement_stripe.c) */
+	bill_row(a, site, PN_STMT_PAYMENT, "pi_2", "BH-1", NULL, 1230, "BHD", 0, &b);
+	unit_same_identity("query answer / bill row", &q, &b);
+	/* the notification keys on its evt_ id, by design: the rest is the same, and
+	 * whichever comes second finds the order already_applied */
+	q.dedup_key = n.dedup_key;
+	unit_same_identity("notification / query answer", &n, &q);
+	json_decref(pi);
+	pn_arena_free(a);
+}
+END_TEST
+
+START_TEST(test_identity_refund_meets)
+{
+	struct pn_arena *a = pn_arena_new();
+	const struct pn_site *site;
+	struct pn_event n, b;
+	json_t *ch = notification(a, "charge-refunded-partial", &site, &n);
+
+	bill_row(a, site, PN_STMT_REFUND, "pi_test_0001", NULL, "re_1", 500, "USD", 500, &b);
+	ck_assert_str_eq(b.dedup_key, "refund:re_1");
+	/* both the running total: the second adds nothing, though the keys differ */
+	ck_assert_int_eq(n.kind, PN_KIND_REFUND);
+	ck_assert_int_eq(b.kind, PN_KIND_REFUND);
+	ck_assert(n.refund_cumulative && b.refund_cumulative);
+	ck_assert_int_eq(n.refund_minor, 500);
+	ck_assert_int_eq(b.refund_minor, 500);
+	ck_assert_str_eq(n.psp_txn_id, b.psp_txn_id);
+	ck_assert_str_eq(n.currency, b.currency);
+	ck_assert_str_eq(n.event_type, b.event_type);
+	json_decref(ch);
+	pn_arena_free(a);
+}
+END_TEST
+
+START_TEST(test_identity_rules)
+{
+	static const struct {
+		const char *type, *object;
+		enum pn_kind kind;
+		bool	unhandled;
+	} types[] = {
+		{"payment_intent.succeeded",
+		 "{\"id\":\"pi_1\",\"amount\":100,\"currency\":\"usd\"}", PN_KIND_PAID, false},
+		{"payment_intent.payment_failed", "{\"id\":\"pi_1\"}", PN_KIND_FAILED, false},
+		{"checkout.session.completed", "{\"payment_status\":\"paid\",\"amount_total\":5,"
+		 "\"currency\":\"eur\",\"payment_intent\":\"pi_1\"}", PN_KIND_PAID, false},
+		{"checkout.session.completed", "{\"payment_status\":\"unpaid\"}", PN_KIND_PENDING,
+		 false},
+		{"checkout.session.async_payment_failed", "{}", PN_KIND_FAILED, false},
+		{"checkout.session.expired", "{}", PN_KIND_CLOSED, false},
+		{"checkout.session.something_new", "{}", PN_KIND_IGNORED, true},
+		{"charge.refunded", "{\"amount\":100,\"amount_refunded\":40,\"currency\":\"usd\","
+		 "\"payment_intent\":{\"id\":\"pi_1\"}}", PN_KIND_REFUND, false},
+		{"charge.dispute.created", "{\"id\":\"dp_1\",\"status\":\"needs_response\","
+		 "\"amount\":100,\"currency\":\"usd\",\"charge\":\"ch_1\"}", PN_KIND_DISPUTE, false},
+		{"charge.succeeded", "{}", PN_KIND_IGNORED, false},
+		{"refund.updated", "{\"status\":\"failed\"}", PN_KIND_IGNORED, true},
+		{"invoice.paid", "{}", PN_KIND_IGNORED, true},
+	};
+	struct pn_arena *a = pn_arena_new();
+	size_t	i;
+
+	for (i = 0; i < PN_ARRAY_LEN(types); i++) {
+		struct pn_stripe_fact f;
+		struct pn_stripe_result r;
+		struct pn_event ev;
+		json_t *obj = json_loads(types[i].object, 0, NULL);
+
+		ck_assert_ptr_nonnull(obj);
+		memset(&f, 0, sizeof(f));
+		f.event_id = "evt_1";
+		f.type = types[i].type;
+		f.obj = obj;
+		pn_event_init(&ev);
+		pn_stripe_identity(a, &f, &ev, &r);
+		ck_assert_msg(ev.kind == types[i].kind, "%s: %s", types[i].type,
+			      pn_kind_name(ev.kind));
+		ck_assert_msg(r.unhandled == types[i].unhandled, "%s", types[i].type);
+		ck_assert_ptr_null(r.amount_why);
+		ck_assert_str_eq(ev.dedup_key, ev.kind == PN_KIND_DISPUTE
+				 ? "dispute:dp_1:charge.dispute.created:needs_response" : "evt_1");
+		if (ev.kind == PN_KIND_REFUND) {
+			ck_assert(ev.refund_cumulative);
+			ck_assert_int_eq(ev.refund_minor, 40);
+			ck_assert_str_eq(ev.psp_txn_id, "pi_1");
+		}
+		json_decref(obj);
+	}
+	{
+		/* an amount that is not exact is said, for the caller to flag */
+		struct pn_stripe_fact f;
+		struct pn_stripe_result r;
+		struct pn_event ev;
+		json_t *obj = json_loads("{\"id\":\"pi_9\",\"amount\":100,\"currency\":\"xyz\"}", 0,
+					 NULL);
+
+		memset(&f, 0, sizeof(f));
+		f.type = "payment_intent.succeeded";
+		f.obj = obj;
+		pn_event_init(&ev);
+		pn_stripe_identity(a, &f, &ev, &r);
+		ck_assert_ptr_nonnull(r.amount_why);
+		ck_assert_str_eq(ev.dedup_key, "query:pi_9:succeeded");
+		json_decref(obj);
+	}
+	pn_arena_free(a);
+}
+END_TEST
+
 Suite *
 suite_stripe(void)
 {
@@ -112,6 +287,11 @@ suite_stripe(void)
 	tcase_add_test(tc, test_duplicate_header_refused);
 	tcase_add_test(tc, test_answers);
 	tcase_add_loop_test(tc, test_stripe_case, 0, (int)ncases);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("identity");
+	tcase_add_test(tc, test_identity_payment_meets);
+	tcase_add_test(tc, test_identity_refund_meets);
+	tcase_add_test(tc, test_identity_rules);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -15,8 +15,11 @@
 
 #include "crypto.h"
 #include "fixture.h"
+#include "statement.h"
 #include "suites.h"
+#include "unit.h"
 #include "wechatpay.h"
+#include "wechatpay/identity.h"
 #include "xml.h"
 
 static char **cases;
@@ -452,6 +455,240 @@ START_TEST(test_v2_combine_sub_orders)
 }
 END_TEST
 
+/* ---- the identity (wechatpay/identity.c): where receiver, query and reconcile meet ---- */
+
+static void
+wx_notification(struct pn_arena *a, const char *name, const struct pn_site **site,
+		struct pn_event *ev)
+{
+	ck_assert_int_eq(fixture_verify(&pn_provider_wechatpay, "wechatpay", name, a, site, ev),
+			 PN_VERIFIED);
+}
+
+static void
+wx_bill_row(struct pn_arena *a, const struct pn_site *site, enum pn_stmt_kind kind,
+	    const char *txn, const char *otn, const char *refund_id, int64_t amount,
+	    int64_t order_amount, struct pn_event *ev)
+{
+	struct pn_stmt_txn t;
+
+	memset(&t, 0, sizeof(t));
+	t.kind = kind;
+	t.psp_txn_id = txn;
+	t.order_id = otn;
+	t.refund_id = refund_id;
+	t.amount_minor = amount;
+	memcpy(t.currency, "CNY", 4);
+	t.time = "2024-05-20 10:00:06";
+	pn_stmt_wechatpay.event(a, site, &t, order_amount, 0, ev);
+}
+
+/* An API v3 order query's answer (the transaction, unencrypted), as query_wechatpay.c
+ * hands it to the receiver's pn_wechatpay_v3_transaction. */
+static void
+wx_v3_answer(struct pn_arena *a, const struct pn_site *site, const char *state,
+	     struct pn_event *ev)
+{
+	json_t *p = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:{s:i, s:s}}",
+			      "mchid", site->wechatpay.mchid, "appid", site->wechatpay.appid,
+			      "out_trade_no", "ORDER-20240520-0001",
+			      "transaction_id", "4200000000202405200000000001",
+			      "trade_state", state, "success_time", "2024-05-20T10:00:06+08:00",
+			      "amount", "total", 8888, "currency", "CNY");
+
+	ck_assert_ptr_nonnull(p);
+	pn_event_init(ev);
+	ev->source = "query";
+	pn_wechatpay_v3_transaction(a, site, p, strcmp(state, "SUCCESS") == 0
+				    ? "TRANSACTION.SUCCESS" : "QUERY", ev);
+	json_decref(p);
+}
+
+START_TEST(test_identity_v3_meets)
+{
+	struct pn_arena *a = pn_arena_new();
+	const struct pn_site *site;
+	struct pn_event n, q, b;
+
+	/* the payment: notification, query answer, bill row */
+	wx_notification(a, "pub-vector", &site, &n);
+	ck_assert_str_eq(n.dedup_key, "4200000000202405200000000001:TRANSACTION.SUCCESS");
+	wx_v3_answer(a, site, "SUCCESS", &q);
+	ck_assert_ptr_null(q.flag);
+	unit_same_identity("v3 notification / query answer", &n, &q);
+	wx_bill_row(a, site, PN_STMT_PAYMENT, "4200000000202405200000000001",
+		    "ORDER-20240520-0001", NULL, 8888, 8888, &b);
+	unit_same_identity("v3 notification / bill row", &n, &b);
+	/* the refund: notification, bill row */
+	wx_notification(a, "refund-success", &site, &n);
+	wx_bill_row(a, site, PN_STMT_REFUND, "4200000000202405200000000001",
+		    "ORDER-20240520-0001", "50300000000000000000000000001", 888, 8888, &b);
+	unit_same_identity("v3 refund notification / bill row", &n, &b);
+	/* a close: the notification's key carries the state, the query's too */
+	wx_notification(a, "state-closed", &site, &n);
+	ck_assert_int_eq(n.kind, PN_KIND_CLOSED);
+	wx_v3_answer(a, site, "CLOSED", &q);
+	ck_assert_int_eq(q.kind, PN_KIND_CLOSED);
+	ck_assert_str_eq(q.dedup_key, "4200000000202405200000000001:QUERY:CLOSED");
+	pn_arena_free(a);
+}
+END_TEST
+
+START_TEST(test_identity_v2_meets)
+{
+	struct pn_arena *a = pn_arena_new();
+	const struct pn_site *site;
+	struct pn_event n, q, b;
+	struct pn_xml_flat x;
+	struct pn_err err;
+	size_t	len;
+	const char *body = fixture_text("wechatpay/v2-md5.body", &len), *missing;
+	struct pn_wechatpay_fact f;
+	char	rid[64];
+
+	wx_notification(a, "v2-md5", &site, &n);
+	/* orderquery's SUCCESS answer: the notification's own fields, the receiver's code */
+	ck_assert(pn_xml_parse_flat(a, (const unsigned char *)body, len, "xml", &x, &err));
+	pn_event_init(&q);
+	pn_wechatpay_v2_payment(a, site, &x, &q);
+	unit_same_identity("v2 notification / orderquery answer", &n, &q);
+	wx_bill_row(a, site, PN_STMT_PAYMENT, "1004400740201409030005092168", "1409811653",
+		    NULL, 1, 1, &b);
+	unit_same_identity("v2 notification / bill row", &n, &b);
+	/* orderquery's CLOSED answer: keyed as the v3 answer of that state */
+	memset(&f, 0, sizeof(f));
+	f.event_type = "QUERY";
+	f.state = "CLOSED";
+	f.transaction_id = "1004400740201409030005092168";
+	f.out_trade_no = "1409811653";
+	pn_event_init(&q);
+	pn_wechatpay_identity(a, &f, &q, &missing);
+	ck_assert_ptr_null(missing);
+	ck_assert_int_eq(q.kind, PN_KIND_CLOSED);
+	ck_assert_str_eq(q.dedup_key, "1004400740201409030005092168:QUERY:CLOSED");
+	/* a v2 refund result and its bill row */
+	wx_notification(a, "sdk-v2-refund", &site, &n);
+	ck_assert_int_eq(n.kind, PN_KIND_REFUND);
+	ck_assert(sscanf(n.dedup_key, "refund:%63[^:]:SUCCESS", rid) == 1);
+	wx_bill_row(a, site, PN_STMT_REFUND, n.psp_txn_id, n.order_id, rid, n.refund_minor,
+		    n.amount_minor, &b);
+	unit_same_identity("v2 refund notification / bill row", &n, &b);
+	pn_arena_free(a);
+}
+END_TEST
+
+static const char *
+content_key(struct pn_arena *a, void *arg)
+{
+	return pn_arena_printf(a, "noid:%s", (const char *)arg);
+}
+
+START_TEST(test_identity_rules)
+{
+	static const struct {
+		const char *state;
+		enum pn_kind kind;
+	} states[] = {
+		{"NOTPAY", PN_KIND_PENDING}, {"USERPAYING", PN_KIND_PENDING},
+		{"CLOSED", PN_KIND_CLOSED}, {"REVOKED", PN_KIND_CLOSED},
+		{"PAYERROR", PN_KIND_FAILED}, {"REFUND", PN_KIND_IGNORED},
+		{"SOMETHING_NEW", PN_KIND_IGNORED}, {"SUCCESS", PN_KIND_IGNORED},
+	};
+	struct pn_arena *a = pn_arena_new();
+	struct pn_wechatpay_fact f;
+	struct pn_event ev;
+	const char *missing;
+	size_t	i;
+
+	for (i = 0; i < PN_ARRAY_LEN(states); i++)
+		ck_assert_msg(pn_wechatpay_trade_state_kind(states[i].state) == states[i].kind,
+			      "%s", states[i].state);
+	memset(&f, 0, sizeof(f));
+	f.content_key = content_key;
+	f.content_arg = "c";
+	/* v3: only TRANSACTION.SUCCESS with SUCCESS is paid, and needs a transaction_id */
+	f.event_type = "TRANSACTION.SUCCESS";
+	f.state = "SUCCESS";
+	f.out_trade_no = "O1";
+	f.event_id = "E1";
+	pn_event_init(&ev);
+	pn_wechatpay_identity(a, &f, &ev, &missing);
+	ck_assert_int_eq(ev.kind, PN_KIND_PAID);
+	ck_assert_str_eq(ev.dedup_key, "noid:c");
+	ck_assert_ptr_nonnull(missing);
+	f.state = "NOTPAY";
+	pn_event_init(&ev);
+	pn_wechatpay_identity(a, &f, &ev, &missing);
+	ck_assert_str_eq(ev.dedup_key, "otn:O1:TRANSACTION.SUCCESS:NOTPAY");
+	ck_assert_ptr_null(missing);
+	f.out_trade_no = NULL;
+	pn_wechatpay_identity(a, &f, &ev, &missing);
+	ck_assert_str_eq(ev.dedup_key, "event:E1:TRANSACTION.SUCCESS:NOTPAY");
+	/* v3 refunds: refund_id, out:<out_refund_no>, event:<id>, the content */
+	memset(&f, 0, sizeof(f));
+	f.content_key = content_key;
+	f.content_arg = "r";
+	f.refund = true;
+	f.event_type = "REFUND.ABNORMAL";
+	f.state = "ABNORMAL";
+	f.out_refund_no = "OR1";
+	pn_event_init(&ev);
+	pn_wechatpay_identity(a, &f, &ev, &missing);
+	ck_assert_str_eq(ev.dedup_key, "refund:out:OR1:REFUND.ABNORMAL");
+	ck_assert_int_eq(ev.kind, PN_KIND_IGNORED);	/* the receiver flags it refund_failed */
+	f.out_refund_no = NULL;
+	pn_wechatpay_identity(a, &f, &ev, &missing);
+	ck_assert_str_eq(ev.dedup_key, "noid:r");
+	ck_assert_ptr_nonnull(missing);
+	/* v2 payments: result_code, otn: for what is not a payment, contract changes */
+	memset(&f, 0, sizeof(f));
+	f.content_key = content_key;
+	f.content_arg = "p";
+	f.v2 = true;
+	f.state = "FAIL";
+	f.out_trade_no = "O2";
+	pn_event_init(&ev);
+	pn_wechatpay_identity(a, &f, &ev, &missing);
+	ck_assert_int_eq(ev.kind, PN_KIND_FAILED);
+	ck_assert_str_eq(ev.dedup_key, "otn:O2:FAIL");
+	ck_assert_str_eq(ev.event_type, "v2.pay.FAIL");
+	f.out_trade_no = NULL;
+	f.other_product = true;
+	pn_event_init(&ev);
+	pn_wechatpay_identity(a, &f, &ev, &missing);
+	ck_assert_int_eq(ev.kind, PN_KIND_IGNORED);
+	ck_assert_str_eq(ev.dedup_key, "noid:p");
+	ck_assert_ptr_null(missing);	/* another product's: unhandled, not missing_id */
+	/* a v2 combine sub-order keeps its kind and type, and says so when unkeyed */
+	f.other_product = false;
+	f.sub_order = true;
+	f.state = "SUCCESS";
+	pn_event_init(&ev);
+	ev.event_type = "v2.combine.SUCCESS";
+	pn_wechatpay_identity(a, &f, &ev, &missing);
+	ck_assert_int_eq(ev.kind, PN_KIND_PAID);
+	ck_assert_str_eq(ev.event_type, "v2.combine.SUCCESS");
+	ck_assert_str_eq(missing, "a sub-order without transaction_id: keyed by its signed "
+			 "content, not applied");
+	/* v2 refunds: SUCCESS, CHANGE and REFUNDCLOSE are refunds, the rest is not */
+	memset(&f, 0, sizeof(f));
+	f.v2 = true;
+	f.refund = true;
+	f.refund_id = "RID";
+	f.state = "CHANGE";
+	pn_event_init(&ev);
+	pn_wechatpay_identity(a, &f, &ev, &missing);
+	ck_assert_int_eq(ev.kind, PN_KIND_REFUND);
+	ck_assert_str_eq(ev.dedup_key, "refund:RID:CHANGE");
+	f.state = "PROCESSING";
+	pn_event_init(&ev);
+	pn_wechatpay_identity(a, &f, &ev, &missing);
+	ck_assert_int_eq(ev.kind, PN_KIND_IGNORED);
+	ck_assert_str_eq(ev.event_type, "v2.refund.PROCESSING");
+	pn_arena_free(a);
+}
+END_TEST
+
 Suite *
 suite_wechatpay(void)
 {
@@ -472,6 +709,12 @@ suite_wechatpay(void)
 	tcase_add_test(tc, test_xml_refusals);
 	tcase_add_test(tc, test_answers);
 	tcase_add_loop_test(tc, test_wechatpay_case, 0, (int)ncases);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("identity");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_identity_v3_meets);
+	tcase_add_test(tc, test_identity_v2_meets);
+	tcase_add_test(tc, test_identity_rules);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -273,3 +273,65 @@ fixture_run_case(const struct pn_provider *p, const char *dir, const char *name)
 	free(body);
 	pn_arena_free(a);
 }
+
+enum pn_verdict
+fixture_verify(const struct pn_provider *p, const char *dir, const char *name,
+	       struct pn_arena *a, const struct pn_site **site_out, struct pn_event *ev)
+{
+	char	rel[512], *text = NULL, *line, *save = NULL, *body = NULL;
+	char	site_name[128] = "", body_file[256] = "";
+	size_t	body_len = 0;
+	int64_t	now = 0;
+	struct pn_err err;
+	struct pn_request req;
+	const struct pn_config *cfg;
+	const struct pn_site *site;
+	enum pn_verdict v;
+
+	memset(&req, 0, sizeof(req));
+	snprintf(rel, sizeof(rel), "%s/%s.case", dir, name);
+	ck_assert_msg(pn_read_file(fixture_path(rel), 65536, &text, NULL, &err), "%s", err.msg);
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *eq, *k, *val;
+
+		line = pn_trim(line);
+		if (*line == '#' || *line == '\0' || (eq = strstr(line, " =")) == NULL)
+			continue;
+		*eq = '\0';
+		k = pn_trim(line);
+		val = eq + 2;
+		if (*val == ' ')
+			val++;
+		if (strcmp(k, "site") == 0)
+			snprintf(site_name, sizeof(site_name), "%s", val);
+		else if (strcmp(k, "body") == 0)
+			snprintf(body_file, sizeof(body_file), "%s/%s", dir, val);
+		else if (strcmp(k, "now") == 0)
+			ck_assert(pn_parse_i64(val, &now));
+		else if (strncmp(k, "header ", 7) == 0) {
+			ck_assert(req.nheaders < PN_MAX_HEADERS);
+			req.headers[req.nheaders].name = pn_arena_strdup(a, k + 7);
+			req.headers[req.nheaders].value = pn_arena_strdup(a, val);
+			req.nheaders++;
+		}
+	}
+	cfg = fixture_config_of(site_name);
+	site = pn_cfg_site(cfg, site_name);
+	ck_assert_msg(site != NULL, "%s: unknown site \"%s\"", rel, site_name);
+	ck_assert_msg(pn_read_file(fixture_path(body_file), 1 << 20, &body, &body_len, &err), "%s",
+		      err.msg);
+	req.method = "POST";
+	req.path_info = pn_arena_printf(a, "/notify/%s/%s", p->name, site_name);
+	req.body = pn_arena_memdup(a, body, body_len + 1);
+	req.body_len = body_len;
+	free(body);
+	free(text);
+	pn_event_init(ev);
+	{
+		struct pn_verify_ctx vc = {&req, site, a, now, now != 0, 0, cfg};
+
+		v = p->verify(&vc, ev, &err);
+	}
+	*site_out = site;
+	return v;
+}

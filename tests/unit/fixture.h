@@ -35,6 +35,14 @@ const struct pn_config *fixture_config_of(const char *name);
 const char *fixture_path(const char *rel);
 /* Sorted list of NAME.case files in tests/fixtures/<dir>; count returned. */
 size_t fixture_cases(const char *dir, char ***names);
+/*
+ * The event of one case's request as the provider's receiver verifies it
+ * (its expectations are not checked); *site the case's site.  Everything
+ * lives in a.
+ */
+enum pn_verdict fixture_verify(const struct pn_provider *p, const char *dir, const char *name,
+			       struct pn_arena *a, const struct pn_site **site,
+			       struct pn_event *ev);
 /* Run one case against a provider; calls ck_assert on every expectation. */
 void fixture_run_case(const struct pn_provider *p, const char *dir, const char *name);
 

@@ -11,6 +11,7 @@
 
 #include <check.h>
 
+#include "event.h"
 #include "unit.h"
 #include "util.h"
 
@@ -79,4 +80,36 @@ unit_stderr_end(void)
 	fclose(captured);
 	captured = NULL;
 	return out;
+}
+
+static const char *
+or_null(const char *s)
+{
+	return s ? s : "(null)";
+}
+
+void
+unit_same_identity(const char *what, const struct pn_event *x, const struct pn_event *y)
+{
+	ck_assert_msg(strcmp(or_null(x->dedup_key), or_null(y->dedup_key)) == 0,
+		      "%s: dedup key %s != %s", what, or_null(x->dedup_key), or_null(y->dedup_key));
+	ck_assert_msg(x->kind == y->kind, "%s: kind %s != %s", what, pn_kind_name(x->kind),
+		      pn_kind_name(y->kind));
+	ck_assert_msg(strcmp(or_null(x->event_type), or_null(y->event_type)) == 0,
+		      "%s: event type %s != %s", what, or_null(x->event_type),
+		      or_null(y->event_type));
+	ck_assert_msg(strcmp(or_null(x->order_id), or_null(y->order_id)) == 0,
+		      "%s: order %s != %s", what, or_null(x->order_id), or_null(y->order_id));
+	ck_assert_msg(strcmp(or_null(x->psp_txn_id), or_null(y->psp_txn_id)) == 0,
+		      "%s: transaction %s != %s", what, or_null(x->psp_txn_id),
+		      or_null(y->psp_txn_id));
+	ck_assert_msg(strcmp(or_null(x->currency), or_null(y->currency)) == 0,
+		      "%s: currency %s != %s", what, or_null(x->currency), or_null(y->currency));
+	ck_assert_msg(x->amount_minor == y->amount_minor, "%s: amount %lld != %lld", what,
+		      (long long)x->amount_minor, (long long)y->amount_minor);
+	ck_assert_msg(x->refund_minor == y->refund_minor, "%s: refund %lld != %lld", what,
+		      (long long)x->refund_minor, (long long)y->refund_minor);
+	ck_assert_msg(x->refund_cumulative == y->refund_cumulative,
+		      "%s: refund_cumulative %d != %d", what, x->refund_cumulative,
+		      y->refund_cumulative);
 }

@@ -18,4 +18,13 @@ void unit_scratch_done(void);
 void unit_stderr_begin(void);
 char *unit_stderr_end(void);
 
+/*
+ * The same event identity (issue 27): dedup key, kind, event type, order,
+ * PSP transaction, amounts and currency of x and y are equal (ck_assert;
+ * what names the two arrivals apart, source, key_id, psp_event_id and
+ * times, is not compared).  what names the pair in a failure.
+ */
+struct pn_event;
+void unit_same_identity(const char *what, const struct pn_event *x, const struct pn_event *y);
+
 #endif
