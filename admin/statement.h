@@ -9,7 +9,9 @@
  * its rows; an error names the line), and turns a row into the pn_event
  * that the provider's notification (or `paynotify query`) would have
  * produced for the same payment or refund, so that whichever arrives second
- * is a duplicate or already_applied, never a second application.
+ * is a duplicate or already_applied, never a second application: through
+ * the provider's one identity function, webhooks/<provider>/identity.c,
+ * which the receiver and the query module call too.
  *
  * Everything a parse returns lives in the arena it was given.
  */
