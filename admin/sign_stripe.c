@@ -79,7 +79,7 @@ pn_sign_stripe(const struct pn_sign_req *r, struct pn_signed *out, struct pn_err
 		break;
 	case PN_KIND_DISPUTE: {
 		/* a charge.dispute.* of the order's PaymentIntent; the type follows the
-		 * status (webhooks/stripe.c stripe_dispute reads it back) */
+		 * status (webhooks/stripe/identity.c stripe_dispute reads it back) */
 		const char *st = r->case_status ? r->case_status : "needs_response";
 		bool	closed = strcmp(st, "won") == 0 || strcmp(st, "lost") == 0
 		    || strcmp(st, "warning_closed") == 0 || strcmp(st, "prevented") == 0;
