@@ -578,9 +578,8 @@ alipay_ask_case(const struct pn_query_ctx *ctx, const char *case_id, struct pn_q
 		ev->currency = "CNY";
 	else
 		ev->amount_minor = -1;
-	/* per complaint and state: asking again about an unchanged complaint is a duplicate */
-	ev->dedup_key = pn_arena_printf(a, "complaint:%s:state:%s:%s", id, status,
-					ev->psp_txn_id ? ev->psp_txn_id : "-");
+	/* per complaint and state (alipay/identity.c) */
+	ev->dedup_key = pn_alipay_complaint_key(a, id, NULL, status, ev->psp_txn_id);
 	ans->raw = h.body;
 	ans->raw_len = h.body_len;
 	ans->raw_headers_json = h.headers_json;

@@ -751,9 +751,8 @@ wechatpay_ask_case(const struct pn_query_ctx *ctx, const char *case_id,
 		ev->amount_minor = fen;
 		ev->currency = "CNY";	/* v3 amounts without a currency are fen of CNY */
 	}
-	/* per complaint and state; short enough (ids <= 64, below) for the key column */
-	ev->dedup_key = pn_arena_printf(a, "complaint:%s:state:%.32s:%.64s", id, state,
-					ev->psp_txn_id ? ev->psp_txn_id : "-");
+	/* per complaint and state (wechatpay/identity.c); ids <= 64, below */
+	ev->dedup_key = pn_wechatpay_complaint_key(a, id, NULL, state, ev->psp_txn_id);
 	ans->raw = h.body;
 	ans->raw_len = h.body_len;
 	ans->raw_headers_json = h.headers_json;

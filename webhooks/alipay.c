@@ -219,7 +219,7 @@ normalise_complaint(struct pn_arena *a, const struct pn_form *f, const struct pn
 		ev->kind = PN_KIND_COMPLAINT;
 		ev->case_id = id;
 		ev->case_status = NULL;		/* the message says "changed"; query says how */
-		ev->dedup_key = pn_arena_printf(a, "complaint:%s:changed:%.96s", id, msg);
+		ev->dedup_key = pn_alipay_complaint_key(a, id, msg, NULL, NULL);
 	}
 	if (app_id == NULL || strcmp(app_id, site->alipay.app_id) != 0)
 		pn_flag_merchant(a, ev, "app_id", 32, app_id, site, site->alipay.app_id);

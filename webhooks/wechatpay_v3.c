@@ -466,7 +466,7 @@ v3_complaint(struct pn_arena *a, json_t *p, const char *id, struct pn_event *ev)
 	ev->case_id = cid;
 	ev->case_status = action ? action : "unknown";
 	ev->case_reopens = streq(action, "CONTINUE_COMPLAINT");
-	ev->dedup_key = pn_arena_printf(a, "complaint:%s:%s", cid, action ? action : "-");
+	ev->dedup_key = pn_wechatpay_complaint_key(a, cid, action, NULL, NULL);
 }
 
 /* wechatpay.site_attach: the resource's attach (a payment's; a refund's

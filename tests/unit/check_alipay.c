@@ -295,6 +295,13 @@ START_TEST(test_identity_rules)
 	ck_assert(am.currency_ok && !am.total_ok);
 	ck_assert(am.total_err.msg[0] != '\0');
 	ck_assert_int_eq(ev.amount_minor, -1);
+	/* complaints: per message (receiver), per state (query) */
+	ck_assert_str_eq(pn_alipay_complaint_key(a, "C1", "n9", NULL, NULL),
+			 "complaint:C1:changed:n9");
+	ck_assert_str_eq(pn_alipay_complaint_key(a, "C1", NULL, "FINISHED", "2088"),
+			 "complaint:C1:state:FINISHED:2088");
+	ck_assert_str_eq(pn_alipay_complaint_key(a, "C1", NULL, "CLOSED", NULL),
+			 "complaint:C1:state:CLOSED:-");
 	pn_arena_free(a);
 }
 END_TEST

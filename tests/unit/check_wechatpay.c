@@ -685,6 +685,13 @@ START_TEST(test_identity_rules)
 	pn_wechatpay_identity(a, &f, &ev, &missing);
 	ck_assert_int_eq(ev.kind, PN_KIND_IGNORED);
 	ck_assert_str_eq(ev.event_type, "v2.refund.PROCESSING");
+	/* complaints: per action (receiver), per state (query) */
+	ck_assert_str_eq(pn_wechatpay_complaint_key(a, "200201", "CREATE_COMPLAINT", NULL, NULL),
+			 "complaint:200201:CREATE_COMPLAINT");
+	ck_assert_str_eq(pn_wechatpay_complaint_key(a, "200201", NULL, NULL, NULL),
+			 "complaint:200201:-");
+	ck_assert_str_eq(pn_wechatpay_complaint_key(a, "200201", NULL, "PROCESSED", "4200"),
+			 "complaint:200201:state:PROCESSED:4200");
 	pn_arena_free(a);
 }
 END_TEST

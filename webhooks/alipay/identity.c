@@ -118,3 +118,14 @@ pn_alipay_identity(struct pn_arena *a, const struct pn_alipay_fact *in, struct p
 			out->amount_minor = -1;
 	}
 }
+
+const char *
+pn_alipay_complaint_key(struct pn_arena *a, const char *complaint_id, const char *message,
+			const char *status, const char *trade_no)
+{
+	if (message != NULL)
+		return pn_arena_printf(a, "complaint:%s:changed:%.96s", complaint_id, message);
+	/* per complaint and state: asking again about an unchanged complaint is a duplicate */
+	return pn_arena_printf(a, "complaint:%s:state:%s:%s", complaint_id, status,
+			       trade_no ? trade_no : "-");
+}

@@ -62,4 +62,17 @@ struct pn_alipay_amounts {
 void pn_alipay_identity(struct pn_arena *a, const struct pn_alipay_fact *in,
 			struct pn_event *out, struct pn_alipay_amounts *am);
 
+/*
+ * A trade complaint's dedup key (交易投诉, a case, never applied to an order):
+ * a message about it (the receiver: message the notify_id, else the
+ * message's time or sign; status NULL), "complaint:<id>:changed:<message>",
+ * or its state as `paynotify query --complaints` reads it (message NULL),
+ * "complaint:<id>:state:<status>:<trade_no or ->".  Two messages, or two
+ * asks finding the same state, are one event; a message and an answer never
+ * are (the message says only "changed").  In a.
+ */
+const char *pn_alipay_complaint_key(struct pn_arena *a, const char *complaint_id,
+				    const char *message, const char *status,
+				    const char *trade_no);
+
 #endif

@@ -189,3 +189,14 @@ pn_wechatpay_identity(struct pn_arena *a, const struct pn_wechatpay_fact *in,
 	else
 		v3_payment(a, in, out, missing_id);
 }
+
+const char *
+pn_wechatpay_complaint_key(struct pn_arena *a, const char *complaint_id, const char *action,
+			   const char *state, const char *transaction_id)
+{
+	if (state == NULL)
+		return pn_arena_printf(a, "complaint:%s:%s", complaint_id, action ? action : "-");
+	/* per complaint and state; short enough (ids <= 64) for the key column */
+	return pn_arena_printf(a, "complaint:%s:state:%.32s:%.64s", complaint_id, state,
+			       transaction_id ? transaction_id : "-");
+}

@@ -48,6 +48,17 @@ struct pn_wechatpay_fact {
 void pn_wechatpay_identity(struct pn_arena *a, const struct pn_wechatpay_fact *in,
 			   struct pn_event *out, const char **missing_id);
 
+/*
+ * A complaint's dedup key (消费者投诉 2.0, a case, never applied): a
+ * COMPLAINT.* notification's action (the receiver; state NULL),
+ * "complaint:<id>:<action or ->", or its state as `paynotify query
+ * --complaints` reads it (action NULL), "complaint:<id>:state:<state>:
+ * <transaction_id or ->".  In a.
+ */
+const char *pn_wechatpay_complaint_key(struct pn_arena *a, const char *complaint_id,
+				       const char *action, const char *state,
+				       const char *transaction_id);
+
 /* An API v3 trade_state that is not a payment: pending, closed, failed or ignored. */
 enum pn_kind pn_wechatpay_trade_state_kind(const char *state);
 
