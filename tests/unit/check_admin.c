@@ -183,8 +183,8 @@ START_TEST(test_wrap_at_words_no_leading_blanks)
 {
 	static const char *cells[] = {
 		/* the blank is in the first half of the line: still the break */
-		"the key that verified this notification (stripe-whsec:32ab6128) is no longer "
-		"configured and more words to make it wrap",
+		("the key that verified this notification (stripe-whsec:32ab6128) is no longer "
+		 "configured and more words to make it wrap"),
 		"ab verylongwordthatdoesnotfitanywhereatallintheline_and_keeps_going_on_and_on end",
 		"one    two",
 	};
