@@ -16,14 +16,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <grp.h>
-#include <arpa/inet.h>
-#include <sys/socket.h>
 
 #include <openssl/evp.h>
 #include <openssl/x509.h>
 
 #include "cfg.h"
 #include "crypto.h"
+#include "ini.h"
 #include "log.h"
 
 #ifndef PN_DEFAULT_CONFIG
@@ -375,8 +374,8 @@ struct parser {
 	struct pn_config *cfg;
 	struct pn_cfg_findings *fd;
 	struct pn_site *site;	/* current [site] section, or NULL */
-	const char *section;	/* current section kind */
-	bool	skip;		/* the current section header was refused: ignore its keys */
+	const char *section;	/* current section kind (the INI reader skips the keys of
+				 * a refused header) */
 	/* keys seen in the current [site] section, to refuse duplicates */
 	const char *seen[CFG_MAX_KEYS];
 	size_t	nseen;
@@ -388,64 +387,6 @@ struct parser {
 				 * one bit each (site_key_bit()) */
 	bool	isolate;	/* a site's key-material error disables that site only */
 };
-
-/* ---- findings ------------------------------------------------------------ */
-
-void
-pn_cfg_finding_add(struct pn_cfg_findings *f, enum pn_cfg_severity severity, const char *file,
-		   int line, const char *fmt, ...)
-{
-	struct pn_cfg_finding *fi;
-	va_list ap;
-	char	buf[1024];
-
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	f->v = pn_xrealloc(f->v, (f->n + 1) * sizeof(*f->v));
-	fi = &f->v[f->n++];
-	fi->severity = severity;
-	fi->file = file ? pn_xstrdup(file) : NULL;
-	fi->line = line;
-	fi->msg = pn_xstrdup(buf);
-}
-
-size_t
-pn_cfg_findings_count(const struct pn_cfg_findings *f, enum pn_cfg_severity severity)
-{
-	size_t	i, n = 0;
-
-	for (i = 0; i < f->n; i++)
-		if (f->v[i].severity == severity)
-			n++;
-	return n;
-}
-
-char *
-pn_cfg_finding_text(const struct pn_cfg_finding *fi)
-{
-	if (fi->file && fi->line > 0)
-		return pn_xasprintf("%s:%d: %s", fi->file, fi->line, fi->msg);
-	if (fi->file)
-		return pn_xasprintf("%s: %s", fi->file, fi->msg);
-	return pn_xstrdup(fi->msg);
-}
-
-void
-pn_cfg_findings_free(struct pn_cfg_findings *f)
-{
-	size_t i;
-
-	if (f == NULL)
-		return;
-	for (i = 0; i < f->n; i++) {
-		free(f->v[i].file);
-		free(f->v[i].msg);
-	}
-	free(f->v);
-	f->v = NULL;
-	f->n = 0;
-}
 
 static char *
 resolve_path(const struct parser *p, const char *file)
@@ -769,73 +710,6 @@ choice_list(const struct pn_cfg_choice *c, char *buf, size_t sz)
 	}
 }
 
-/* "ADDR" or "ADDR/BITS", IPv4 or IPv6; host bits beyond the prefix must be 0. */
-static bool
-parse_addr(const char *word, struct pn_addr *a)
-{
-	char	buf[INET6_ADDRSTRLEN + 8], *slash;
-	int64_t	bits;
-	unsigned max, i;
-
-	if (strlen(word) >= sizeof(buf))
-		return false;
-	memset(a, 0, sizeof(*a));
-	snprintf(buf, sizeof(buf), "%s", word);
-	slash = strchr(buf, '/');
-	if (slash)
-		*slash++ = '\0';
-	if (inet_pton(AF_INET, buf, a->bytes) == 1)
-		a->family = AF_INET, max = 32;
-	else if (inet_pton(AF_INET6, buf, a->bytes) == 1)
-		a->family = AF_INET6, max = 128;
-	else
-		return false;
-	a->bits = max;
-	if (slash) {
-		if (!pn_parse_i64(slash, &bits) || bits < 0 || bits > max)
-			return false;
-		a->bits = (unsigned)bits;
-	}
-	for (i = a->bits; i < max; i++)
-		if (a->bytes[i / 8] & (0x80 >> (i % 8)))
-			return false;	/* 10.0.0.1/8: a typo for 10.0.0.0/8? */
-	return true;
-}
-
-bool
-pn_addr_match(const struct pn_addr *list, size_t n, const char *text)
-{
-	unsigned char b[16];
-	int	family;
-	size_t	i;
-
-	if (text == NULL || strlen(text) > INET6_ADDRSTRLEN)
-		return false;
-	if (inet_pton(AF_INET, text, b) == 1)
-		family = AF_INET;
-	else if (inet_pton(AF_INET6, text, b) == 1) {
-		static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-
-		family = AF_INET6;
-		if (memcmp(b, mapped, 12) == 0) {
-			memmove(b, b + 12, 4);
-			family = AF_INET;
-		}
-	} else
-		return false;
-	for (i = 0; i < n; i++) {
-		const struct pn_addr *a = &list[i];
-		unsigned full = a->bits / 8, rest = a->bits % 8;
-
-		if (a->family != family || memcmp(a->bytes, b, full) != 0)
-			continue;
-		if (rest && ((a->bytes[full] ^ b[full]) & (0xff << (8 - rest)) & 0xff))
-			continue;
-		return true;
-	}
-	return false;
-}
-
 /* Assign value (NUL-terminated, trimmed) to key kd of base. */
 static bool
 assign(struct parser *p, const struct pn_cfg_keydef *kd, void *base, char *value,
@@ -918,7 +792,7 @@ assign(struct parser *p, const struct pn_cfg_keydef *kd, void *base, char *value
 		for (w = strtok_r(value, " \t,", &save); w; w = strtok_r(NULL, " \t,", &save)) {
 			struct pn_addr a;
 
-			if (!parse_addr(w, &a)) {
+			if (!pn_addr_parse(w, &a)) {
 				pn_err_set(err, "invalid address \"%s\" in \"%s\": expected an IPv4 or "
 					   "IPv6 address, optionally /BITS (127.0.0.1, ::1, 10.0.0.0/8)",
 					   w, kd->key);
@@ -1090,7 +964,6 @@ begin_section(struct parser *p, char *name, struct pn_err *err)
 	p->nseen = 0;
 	p->site = NULL;
 	p->section = NULL;
-	p->skip = true;		/* until the header is accepted */
 	name = pn_trim(name);
 	if (strncmp(name, "site", 4) == 0 && (name[4] == ' ' || name[4] == '\t')) {
 		char   *site = pn_trim(name + 5);
@@ -1124,7 +997,6 @@ begin_section(struct parser *p, char *name, struct pn_err *err)
 			apply_defaults((*prov)->keys, (*prov)->nkeys, "site", s);
 		p->site = s;
 		p->section = "site";
-		p->skip = false;
 		return true;
 	}
 	sp = name;
@@ -1133,7 +1005,6 @@ begin_section(struct parser *p, char *name, struct pn_err *err)
 		for (i = 0; i < PN_ARRAY_LEN(keydefs); i++)
 			if (strcmp(keydefs[i].section, sp) == 0) {
 				p->section = keydefs[i].section;
-				p->skip = false;
 				return true;
 			}
 	}
@@ -1170,8 +1041,6 @@ set_key(struct parser *p, char *key, char *value, struct pn_err *err)
 	bool	files, isolated;
 	char   *copy;
 
-	if (p->skip)
-		return true;	/* its section header was refused (and said so) */
 	if (p->section == NULL) {
 		pn_err_set(err, "key \"%s\" outside of any section", key);
 		return false;
@@ -1235,19 +1104,6 @@ set_key(struct parser *p, char *key, char *value, struct pn_err *err)
 		return true;
 	}
 	return false;
-}
-
-/* Strip an inline comment: ';' or '#' at the start or after a blank. */
-static void
-strip_comment(char *s)
-{
-	char *c;
-
-	for (c = s; *c; c++)
-		if ((*c == ';' || *c == '#') && (c == s || c[-1] == ' ' || c[-1] == '\t')) {
-			*c = '\0';
-			return;
-		}
 }
 
 /* ---- checks of a site, from the declarations and the providers' hooks ------ */
@@ -1435,18 +1291,46 @@ check_config_file_mode(struct pn_cfg_findings *fd, const char *path)
 				   path);
 }
 
+/* The INI reader's hooks (ini.h): ctx is the struct parser. */
+static bool
+ini_section(void *ctx, int line, char *name, struct pn_err *err)
+{
+	struct parser *p = ctx;
+
+	p->line = line;
+	return begin_section(p, name, err);
+}
+
+static bool
+ini_key(void *ctx, int line, char *key, char *value, struct pn_err *err)
+{
+	struct parser *p = ctx;
+
+	p->line = line;
+	return set_key(p, key, value, err);
+}
+
+static void
+ini_error(void *ctx, int line, const char *msg)
+{
+	struct parser *p = ctx;
+
+	pn_cfg_finding_add(p->fd, PN_CFG_ERROR, p->path, line, "%s", msg);
+}
+
+static const struct pn_ini_handler ini_handler = {ini_section, ini_key, ini_error};
+
 /* Parse one configuration file into p (each file starts outside any section). */
 static void
 parse_file(struct parser *p, const char *path)
 {
-	char   *text = NULL, *line, *next;
+	char   *text = NULL;
 	size_t	len = 0;
 	struct pn_err e;
 
 	p->line = 0;
 	p->site = NULL;
 	p->section = NULL;
-	p->skip = false;
 	p->nseen = 0;
 	if (!pn_read_file(path, CFG_MAX_FILE, &text, &len, &e)) {
 		pn_cfg_finding_add(p->fd, PN_CFG_ERROR, NULL, 0, "%s", e.msg);
@@ -1455,43 +1339,7 @@ parse_file(struct parser *p, const char *path)
 	p->path = add_file(p, path, false);
 	p->cfg->files[p->cfg->nfiles - 1].from = p->path;
 	check_config_file_mode(p->fd, path);
-	for (line = text; line; line = next) {
-		char *eq, *key, *value;
-
-		next = strchr(line, '\n');
-		if (next)
-			*next++ = '\0';
-		p->line++;
-		strip_comment(line);
-		line = pn_trim(line);
-		if (*line == '\0')
-			continue;
-		if (*line == '[') {
-			char *close = strchr(line, ']');
-
-			if (close == NULL || close[1] != '\0') {
-				pn_err_set(&e, "malformed section header \"%s\"", line);
-				p->skip = true;
-				goto line_error;
-			}
-			*close = '\0';
-			if (!begin_section(p, line + 1, &e))
-				goto line_error;
-			continue;
-		}
-		eq = strchr(line, '=');
-		if (eq == NULL) {
-			pn_err_set(&e, "expected \"key = value\", got \"%s\"", line);
-			goto line_error;
-		}
-		*eq = '\0';
-		key = pn_trim(line);
-		value = pn_trim(eq + 1);
-		if (set_key(p, key, value, &e))
-			continue;
-line_error:
-		pn_cfg_finding_add(p->fd, PN_CFG_ERROR, p->path, p->line, "%s", e.msg);
-	}
+	pn_ini_parse(text, &ini_handler, p);
 	free(text);
 }
 
@@ -1643,26 +1491,8 @@ pn_cfg_load_flags(const char *path, unsigned flags, struct pn_err *err)
 {
 	struct pn_cfg_findings fd = {NULL, 0};
 	struct pn_config *cfg = load(path, flags, &fd);
-	size_t	i, nerr = pn_cfg_findings_count(&fd, PN_CFG_ERROR);
 
-	for (i = 0; i < fd.n; i++) {
-		char   *t = pn_cfg_finding_text(&fd.v[i]);
-
-		if (cfg == NULL && fd.v[i].severity == PN_CFG_ERROR) {
-			if (nerr > 1)
-				pn_err_set(err, "%s (and %zu more error%s: `paynotify check-config` "
-					   "lists them all)", t, nerr - 1, nerr == 2 ? "" : "s");
-			else
-				pn_err_set(err, "%s", t);
-			free(t);
-			break;
-		}
-		if (cfg != NULL && fd.v[i].severity == PN_CFG_SITE_ERROR)
-			pn_log(PN_LOG_ERROR, "%s", t);
-		else if (cfg != NULL && fd.v[i].severity == PN_CFG_WARNING)
-			pn_log(PN_LOG_WARNING, "configuration warning: %s", t);
-		free(t);
-	}
+	pn_cfg_findings_report(&fd, cfg != NULL, err);
 	pn_cfg_findings_free(&fd);
 	return cfg;
 }

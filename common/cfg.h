@@ -22,6 +22,8 @@
 
 #include <openssl/evp.h>
 
+#include "addr.h"
+#include "cfg_findings.h"
 #include "util.h"
 
 /*
@@ -50,13 +52,6 @@ struct pn_pubkey {
 	EVP_PKEY *pkey;
 	char   *serial;		/* certificate serial, upper-case hex; NULL for bare keys */
 	time_t	not_after;	/* certificate expiry; 0 for bare keys */
-};
-
-/* An address or network of an address list ([log] trusted_proxies, [metrics] allow). */
-struct pn_addr {
-	int	family;			/* AF_INET or AF_INET6 */
-	unsigned char bytes[16];	/* network byte order; 4 used for AF_INET */
-	unsigned bits;			/* prefix length: 32 / 128 for one address */
 };
 
 enum pn_fwd_header { PN_FWD_X_FORWARDED_FOR = 0, PN_FWD_FORWARDED = 1 };
@@ -129,38 +124,7 @@ struct pn_config {
 	size_t	nsites;
 };
 
-/*
- * What loading found.  Severity:
- *   PN_CFG_ERROR       the configuration cannot be loaded (syntax, a file that
- *                      cannot be read, a key missing): receivers refuse it
- *                      (start-up exits 78, a reload keeps the old one)
- *   PN_CFG_SITE_ERROR  it loads, but one site can never verify anything (a
- *                      Stripe API key where the webhook signing secret
- *                      belongs): check-config fails; receivers log it at error
- *                      level and serve the other sites (refusing the whole
- *                      file would turn away every site's notifications)
- *   PN_CFG_WARNING     worth a look, works (an unusual key form)
- */
-enum pn_cfg_severity { PN_CFG_ERROR, PN_CFG_SITE_ERROR, PN_CFG_WARNING };
-
-struct pn_cfg_finding {
-	enum pn_cfg_severity severity;
-	char   *file;		/* NULL when not about a place in the file */
-	int	line;
-	char   *msg;		/* lower case, names the site and key, says the fix */
-};
-
-struct pn_cfg_findings {
-	struct pn_cfg_finding *v;
-	size_t	n;
-};
-
-void pn_cfg_finding_add(struct pn_cfg_findings *f, enum pn_cfg_severity severity,
-			const char *file, int line, const char *fmt, ...) PN_PRINTF(5, 6);
-size_t pn_cfg_findings_count(const struct pn_cfg_findings *f, enum pn_cfg_severity severity);
-/* "file:line: msg" (or msg) into a malloc'd string. */
-char *pn_cfg_finding_text(const struct pn_cfg_finding *fi);
-void pn_cfg_findings_free(struct pn_cfg_findings *f);	/* the entries; f itself is the caller's */
+/* What loading found: struct pn_cfg_findings (cfg_findings.h). */
 
 /*
  * Load and validate, collecting every finding into out (which starts
@@ -195,9 +159,6 @@ void pn_cfg_free(struct pn_config *cfg);	/* NULL-safe */
 
 const struct pn_site *pn_cfg_site(const struct pn_config *cfg, const char *name);
 
-/* Is the textual address (REMOTE_ADDR) in the list?  IPv4-mapped IPv6
- * addresses (::ffff:a.b.c.d) match IPv4 entries.  NULL or unparsable: no. */
-bool pn_addr_match(const struct pn_addr *list, size_t n, const char *text);
 /*
  * Is the key that key_id names (as stored with a notification) still among
  * the site's keys?  key_id may be composite ("sig/aes", WeChat Pay v3).

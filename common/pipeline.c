@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "addr.h"
 #include "buf.h"
 #include "log.h"
 #include "metrics.h"
