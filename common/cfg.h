@@ -24,35 +24,8 @@
 
 #include "addr.h"
 #include "cfg_findings.h"
+#include "cfg_keyfile.h"
 #include "util.h"
-
-/*
- * Key ids, recorded with each notification as key_id: the file's base name
- * and the first 8 hex digits of the SHA-256 of the key material (the secret
- * bytes; a public key's DER SubjectPublicKeyInfo), e.g.
- * "stripe-whsec:3f9a1c2e".  Stable across rotations: a line added to or
- * removed from a secret file does not change what an id names.  (Ids stored
- * by earlier builds are positional: a secret's line number, "stripe-whsec:1",
- * and a public key's bare base name; see pn_cfg_site_key_state().)
- */
-#define PN_KEY_FP_HEX 8
-
-/* A secret (HMAC key, API key), with the id recorded as key_id. */
-struct pn_secret {
-	char   *id;		/* "stripe-whsec:3f9a1c2e": file base name and fingerprint */
-	unsigned char *data;
-	size_t	len;
-	int	line;		/* line in its file, for messages (0: not from a file) */
-};
-
-/* A public key, possibly from an X.509 certificate. */
-struct pn_pubkey {
-	char   *id;		/* "alipay-public.pem:1c2d3e4f": base name and fingerprint */
-	char   *path;
-	EVP_PKEY *pkey;
-	char   *serial;		/* certificate serial, upper-case hex; NULL for bare keys */
-	time_t	not_after;	/* certificate expiry; 0 for bare keys */
-};
 
 enum pn_fwd_header { PN_FWD_X_FORWARDED_FOR = 0, PN_FWD_FORWARDED = 1 };
 
@@ -158,27 +131,6 @@ struct pn_config *pn_cfg_load_flags(const char *path, unsigned flags, struct pn_
 void pn_cfg_free(struct pn_config *cfg);	/* NULL-safe */
 
 const struct pn_site *pn_cfg_site(const struct pn_config *cfg, const char *name);
-
-/*
- * Is the key that key_id names (as stored with a notification) still among
- * the site's keys?  key_id may be composite ("sig/aes", WeChat Pay v3).
- */
-enum pn_key_state {
-	PN_KEY_CONFIGURED,	/* every part names a configured key */
-	PN_KEY_GONE,		/* some part names a key that is no longer configured */
-	PN_KEY_UNKNOWN,		/* an id from before fingerprints whose file is still
-				 * configured: what it named cannot be told */
-};
-enum pn_key_state pn_cfg_site_key_state(const struct pn_site *s, const char *key_id);
-
-/*
- * Is path a secret file we may read (a regular file owned by root or by the
- * user reading it, mode 0600, or 0640 with the receivers' group "paynotify"
- * or the reader's own group (not root's); never group-writable, never
- * accessible by others)?  For the credentials that only `paynotify query`
- * loads: the configuration keeps their paths, never their bytes.
- */
-bool pn_cfg_secret_file_ok(const char *path, struct pn_err *err) PN_WUR;
 
 /* The conninfo the admin commands use (admin_conninfo, else conninfo), and
  * migrate's (owner_conninfo, else the admin commands'). */
