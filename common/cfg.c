@@ -463,213 +463,300 @@ choice_list(const struct pn_cfg_choice *c, char *buf, size_t sz)
 	}
 }
 
-/* Assign value (NUL-terminated, trimmed) to key kd of base. */
+/*
+ * Assigning a value to a key: one function per type (the key's field is
+ * base + kd->off).  p is NULL for a built-in default (apply_defaults()):
+ * paths then stay as they are and key files cannot be named.
+ */
+#define FIELD(kd, base) ((char *)(base) + (kd)->off)
+
+static bool
+empty_value(const struct pn_cfg_keydef *kd, const char *value, struct pn_err *err)
+{
+	if (*value != '\0')
+		return false;
+	pn_err_set(err, "empty value for \"%s\"", kd->key);
+	return true;
+}
+
+/* Replace the string in *field with copy (malloc'd: the field owns it). */
+static void
+set_string(char *field, char *copy)
+{
+	free(*(char **)field);
+	*(char **)field = copy;
+}
+
+/* PN_K_STR */
+static bool
+assign_str(const struct pn_cfg_keydef *kd, void *base, char *value, struct pn_err *err)
+{
+	if (empty_value(kd, value, err))
+		return false;
+	set_string(FIELD(kd, base), pn_xstrdup(value));
+	return true;
+}
+
+/* PN_K_INT: within [min, max] */
+static bool
+assign_int(const struct pn_cfg_keydef *kd, void *base, const char *value, struct pn_err *err)
+{
+	int64_t v;
+
+	if (!pn_parse_i64(value, &v) || v < kd->min || v > kd->max) {
+		pn_err_set(err, "invalid value \"%s\" for \"%s\": expected an integer from "
+			   "%lld to %lld", value, kd->key, (long long)kd->min, (long long)kd->max);
+		return false;
+	}
+	*(int64_t *)FIELD(kd, base) = v;
+	return true;
+}
+
+/* PN_K_CHOICE: one word of the choices */
+static bool
+assign_choice(const struct pn_cfg_keydef *kd, void *base, const char *value, struct pn_err *err)
+{
+	char	opts[128];
+
+	if (choice_value(kd->choices, value, (int *)FIELD(kd, base)))
+		return true;
+	choice_list(kd->choices, opts, sizeof(opts));
+	pn_err_set(err, "invalid value \"%s\" for \"%s\": expected one of %s", value, kd->key,
+		   opts);
+	return false;
+}
+
+/* PN_K_FLAGS: some words of the choices, at least one */
+static bool
+assign_flags(const struct pn_cfg_keydef *kd, void *base, char *value, struct pn_err *err)
+{
+	unsigned flags = 0;
+	char   *w, *save = NULL;
+	char	opts[128];
+
+	for (w = strtok_r(value, " \t,", &save); w; w = strtok_r(NULL, " \t,", &save)) {
+		int v;
+
+		if (!choice_value(kd->choices, w, &v)) {
+			choice_list(kd->choices, opts, sizeof(opts));
+			pn_err_set(err, "invalid word \"%s\" for \"%s\": expected some of %s", w,
+				   kd->key, opts);
+			return false;
+		}
+		flags |= (unsigned)v;
+	}
+	if (flags == 0) {
+		pn_err_set(err, "empty value for \"%s\"", kd->key);
+		return false;
+	}
+	*(unsigned *)FIELD(kd, base) = flags;
+	return true;
+}
+
+/* PN_K_BOOL: on/yes/true or off/no/false */
+static bool
+assign_bool(const struct pn_cfg_keydef *kd, void *base, const char *value, struct pn_err *err)
+{
+	bool   *field = (bool *)FIELD(kd, base);
+
+	if (strcmp(value, "on") == 0 || strcmp(value, "yes") == 0 || strcmp(value, "true") == 0)
+		*field = true;
+	else if (strcmp(value, "off") == 0 || strcmp(value, "no") == 0
+		 || strcmp(value, "false") == 0)
+		*field = false;
+	else {
+		pn_err_set(err, "invalid value \"%s\" for \"%s\": expected on or off", value,
+			   kd->key);
+		return false;
+	}
+	return true;
+}
+
+/* PN_K_ADDRS: addresses (pn_addr_parse()), blank- or comma-separated, at least one */
+static bool
+assign_addrs(const struct pn_cfg_keydef *kd, void *base, char *value, struct pn_err *err)
+{
+	struct pn_addr **list = (struct pn_addr **)FIELD(kd, base);
+	size_t *count = (size_t *)((char *)base + kd->count_off);
+	char   *w, *save = NULL;
+
+	free(*list);
+	*list = NULL;
+	*count = 0;
+	for (w = strtok_r(value, " \t,", &save); w; w = strtok_r(NULL, " \t,", &save)) {
+		struct pn_addr a;
+
+		if (!pn_addr_parse(w, &a)) {
+			pn_err_set(err, "invalid address \"%s\" in \"%s\": expected an IPv4 or "
+				   "IPv6 address, optionally /BITS (127.0.0.1, ::1, 10.0.0.0/8)", w,
+				   kd->key);
+			return false;
+		}
+		*list = pn_xrealloc(*list, (*count + 1) * sizeof(**list));
+		(*list)[(*count)++] = a;
+	}
+	if (*count == 0) {
+		pn_err_set(err, "empty value for \"%s\"", kd->key);
+		return false;
+	}
+	return true;
+}
+
+/* PN_K_URLPATH: an absolute path of a few safe characters, outside /notify/ */
+static bool
+assign_urlpath(const struct pn_cfg_keydef *kd, void *base, const char *value,
+	       struct pn_err *err)
+{
+	const char *c;
+
+	if (value[0] != '/' || strlen(value) > 128 || strstr(value, "//") != NULL
+	    || strstr(value, "/.") != NULL) {
+		pn_err_set(err, "invalid value \"%s\" for \"%s\": expected an absolute path "
+			   "such as /paynotify-status (at most 128 bytes, no // or /.)", value,
+			   kd->key);
+		return false;
+	}
+	for (c = value; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z')
+		      || (*c >= '0' && *c <= '9') || *c == '/' || *c == '-' || *c == '_'
+		      || *c == '.')) {
+			pn_err_set(err, "invalid character '%c' in \"%s\": use letters, digits, "
+				   "'/', '-', '_' and '.'", *c, kd->key);
+			return false;
+		}
+	/* The shipped web-server snippets pass everything under /notify/
+	 * to the receivers from anywhere: the status path must not be
+	 * reachable through them. */
+	if (strncmp(value, "/notify/", 8) == 0 || strcmp(value, "/notify") == 0) {
+		pn_err_set(err, "\"%s\" must not be under /notify/: the public notify "
+			   "locations would expose it (use e.g. /paynotify-status)", kd->key);
+		return false;
+	}
+	set_string(FIELD(kd, base), pn_xstrdup(value));
+	return true;
+}
+
+/* PN_K_PATH, PN_K_PUBKEY_DIR: resolved against the main file's directory; a
+ * directory's keys are loaded too */
+static bool
+assign_path(struct parser *p, const struct pn_cfg_keydef *kd, void *base, char *value,
+	    struct pn_err *err)
+{
+	char   *field = FIELD(kd, base);
+
+	if (empty_value(kd, value, err))
+		return false;
+	set_string(field, p ? resolve_path(p, value) : pn_xstrdup(value));
+	if (kd->type == PN_K_PUBKEY_DIR)
+		return load_pubkey_dir(p, kd, base, *(char **)field, err);
+	return true;
+}
+
+/* PN_K_URL: https://, no query or fragment; trailing slashes dropped */
+static bool
+assign_url(const struct pn_cfg_keydef *kd, void *base, char *value, struct pn_err *err)
+{
+	size_t	n = strlen(value);
+
+	/* https only: some query answers are trusted for their TLS alone */
+	if (strncmp(value, HTTPS_PREFIX, 8) != 0 || n == 8 || n > 512
+	    || strpbrk(value, " \t?#") != NULL) {
+		pn_err_set(err, "invalid value \"%s\" for \"%s\": expected an https:// URL "
+			   "without query or fragment", value, kd->key);
+		return false;
+	}
+	while (n > 8 && value[n - 1] == '/')
+		value[--n] = '\0';
+	set_string(FIELD(kd, base), pn_xstrdup(value));
+	return true;
+}
+
+/* PN_K_PRIVKEY: a test signing key, in a secret file */
+static bool
+assign_privkey(struct parser *p, const struct pn_cfg_keydef *kd, void *base, const char *value,
+	       struct pn_err *err)
+{
+	char   *path = resolve_path(p, value);
+	EVP_PKEY *k = NULL;
+
+	if (pn_cfg_secret_file_ok(path, err)) {
+		add_file(p, path, true);
+		k = pn_cfg_load_privkey(path, kd->key, err);
+	}
+	free(path);
+	if (k == NULL)
+		return false;
+	EVP_PKEY_free(*(EVP_PKEY **)FIELD(kd, base));
+	*(EVP_PKEY **)FIELD(kd, base) = k;
+	return true;
+}
+
+/* PN_K_SECRETS, PN_K_PUBKEYS: blank-separated files, each onto the list */
+static bool
+assign_key_files(struct parser *p, const struct pn_cfg_keydef *kd, void *base, char *value,
+		 struct pn_err *err)
+{
+	char   *field = FIELD(kd, base);
+	size_t *count = (size_t *)((char *)base + kd->count_off);
+	char   *w, *save = NULL;
+	int	min_bits = kd->min > 0 ? (int)kd->min : PN_RSA_MIN_BITS;
+
+	if (p == NULL) {
+		pn_err_set(err, "\"%s\" has no default", kd->key);
+		return false;
+	}
+	for (w = strtok_r(value, " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
+		char   *path = resolve_path(p, w);
+		bool	ok;
+
+		add_file(p, path, kd->type == PN_K_SECRETS);
+		if (kd->type == PN_K_SECRETS)
+			ok = pn_cfg_load_secrets(path, (struct pn_secret **)field, count, err);
+		else
+			ok = pn_cfg_load_pubkey(path, kd->key, min_bits, private_not_public(kd),
+						(struct pn_pubkey **)field, count, err);
+		free(path);
+		if (!ok)
+			return false;
+	}
+	if (*count == 0) {
+		pn_err_set(err, "\"%s\" names no usable %s", kd->key,
+			   kd->type == PN_K_SECRETS ? "secret" : "key");
+		return false;
+	}
+	return true;
+}
+
+/* Assign value (NUL-terminated, trimmed; it may be split in place) to key kd of base. */
 static bool
 assign(struct parser *p, const struct pn_cfg_keydef *kd, void *base, char *value,
        struct pn_err *err)
 {
-	char   *field = (char *)base + kd->off;
-	char	opts[128];
-
 	switch (kd->type) {
 	case PN_K_STR:
-		if (*value == '\0') {
-			pn_err_set(err, "empty value for \"%s\"", kd->key);
-			return false;
-		}
-		free(*(char **)field);
-		*(char **)field = pn_xstrdup(value);
-		return true;
-	case PN_K_INT: {
-		int64_t v;
-
-		if (!pn_parse_i64(value, &v) || v < kd->min || v > kd->max) {
-			pn_err_set(err, "invalid value \"%s\" for \"%s\": expected an integer from "
-				   "%lld to %lld", value, kd->key, (long long)kd->min,
-				   (long long)kd->max);
-			return false;
-		}
-		*(int64_t *)field = v;
-		return true;
-	}
+		return assign_str(kd, base, value, err);
+	case PN_K_INT:
+		return assign_int(kd, base, value, err);
 	case PN_K_CHOICE:
-		if (!choice_value(kd->choices, value, (int *)field)) {
-			choice_list(kd->choices, opts, sizeof(opts));
-			pn_err_set(err, "invalid value \"%s\" for \"%s\": expected one of %s",
-				   value, kd->key, opts);
-			return false;
-		}
-		return true;
-	case PN_K_FLAGS: {
-		unsigned flags = 0;
-		char   *w, *save = NULL;
-
-		for (w = strtok_r(value, " \t,", &save); w; w = strtok_r(NULL, " \t,", &save)) {
-			int v;
-
-			if (!choice_value(kd->choices, w, &v)) {
-				choice_list(kd->choices, opts, sizeof(opts));
-				pn_err_set(err, "invalid word \"%s\" for \"%s\": expected some of %s",
-					   w, kd->key, opts);
-				return false;
-			}
-			flags |= (unsigned)v;
-		}
-		if (flags == 0) {
-			pn_err_set(err, "empty value for \"%s\"", kd->key);
-			return false;
-		}
-		*(unsigned *)field = flags;
-		return true;
-	}
+		return assign_choice(kd, base, value, err);
+	case PN_K_FLAGS:
+		return assign_flags(kd, base, value, err);
 	case PN_K_BOOL:
-		if (strcmp(value, "on") == 0 || strcmp(value, "yes") == 0 || strcmp(value, "true") == 0)
-			*(bool *)field = true;
-		else if (strcmp(value, "off") == 0 || strcmp(value, "no") == 0
-			 || strcmp(value, "false") == 0)
-			*(bool *)field = false;
-		else {
-			pn_err_set(err, "invalid value \"%s\" for \"%s\": expected on or off", value,
-				   kd->key);
-			return false;
-		}
-		return true;
-	case PN_K_ADDRS: {
-		struct pn_addr **list = (struct pn_addr **)field;
-		size_t *count = (size_t *)((char *)base + kd->count_off);
-		char   *w, *save = NULL;
-
-		free(*list);
-		*list = NULL;
-		*count = 0;
-		for (w = strtok_r(value, " \t,", &save); w; w = strtok_r(NULL, " \t,", &save)) {
-			struct pn_addr a;
-
-			if (!pn_addr_parse(w, &a)) {
-				pn_err_set(err, "invalid address \"%s\" in \"%s\": expected an IPv4 or "
-					   "IPv6 address, optionally /BITS (127.0.0.1, ::1, 10.0.0.0/8)",
-					   w, kd->key);
-				return false;
-			}
-			*list = pn_xrealloc(*list, (*count + 1) * sizeof(**list));
-			(*list)[(*count)++] = a;
-		}
-		if (*count == 0) {
-			pn_err_set(err, "empty value for \"%s\"", kd->key);
-			return false;
-		}
-		return true;
-	}
-	case PN_K_URLPATH: {
-		const char *c;
-
-		if (value[0] != '/' || strlen(value) > 128 || strstr(value, "//") != NULL
-		    || strstr(value, "/.") != NULL) {
-			pn_err_set(err, "invalid value \"%s\" for \"%s\": expected an absolute path "
-				   "such as /paynotify-status (at most 128 bytes, no // or /.)", value,
-				   kd->key);
-			return false;
-		}
-		for (c = value; *c; c++)
-			if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z')
-			      || (*c >= '0' && *c <= '9') || *c == '/' || *c == '-' || *c == '_'
-			      || *c == '.')) {
-				pn_err_set(err, "invalid character '%c' in \"%s\": use letters, digits, "
-					   "'/', '-', '_' and '.'", *c, kd->key);
-				return false;
-			}
-		/* The shipped web-server snippets pass everything under /notify/
-		 * to the receivers from anywhere: the status path must not be
-		 * reachable through them. */
-		if (strncmp(value, "/notify/", 8) == 0 || strcmp(value, "/notify") == 0) {
-			pn_err_set(err, "\"%s\" must not be under /notify/: the public notify "
-				   "locations would expose it (use e.g. /paynotify-status)", kd->key);
-			return false;
-		}
-		free(*(char **)field);
-		*(char **)field = pn_xstrdup(value);
-		return true;
-	}
+		return assign_bool(kd, base, value, err);
+	case PN_K_ADDRS:
+		return assign_addrs(kd, base, value, err);
+	case PN_K_URLPATH:
+		return assign_urlpath(kd, base, value, err);
 	case PN_K_PATH:
-		if (*value == '\0') {
-			pn_err_set(err, "empty value for \"%s\"", kd->key);
-			return false;
-		}
-		free(*(char **)field);
-		*(char **)field = p ? resolve_path(p, value) : pn_xstrdup(value);
-		return true;
 	case PN_K_PUBKEY_DIR:
-		if (*value == '\0') {
-			pn_err_set(err, "empty value for \"%s\"", kd->key);
-			return false;
-		}
-		free(*(char **)field);
-		*(char **)field = p ? resolve_path(p, value) : pn_xstrdup(value);
-		return load_pubkey_dir(p, kd, base, *(char **)field, err);
-	case PN_K_URL: {
-		size_t	n = strlen(value);
-
-		/* https only: some query answers are trusted for their TLS alone */
-		if (strncmp(value, HTTPS_PREFIX, 8) != 0 || n == 8 || n > 512
-		    || strpbrk(value, " \t?#") != NULL) {
-			pn_err_set(err, "invalid value \"%s\" for \"%s\": expected an https:// URL "
-				   "without query or fragment", value, kd->key);
-			return false;
-		}
-		while (n > 8 && value[n - 1] == '/')
-			value[--n] = '\0';
-		free(*(char **)field);
-		*(char **)field = pn_xstrdup(value);
-		return true;
-	}
-	case PN_K_PRIVKEY: {
-		char   *path = resolve_path(p, value);
-		EVP_PKEY *k = NULL;
-
-		if (pn_cfg_secret_file_ok(path, err)) {
-			add_file(p, path, true);
-			k = pn_cfg_load_privkey(path, kd->key, err);
-		}
-		free(path);
-		if (k == NULL)
-			return false;
-		EVP_PKEY_free(*(EVP_PKEY **)field);
-		*(EVP_PKEY **)field = k;
-		return true;
-	}
+		return assign_path(p, kd, base, value, err);
+	case PN_K_URL:
+		return assign_url(kd, base, value, err);
+	case PN_K_PRIVKEY:
+		return assign_privkey(p, kd, base, value, err);
 	case PN_K_SECRETS:
-	case PN_K_PUBKEYS: {
-		size_t *count = (size_t *)((char *)base + kd->count_off);
-		char   *w, *save = NULL;
-		int	min_bits = kd->min > 0 ? (int)kd->min : PN_RSA_MIN_BITS;
-
-		if (p == NULL) {
-			pn_err_set(err, "\"%s\" has no default", kd->key);
-			return false;
-		}
-		for (w = strtok_r(value, " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
-			char   *path = resolve_path(p, w);
-			bool	ok;
-
-			add_file(p, path, kd->type == PN_K_SECRETS);
-			if (kd->type == PN_K_SECRETS)
-				ok = pn_cfg_load_secrets(path, (struct pn_secret **)field, count,
-							 err);
-			else
-				ok = pn_cfg_load_pubkey(path, kd->key, min_bits,
-							private_not_public(kd),
-							(struct pn_pubkey **)field, count, err);
-			free(path);
-			if (!ok)
-				return false;
-		}
-		if (*count == 0) {
-			pn_err_set(err, "\"%s\" names no usable %s", kd->key,
-				   kd->type == PN_K_SECRETS ? "secret" : "key");
-			return false;
-		}
-		return true;
-	}
+	case PN_K_PUBKEYS:
+		return assign_key_files(p, kd, base, value, err);
 	}
 	return false;
 }
