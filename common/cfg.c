@@ -381,6 +381,7 @@ struct parser {
 	uint64_t *failed;	/* per site (same index): site keys whose value was refused,
 				 * one bit each (site_key_bit()) */
 	bool	isolate;	/* a site's key-material error disables that site only */
+	bool	receiver;	/* PN_CFG_RECEIVER: the paynotify command's keys are not loaded */
 };
 
 static char *
@@ -671,19 +672,25 @@ assign_url(const struct pn_cfg_keydef *kd, void *base, char *value, struct pn_er
 	return true;
 }
 
-/* PN_K_PRIVKEY: a test signing key, in a secret file */
+/* PN_K_PRIVKEY: a test signing key, in a secret file; a receiver checks the
+ * file's mode and leaves the key unread (PN_CFG_RECEIVER) */
 static bool
 assign_privkey(struct parser *p, const struct pn_cfg_keydef *kd, void *base, const char *value,
 	       struct pn_err *err)
 {
 	char   *path = resolve_path(p, value);
 	EVP_PKEY *k = NULL;
+	bool	ok = false;
 
 	if (pn_cfg_secret_file_ok(path, err)) {
 		add_file(p, path, true);
-		k = pn_cfg_load_privkey(path, kd->key, err);
+		ok = p->receiver;
+		if (!ok)
+			k = pn_cfg_load_privkey(path, kd->key, err);
 	}
 	free(path);
+	if (ok)
+		return true;
 	if (k == NULL)
 		return false;
 	EVP_PKEY_free(*(EVP_PKEY **)FIELD(kd, base));
@@ -1248,6 +1255,7 @@ load(const char *path, unsigned flags, struct pn_cfg_findings *fd)
 
 	memset(&p, 0, sizeof(p));
 	p.isolate = (flags & PN_CFG_ISOLATE_SITES) != 0;
+	p.receiver = (flags & PN_CFG_RECEIVER) != 0;
 	cfg->path = pn_xstrdup(path);
 	p.path = cfg->path;
 	p.cfg = cfg;

@@ -125,6 +125,16 @@ struct pn_config *pn_cfg_load(const char *path, struct pn_err *err) PN_WUR;
 /* PN_CFG_NO_SITES: a configuration without any [site] is no error (paynotify
  * migrate, which needs only [database], may run before the sites are set). */
 #define PN_CFG_NO_SITES 0x2u
+/*
+ * PN_CFG_RECEIVER: loading for a receiver.  The keys only the `paynotify`
+ * command uses (PN_K_PRIVKEY: alipay. and wechatpay.test_private_key_file,
+ * which `paynotify sign` signs test notifications with) are known and
+ * ignored: the key is accepted where it is (a shared file validates in
+ * both), and its file must still pass pn_cfg_secret_file_ok() (a private
+ * key beside the receivers' secrets readable by others is refused
+ * everywhere), but it is never opened: the site's EVP_PKEY stays NULL.
+ */
+#define PN_CFG_RECEIVER 0x4u
 struct pn_config *pn_cfg_load_all_flags(const char *path, unsigned flags,
 					struct pn_cfg_findings *out) PN_WUR;
 struct pn_config *pn_cfg_load_flags(const char *path, unsigned flags, struct pn_err *err) PN_WUR;
@@ -164,7 +174,8 @@ enum pn_cfg_type {
 	PN_K_FLAGS,	/* unsigned, several words of a choice list */
 	PN_K_SECRETS,	/* struct pn_secret * + size_t count: secret files, one secret a line */
 	PN_K_PUBKEYS,	/* struct pn_pubkey * + size_t count: key or certificate files */
-	PN_K_PRIVKEY,	/* EVP_PKEY *: a private key file (test signing only) */
+	PN_K_PRIVKEY,	/* EVP_PKEY *: a private key file (test signing only: loaded by
+			 * the paynotify command, never by a receiver: PN_CFG_RECEIVER) */
 	PN_K_BOOL,	/* bool: on/off */
 	PN_K_ADDRS,	/* struct pn_addr * + size_t count: addresses, ADDR or ADDR/BITS */
 	PN_K_URLPATH,	/* char *: an absolute URL path outside /notify/ */

@@ -121,8 +121,8 @@ EVP_PKEY *pn_pubkey_load_bits(const char *path, int min_bits, char **serial, tim
 			      struct pn_err *err) PN_WUR;
 EVP_PKEY *pn_pubkey_parse_bits(const char *text, size_t len, int min_bits, char **serial,
 			       time_t *not_after, struct pn_err *err) PN_WUR;
-/* Load a private key (PKCS#8 or PKCS#1 PEM): test signing keys, which the
- * receivers load but cannot use (crypto_sign.h), and `paynotify query` keys. */
+/* Load a private key (PKCS#8 or PKCS#1 PEM): test signing keys, which only the
+ * paynotify command loads (cfg.h PN_CFG_RECEIVER), and `paynotify query` keys. */
 EVP_PKEY *pn_privkey_load(const char *path, struct pn_err *err) PN_WUR;
 
 #endif

@@ -201,7 +201,8 @@ serve_as(const struct pn_identity *id, const struct pn_server_opts *opts,
 		*rc = PN_EXIT_OSERR;
 	} else {
 		*rc = PN_EXIT_CONFIG;
-		cfg = pn_cfg_load_flags(opts->config_path, PN_CFG_ISOLATE_SITES, &err);
+		cfg = pn_cfg_load_flags(opts->config_path, PN_CFG_ISOLATE_SITES | PN_CFG_RECEIVER,
+					&err);
 		if (cfg == NULL)
 			pn_log(PN_LOG_ERROR, "could not load configuration as user %s (the workers "
 			       "and every reload read it as that user; make it readable by %s): %s",
@@ -340,8 +341,8 @@ main(int argc, char **argv)
 		return PN_EXIT_OSERR;
 	}
 	/* -t checks strictly; serving isolates a site whose keys are unusable */
-	cfg = check_only ? pn_cfg_load(opts.config_path, &err)
-	    : pn_cfg_load_flags(opts.config_path, PN_CFG_ISOLATE_SITES, &err);
+	cfg = pn_cfg_load_flags(opts.config_path, check_only ? PN_CFG_RECEIVER
+				: PN_CFG_ISOLATE_SITES | PN_CFG_RECEIVER, &err);
 	if (cfg != NULL && !check_only && !id.set)	/* with --user: after the drop */
 		log_disabled_sites(cfg, NULL);
 	if (check_only) {
