@@ -10,7 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cfg.h"
+struct pn_cfg_findings;
+struct pn_cfg_provider;
+struct pn_config;
+struct pn_site;
 
 /* The site keys of every provider together, at most: one bit each in a
  * site's "failed" set (a uint64_t). */
