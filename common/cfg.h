@@ -9,7 +9,9 @@
  * everything, reads every secret file (refusing files readable by group or
  * others) and parses every public key and certificate, so a running
  * receiver never touches the file system per request.  Errors name the file
- * and line.
+ * and line.  The loader is cfg.c with ini.c (the INI reader), cfg_keyfile.c
+ * (key and secret files), cfg_check.c (the sites' checks), cfg_findings.c
+ * and addr.c (address lists).
  */
 #ifndef PN_CFG_H
 #define PN_CFG_H

@@ -113,7 +113,8 @@ enum pn_key_kind pn_key_text_kind(const char *text, size_t len);
  * above enforce; only Alipay's legacy sign_type RSA (SHA1withRSA) still
  * has 1024-bit keys in the field, so the config loader reads Alipay keys
  * with the *_bits variants and PN_RSA_LEGACY_MIN_BITS, then requires 2048
- * for RSA2 (cfg.c validate_site).  Below 1024 nothing is accepted.
+ * for RSA2 (its validate hook, run by cfg_check.c).  Below 1024 nothing is
+ * accepted.
  */
 #define PN_RSA_MIN_BITS 2048
 #define PN_RSA_LEGACY_MIN_BITS 1024
