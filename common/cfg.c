@@ -1,41 +1,35 @@
 /*
- * cfg.c: the INI configuration, declared once in a table.
+ * cfg.c: the configuration, declared once in a table: the keys of the
+ * sections and the providers' site keys, each value assigned to its
+ * setting, defaults, conf.d/, freeing, lookups.  The INI reader is ini.c,
+ * the key and secret files cfg_keyfile.c, the checks of the sites
+ * cfg_check.c, the findings cfg_findings.c, address lists addr.c.
  */
 #include "config.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <libgen.h>
-#include <dirent.h>
-#include <limits.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
-#include <grp.h>
-#include <arpa/inet.h>
-#include <sys/socket.h>
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/x509.h>
 
 #include "cfg.h"
+#include "cfg_check.h"
+#include "cfg_keyfile.h"
 #include "crypto.h"
-#include "log.h"
+#include "ini.h"
 
 #ifndef PN_DEFAULT_CONFIG
 #define PN_DEFAULT_CONFIG "/etc/paynotify/paynotify.conf"
 #endif
 
-#ifndef PN_RECEIVER_GROUP
-#define PN_RECEIVER_GROUP "paynotify"
-#endif
-
 #define CFG_MAX_FILE (1024 * 1024)
-#define CFG_MAX_SECRET_FILE 65536
 #define HTTPS_PREFIX "https:/" "/"	/* split: the source checks strip // comments */
 
 static const struct pn_cfg_choice fwd_headers[] = {
@@ -104,8 +98,8 @@ static const struct pn_cfg_keydef keydefs[] = {
 	 0, NULL},
 };
 /* A section holds at most CFG_MAX_KEYS keys: parser.seen; the site keys of every
- * provider together, too: one bit each in parser.failed (checked in load()). */
-#define CFG_MAX_KEYS 64
+ * provider together, too: one bit each in parser.failed (pn_cfg_pn_cfg_site_key_bit()). */
+#define CFG_MAX_KEYS PN_CFG_MAX_KEYS
 _Static_assert(PN_ARRAY_LEN(keydefs) <= CFG_MAX_KEYS, "parser.seen holds 64 keys");
 
 #define CFG_PROVIDER_DECL(member) &pn_##member##_cfg_keys,
@@ -130,20 +124,6 @@ provider_of(const char *key)
 			return *p;
 	}
 	return NULL;
-}
-
-/* The bit of provider prov's key i in parser.failed: the site keys in registry order. */
-static unsigned
-site_key_bit(const struct pn_cfg_provider *prov, size_t i)
-{
-	const struct pn_cfg_provider *const *p;
-	size_t	bit = i;
-
-	for (p = pn_cfg_providers; *p != prov; p++)
-		bit += (*p)->nkeys;
-	if (bit >= CFG_MAX_KEYS)
-		pn_fatal("more than %d site keys: parser.failed needs more bits", CFG_MAX_KEYS);
-	return (unsigned)bit;
 }
 
 /* The key named key of section; *prov: its provider (site keys), else NULL. */
@@ -202,170 +182,6 @@ pn_cfg_site_str(const struct pn_site *s, const char *prefix, const char *name)
 	return *(char *const *)pn_cfg_site_field(s, kd);
 }
 
-/* ---- site markers and shared identities (README "Several sites on one
- * provider account") -------------------------------------------------- */
-
-static bool
-marker_char(char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
-	    || c == '_' || c == '-' || c == '.' || c == '~';
-}
-
-bool
-pn_cfg_marker(const struct pn_site *s, const struct pn_cfg_provider *p, struct pn_cfg_marker *out)
-{
-	const struct pn_cfg_keydef *kd = NULL;
-	const char *m, *v, *eq;
-	size_t	i, flen, vlen;
-
-	if (p->marker_key == NULL)
-		return false;
-	for (i = 0; i < p->nkeys && kd == NULL; i++)
-		if (strcmp(p->keys[i].key, p->marker_key) == 0)
-			kd = &p->keys[i];
-	if (kd == NULL || kd->type != PN_K_STR)
-		pn_fatal("%s: marker key %s is not one of its strings", p->prefix, p->marker_key);
-	m = *(char *const *)pn_cfg_site_field(s, kd);
-	if (m == NULL)
-		return false;
-	if (p->marker_field != NULL) {
-		out->field = p->marker_field;
-		flen = strlen(p->marker_field);
-		v = m;
-	} else {
-		if ((eq = strchr(m, '=')) == NULL || eq == m)
-			return false;
-		out->field = m;
-		flen = (size_t)(eq - m);
-		v = eq + 1;
-	}
-	vlen = strlen(v);
-	if (p->marker_field == NULL && p->marker_fields == NULL) {
-		/* a free KEY (Stripe metadata): KEY at most 40 of [A-Za-z0-9_-],
-		 * VALUE 1 to 500 characters (Stripe's own metadata limits) */
-		if (flen > 40 || vlen == 0 || vlen > 500)
-			return false;
-		for (i = 0; i < flen; i++)
-			if (!marker_char(m[i]) || m[i] == '.' || m[i] == '~')
-				return false;
-	} else {
-		if (p->marker_fields != NULL) {
-			for (i = 0; p->marker_fields[i] != NULL; i++)
-				if (strlen(p->marker_fields[i]) == flen
-				    && memcmp(p->marker_fields[i], m, flen) == 0)
-					break;
-			if (p->marker_fields[i] == NULL)
-				return false;
-		}
-		if (vlen == 0 || vlen > PN_CFG_MARKER_MAX)
-			return false;
-		for (i = 0; i < vlen; i++)
-			if (!marker_char(v[i]))
-				return false;
-	}
-	out->field_len = flen;
-	out->value = v;
-	return true;
-}
-
-bool
-pn_cfg_secrets_overlap(const struct pn_secret *a, size_t na, const struct pn_secret *b, size_t nb)
-{
-	size_t	i, j;
-
-	for (i = 0; i < na; i++)
-		for (j = 0; j < nb; j++)
-			if (a[i].len == b[j].len && pn_ct_equal(a[i].data, b[j].data, a[i].len))
-				return true;
-	return false;
-}
-
-bool
-pn_cfg_pubkeys_overlap(const struct pn_pubkey *a, size_t na, const struct pn_pubkey *b, size_t nb)
-{
-	size_t	i, j;
-
-	for (i = 0; i < na; i++)
-		for (j = 0; j < nb; j++)
-			if (a[i].pkey && b[j].pkey && EVP_PKEY_eq(a[i].pkey, b[j].pkey) == 1)
-				return true;
-	return false;
-}
-
-/*
- * Two sites that a genuine notification of one provider cannot tell apart
- * (the provider's same_identity: a shared key or secret and the same signed
- * identity) are refused, unless each has a site marker from signed data
- * (p->marker_key), on the same field, with values the provider can tell
- * apart: otherwise one site's genuine payment, posted to the other site's
- * URL, pays that site's order with the same order id (issue 23).  An
- * error, so that check-config fails, a receiver refuses to start and a
- * reload keeps the old configuration; never isolated to one site, because
- * it is about two.
- */
-static void
-check_shared_identities(const struct pn_config *cfg, struct pn_cfg_findings *fd)
-{
-	const struct pn_cfg_provider *const *prov;
-	size_t	i, j;
-
-	for (prov = pn_cfg_providers; *prov; prov++) {
-		const struct pn_cfg_provider *p = *prov;
-
-		if (p->same_identity == NULL)
-			continue;
-		for (i = 0; i < cfg->nsites; i++) {
-			const struct pn_site *a = &cfg->sites[i];
-
-			if (!pn_cfg_configured(a, p))
-				continue;
-			for (j = i + 1; j < cfg->nsites; j++) {
-				const struct pn_site *b = &cfg->sites[j];
-				struct pn_cfg_marker ma, mb;
-				bool	hasa, hasb;
-				char	what[256], why[320];
-
-				if (!pn_cfg_configured(b, p) || !p->same_identity(a, b, what,
-										sizeof(what)))
-					continue;
-				hasa = pn_cfg_marker(a, p, &ma);
-				hasb = pn_cfg_marker(b, p, &mb);
-				if (!hasa || !hasb)
-					snprintf(why, sizeof(why), "%s%s%s %s", !hasa && !hasb
-						 ? "neither sets" : "\"", !hasa && !hasb ? ""
-						 : !hasa ? a->name : b->name, !hasa && !hasb ? ""
-						 : "\" sets no", p->marker_key);
-				else if (ma.field_len != mb.field_len
-					 || memcmp(ma.field, mb.field, ma.field_len) != 0)
-					snprintf(why, sizeof(why), "their %s name different fields "
-						 "(%.*s, %.*s): a notification may carry both",
-						 p->marker_key, (int)ma.field_len, ma.field,
-						 (int)mb.field_len, mb.field);
-				else if (strcmp(ma.value, mb.value) == 0)
-					snprintf(why, sizeof(why), "both set %s to the same value",
-						 p->marker_key);
-				else if (p->markers_distinct != NULL
-					 && !p->markers_distinct(a, ma.value, b, mb.value))
-					snprintf(why, sizeof(why), "their %s values \"%s\" and \"%s\" "
-						 "cannot be told apart (one contains the other, and "
-						 "the field's boundaries are not signed)",
-						 p->marker_key, ma.value, mb.value);
-				else
-					continue;
-				pn_cfg_finding_add(fd, PN_CFG_ERROR, b->file, b->line,
-						   "sites \"%s\" and \"%s\" share one %s identity (%s) "
-						   "and %s: a genuine notification for either verifies "
-						   "and binds at both, so one site's payment could pay "
-						   "the other's order with the same order id; give each "
-						   "site its own %s, on the same field, with distinct "
-						   "values, and set it in every payment request",
-						   a->name, b->name, p->title, what, why, p->marker_key);
-			}
-		}
-	}
-}
-
 /* ---- helpers ------------------------------------------------------------- */
 
 struct parser {
@@ -375,8 +191,8 @@ struct parser {
 	struct pn_config *cfg;
 	struct pn_cfg_findings *fd;
 	struct pn_site *site;	/* current [site] section, or NULL */
-	const char *section;	/* current section kind */
-	bool	skip;		/* the current section header was refused: ignore its keys */
+	const char *section;	/* current section kind (the INI reader skips the keys of
+				 * a refused header) */
 	/* keys seen in the current [site] section, to refuse duplicates */
 	const char *seen[CFG_MAX_KEYS];
 	size_t	nseen;
@@ -385,67 +201,10 @@ struct parser {
 	const char *set_file[CFG_MAX_KEYS];
 	int	set_line[CFG_MAX_KEYS];
 	uint64_t *failed;	/* per site (same index): site keys whose value was refused,
-				 * one bit each (site_key_bit()) */
+				 * one bit each (pn_cfg_site_key_bit()) */
 	bool	isolate;	/* a site's key-material error disables that site only */
+	bool	receiver;	/* PN_CFG_RECEIVER: the paynotify command's keys are not loaded */
 };
-
-/* ---- findings ------------------------------------------------------------ */
-
-void
-pn_cfg_finding_add(struct pn_cfg_findings *f, enum pn_cfg_severity severity, const char *file,
-		   int line, const char *fmt, ...)
-{
-	struct pn_cfg_finding *fi;
-	va_list ap;
-	char	buf[1024];
-
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	f->v = pn_xrealloc(f->v, (f->n + 1) * sizeof(*f->v));
-	fi = &f->v[f->n++];
-	fi->severity = severity;
-	fi->file = file ? pn_xstrdup(file) : NULL;
-	fi->line = line;
-	fi->msg = pn_xstrdup(buf);
-}
-
-size_t
-pn_cfg_findings_count(const struct pn_cfg_findings *f, enum pn_cfg_severity severity)
-{
-	size_t	i, n = 0;
-
-	for (i = 0; i < f->n; i++)
-		if (f->v[i].severity == severity)
-			n++;
-	return n;
-}
-
-char *
-pn_cfg_finding_text(const struct pn_cfg_finding *fi)
-{
-	if (fi->file && fi->line > 0)
-		return pn_xasprintf("%s:%d: %s", fi->file, fi->line, fi->msg);
-	if (fi->file)
-		return pn_xasprintf("%s: %s", fi->file, fi->msg);
-	return pn_xstrdup(fi->msg);
-}
-
-void
-pn_cfg_findings_free(struct pn_cfg_findings *f)
-{
-	size_t i;
-
-	if (f == NULL)
-		return;
-	for (i = 0; i < f->n; i++) {
-		free(f->v[i].file);
-		free(f->v[i].msg);
-	}
-	free(f->v);
-	f->v = NULL;
-	f->n = 0;
-}
 
 static char *
 resolve_path(const struct parser *p, const char *file)
@@ -453,30 +212,6 @@ resolve_path(const struct parser *p, const char *file)
 	if (file[0] == '/')
 		return pn_xstrdup(file);
 	return pn_xasprintf("%s/%s", p->dir, file);
-}
-
-static const char *
-base_name(const char *path)
-{
-	const char *s = strrchr(path, '/');
-
-	return s ? s + 1 : path;
-}
-
-/* "name:3f9a1c2e": base name and the first PN_KEY_FP_HEX hex digits of SHA-256(data). */
-static char *
-make_key_id(const char *path, const void *data, size_t len)
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
-	char	hex[PN_KEY_FP_HEX + 1];
-	int	i;
-
-	if (EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen < PN_KEY_FP_HEX / 2)
-		pn_fatal("could not compute SHA-256");
-	for (i = 0; i < PN_KEY_FP_HEX / 2; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
-	return pn_xasprintf("%s:%s", base_name(path), hex);
 }
 
 /* Record a file the configuration reads; returns its stored path (which lives
@@ -496,218 +231,20 @@ add_file(struct parser *p, const char *path, bool secret)
 	return f->path;
 }
 
-/*
- * The receivers' group: a secret file of mode 0640 may belong to it (the
- * package's root:paynotify 0640), as well as to the group the reading
- * process runs as (unless that is root, whose group is no one's in
- * particular).  (uid_t)-1 / (gid_t)-1: none.
- */
-static gid_t
-receivers_gid(void)
-{
-	struct group *gr = getgrnam(PN_RECEIVER_GROUP);
-
-	return gr ? gr->gr_gid : (gid_t)-1;
-}
-
-/*
- * May a secret file with this owner, group and mode be read?  NULL if yes,
- * else why not (a static string): the owner is root or the running user
- * (root may read the receivers' own files, whoever they run as); others
- * have no access at all; the group may at most read, and only when it is
- * the receivers' group (PN_RECEIVER_GROUP, or the running user's group
- * when that is not root).
- */
+/* What to say when a public key's file holds a private key: the provider's sentence. */
 static const char *
-secret_mode_problem(const struct stat *st)
+private_not_public(const struct pn_cfg_keydef *kd)
 {
-	uid_t	euid = geteuid();
+	const struct pn_cfg_provider *prov = provider_of(kd->key);
 
-	if (euid != 0 && st->st_uid != 0 && st->st_uid != euid)
-		return "it must belong to root or to the user that reads it";
-	if (st->st_mode & S_IRWXO)
-		return "it must not be accessible by others";
-	if (st->st_mode & (S_IWGRP | S_IXGRP))
-		return "its group may at most read it";
-	if ((st->st_mode & S_IRGRP) && st->st_gid != receivers_gid()
-	    && (euid == 0 || st->st_gid != getegid()))
-		return "only the receivers' group (" PN_RECEIVER_GROUP ") may read it";
-	return NULL;
+	return prov ? prov->private_not_public : NULL;
 }
 
-static bool
-check_secret_perms(const char *path, struct pn_err *err)
-{
-	struct stat st;
-	const char *why;
-
-	if (stat(path, &st) != 0) {
-		pn_err_set(err, "could not stat secret file \"%s\": %s", path, strerror(errno));
-		return false;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		pn_err_set(err, "secret file \"%s\" is not a regular file", path);
-		return false;
-	}
-	if ((why = secret_mode_problem(&st)) != NULL) {
-		struct group *gr = getgrgid(st.st_gid);
-		char	gname[32];
-
-		if (gr)
-			snprintf(gname, sizeof(gname), "%s", gr->gr_name);
-		else
-			snprintf(gname, sizeof(gname), "%ld", (long)st.st_gid);
-		pn_err_set(err, "secret file \"%s\" has mode %04o (owner uid %ld, group %s): %s "
-			   "(chmod 600 \"%s\" and chown it to the user that reads it, or chown "
-			   "root:" PN_RECEIVER_GROUP " and chmod 640)", path,
-			   (unsigned)(st.st_mode & 07777), (long)st.st_uid, gname, why, path);
-		return false;
-	}
-	return true;
-}
-
+/* pn_cfg_load_pubkey_dir()'s record: a public key file of the directory. */
 static void
-secrets_free(struct pn_secret *s, size_t n)
+record_pubkey_file(void *ctx, const char *path)
 {
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		free(s[i].id);
-		if (s[i].data) {
-			OPENSSL_cleanse(s[i].data, s[i].len);
-			free(s[i].data);
-		}
-	}
-	free(s);
-}
-
-static void
-pubkeys_free(struct pn_pubkey *k, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		free(k[i].id);
-		free(k[i].path);
-		free(k[i].serial);
-		EVP_PKEY_free(k[i].pkey);
-	}
-	free(k);
-}
-
-/* Read one secret file: every non-empty line (trailing blanks removed) is a secret. */
-static bool
-load_secrets(const char *path, struct pn_secret **list, size_t *n, struct pn_err *err)
-{
-	char   *text = NULL, *line, *next;
-	size_t	len = 0;
-	int	lineno = 0;
-	bool	ok = false;
-
-	if (!check_secret_perms(path, err))
-		return false;
-	if (!pn_read_file(path, CFG_MAX_SECRET_FILE, &text, &len, err))
-		return false;
-	if (memchr(text, '\0', len) != NULL) {
-		pn_err_set(err, "secret file \"%s\" contains a NUL byte", path);
-		goto done;
-	}
-	for (line = text; line != NULL; line = next) {
-		size_t l;
-
-		next = strchr(line, '\n');
-		if (next)
-			*next++ = '\0';
-		lineno++;
-		l = strlen(line);
-		while (l > 0 && (line[l - 1] == '\r' || line[l - 1] == ' ' || line[l - 1] == '\t'))
-			line[--l] = '\0';
-		if (l == 0)
-			continue;
-		*list = pn_xrealloc(*list, (*n + 1) * sizeof(**list));
-		(*list)[*n].id = make_key_id(path, line, l);
-		(*list)[*n].line = lineno;
-		(*list)[*n].data = (unsigned char *)pn_xstrndup(line, l);
-		(*list)[*n].len = l;
-		(*n)++;
-	}
-	ok = true;
-done:
-	OPENSSL_cleanse(text, len);
-	free(text);
-	return ok;
-}
-
-/*
- * What the file at path holds, when it is the wrong kind of key for key (a
- * private key where a public one belongs, or the reverse): a sentence saying
- * so and what belongs there; NULL when it is not that mistake.
- */
-static const char *
-wrong_kind(const char *path, const char *key, bool want_private)
-{
-	char   *text = NULL;
-	size_t	len = 0;
-	enum pn_key_kind kind;
-	struct pn_err e;
-
-	if (!pn_read_file(path, 65536, &text, &len, &e))
-		return NULL;
-	kind = pn_key_text_kind(text, len);
-	OPENSSL_cleanse(text, len);
-	free(text);
-	if (!want_private && kind == PN_KEY_KIND_PRIVATE) {
-		const struct pn_cfg_provider *prov = provider_of(key);
-
-		return prov ? prov->private_not_public : NULL;
-	}
-	if (want_private && (kind == PN_KEY_KIND_PUBLIC || kind == PN_KEY_KIND_CERTIFICATE))
-		return kind == PN_KEY_KIND_PUBLIC
-		       ? "this is a public key: test signing needs the matching private key (PEM)"
-		       : "this is a certificate: test signing needs the matching private key (PEM)";
-	return NULL;
-}
-
-/*
- * min_bits: the key's declared floor (2048 unless it says otherwise: a
- * provider whose floor depends on a later key checks that in its validate).
- */
-static bool
-load_pubkey(const char *path, const char *key, int min_bits, struct pn_pubkey **list,
-	    size_t *n,
-	    struct pn_err *err)
-{
-	struct pn_pubkey k;
-	unsigned char *der = NULL;
-	const char *why;
-	int	derlen;
-
-	memset(&k, 0, sizeof(k));
-	k.pkey = pn_pubkey_load_bits(path, min_bits, &k.serial, &k.not_after, err);
-	if (k.pkey == NULL) {
-		if ((why = wrong_kind(path, key, false)) != NULL)
-			pn_err_set(err, "could not load key \"%s\" for \"%s\": %s", path, key, why);
-		else
-			pn_err_prefix(err, "could not load key \"%s\"", path);
-		return false;
-	}
-	derlen = i2d_PUBKEY(k.pkey, &der);
-	if (derlen <= 0)
-		pn_fatal("could not encode the public key of \"%s\"", path);
-	k.path = pn_xstrdup(path);
-	k.id = make_key_id(path, der, (size_t)derlen);
-	OPENSSL_free(der);
-	*list = pn_xrealloc(*list, (*n + 1) * sizeof(**list));
-	(*list)[(*n)++] = k;
-	return true;
-}
-
-static int
-pem_name(const struct dirent *d)
-{
-	size_t	n = strlen(d->d_name);
-
-	return d->d_name[0] != '.' && n > 4 && strcmp(d->d_name + n - 4, ".pem") == 0;
+	add_file(ctx, path, false);
 }
 
 /* PN_K_PUBKEY_DIR: every *.pem of dir, in name order, onto the list at kd->max. */
@@ -718,29 +255,9 @@ load_pubkey_dir(struct parser *p, const struct pn_cfg_keydef *kd, void *base, co
 	struct pn_pubkey **list = (struct pn_pubkey **)((char *)base + kd->max);
 	size_t *count = (size_t *)((char *)base + kd->count_off);
 	int	min_bits = kd->min > 0 ? (int)kd->min : PN_RSA_MIN_BITS;
-	struct dirent **names = NULL;
-	bool	ok = true;
-	int	n, i;
 
-	if ((n = scandir(dir, &names, pem_name, alphasort)) < 0) {
-		pn_err_set(err, "could not read directory \"%s\" for \"%s\": %s", dir, kd->key,
-			   strerror(errno));
-		return false;
-	}
-	for (i = 0; i < n; i++) {
-		char   *path = pn_xasprintf("%s/%s", dir, names[i]->d_name);
-		struct stat st;
-
-		if (ok && stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
-			if (p)
-				add_file(p, path, false);
-			ok = load_pubkey(path, kd->key, min_bits, list, count, err);
-		}
-		free(path);
-		free(names[i]);
-	}
-	free(names);
-	return ok;
+	return pn_cfg_load_pubkey_dir(dir, kd->key, min_bits, private_not_public(kd), list, count,
+				      p ? record_pubkey_file : NULL, p, err);
 }
 
 static bool
@@ -769,283 +286,306 @@ choice_list(const struct pn_cfg_choice *c, char *buf, size_t sz)
 	}
 }
 
-/* "ADDR" or "ADDR/BITS", IPv4 or IPv6; host bits beyond the prefix must be 0. */
-static bool
-parse_addr(const char *word, struct pn_addr *a)
-{
-	char	buf[INET6_ADDRSTRLEN + 8], *slash;
-	int64_t	bits;
-	unsigned max, i;
+/*
+ * Assigning a value to a key: one function per type (the key's field is
+ * base + kd->off).  p is NULL for a built-in default (apply_defaults()):
+ * paths then stay as they are and key files cannot be named.
+ */
+#define FIELD(kd, base) ((char *)(base) + (kd)->off)
 
-	if (strlen(word) >= sizeof(buf))
+static bool
+empty_value(const struct pn_cfg_keydef *kd, const char *value, struct pn_err *err)
+{
+	if (*value != '\0')
 		return false;
-	memset(a, 0, sizeof(*a));
-	snprintf(buf, sizeof(buf), "%s", word);
-	slash = strchr(buf, '/');
-	if (slash)
-		*slash++ = '\0';
-	if (inet_pton(AF_INET, buf, a->bytes) == 1)
-		a->family = AF_INET, max = 32;
-	else if (inet_pton(AF_INET6, buf, a->bytes) == 1)
-		a->family = AF_INET6, max = 128;
-	else
-		return false;
-	a->bits = max;
-	if (slash) {
-		if (!pn_parse_i64(slash, &bits) || bits < 0 || bits > max)
-			return false;
-		a->bits = (unsigned)bits;
-	}
-	for (i = a->bits; i < max; i++)
-		if (a->bytes[i / 8] & (0x80 >> (i % 8)))
-			return false;	/* 10.0.0.1/8: a typo for 10.0.0.0/8? */
+	pn_err_set(err, "empty value for \"%s\"", kd->key);
 	return true;
 }
 
-bool
-pn_addr_match(const struct pn_addr *list, size_t n, const char *text)
+/* Replace the string in *field with copy (malloc'd: the field owns it). */
+static void
+set_string(char *field, char *copy)
 {
-	unsigned char b[16];
-	int	family;
-	size_t	i;
+	free(*(char **)field);
+	*(char **)field = copy;
+}
 
-	if (text == NULL || strlen(text) > INET6_ADDRSTRLEN)
+/* PN_K_STR */
+static bool
+assign_str(const struct pn_cfg_keydef *kd, void *base, char *value, struct pn_err *err)
+{
+	if (empty_value(kd, value, err))
 		return false;
-	if (inet_pton(AF_INET, text, b) == 1)
-		family = AF_INET;
-	else if (inet_pton(AF_INET6, text, b) == 1) {
-		static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	set_string(FIELD(kd, base), pn_xstrdup(value));
+	return true;
+}
 
-		family = AF_INET6;
-		if (memcmp(b, mapped, 12) == 0) {
-			memmove(b, b + 12, 4);
-			family = AF_INET;
-		}
-	} else
+/* PN_K_INT: within [min, max] */
+static bool
+assign_int(const struct pn_cfg_keydef *kd, void *base, const char *value, struct pn_err *err)
+{
+	int64_t v;
+
+	if (!pn_parse_i64(value, &v) || v < kd->min || v > kd->max) {
+		pn_err_set(err, "invalid value \"%s\" for \"%s\": expected an integer from "
+			   "%lld to %lld", value, kd->key, (long long)kd->min, (long long)kd->max);
 		return false;
-	for (i = 0; i < n; i++) {
-		const struct pn_addr *a = &list[i];
-		unsigned full = a->bits / 8, rest = a->bits % 8;
-
-		if (a->family != family || memcmp(a->bytes, b, full) != 0)
-			continue;
-		if (rest && ((a->bytes[full] ^ b[full]) & (0xff << (8 - rest)) & 0xff))
-			continue;
-		return true;
 	}
+	*(int64_t *)FIELD(kd, base) = v;
+	return true;
+}
+
+/* PN_K_CHOICE: one word of the choices */
+static bool
+assign_choice(const struct pn_cfg_keydef *kd, void *base, const char *value, struct pn_err *err)
+{
+	char	opts[128];
+
+	if (choice_value(kd->choices, value, (int *)FIELD(kd, base)))
+		return true;
+	choice_list(kd->choices, opts, sizeof(opts));
+	pn_err_set(err, "invalid value \"%s\" for \"%s\": expected one of %s", value, kd->key,
+		   opts);
 	return false;
 }
 
-/* Assign value (NUL-terminated, trimmed) to key kd of base. */
+/* PN_K_FLAGS: some words of the choices, at least one */
+static bool
+assign_flags(const struct pn_cfg_keydef *kd, void *base, char *value, struct pn_err *err)
+{
+	unsigned flags = 0;
+	char   *w, *save = NULL;
+	char	opts[128];
+
+	for (w = strtok_r(value, " \t,", &save); w; w = strtok_r(NULL, " \t,", &save)) {
+		int v;
+
+		if (!choice_value(kd->choices, w, &v)) {
+			choice_list(kd->choices, opts, sizeof(opts));
+			pn_err_set(err, "invalid word \"%s\" for \"%s\": expected some of %s", w,
+				   kd->key, opts);
+			return false;
+		}
+		flags |= (unsigned)v;
+	}
+	if (flags == 0) {
+		pn_err_set(err, "empty value for \"%s\"", kd->key);
+		return false;
+	}
+	*(unsigned *)FIELD(kd, base) = flags;
+	return true;
+}
+
+/* PN_K_BOOL: on/yes/true or off/no/false */
+static bool
+assign_bool(const struct pn_cfg_keydef *kd, void *base, const char *value, struct pn_err *err)
+{
+	bool   *field = (bool *)FIELD(kd, base);
+
+	if (strcmp(value, "on") == 0 || strcmp(value, "yes") == 0 || strcmp(value, "true") == 0)
+		*field = true;
+	else if (strcmp(value, "off") == 0 || strcmp(value, "no") == 0
+		 || strcmp(value, "false") == 0)
+		*field = false;
+	else {
+		pn_err_set(err, "invalid value \"%s\" for \"%s\": expected on or off", value,
+			   kd->key);
+		return false;
+	}
+	return true;
+}
+
+/* PN_K_ADDRS: addresses (pn_addr_parse()), blank- or comma-separated, at least one */
+static bool
+assign_addrs(const struct pn_cfg_keydef *kd, void *base, char *value, struct pn_err *err)
+{
+	struct pn_addr **list = (struct pn_addr **)FIELD(kd, base);
+	size_t *count = (size_t *)((char *)base + kd->count_off);
+	char   *w, *save = NULL;
+
+	free(*list);
+	*list = NULL;
+	*count = 0;
+	for (w = strtok_r(value, " \t,", &save); w; w = strtok_r(NULL, " \t,", &save)) {
+		struct pn_addr a;
+
+		if (!pn_addr_parse(w, &a)) {
+			pn_err_set(err, "invalid address \"%s\" in \"%s\": expected an IPv4 or "
+				   "IPv6 address, optionally /BITS (127.0.0.1, ::1, 10.0.0.0/8)", w,
+				   kd->key);
+			return false;
+		}
+		*list = pn_xrealloc(*list, (*count + 1) * sizeof(**list));
+		(*list)[(*count)++] = a;
+	}
+	if (*count == 0) {
+		pn_err_set(err, "empty value for \"%s\"", kd->key);
+		return false;
+	}
+	return true;
+}
+
+/* PN_K_URLPATH: an absolute path of a few safe characters, outside /notify/ */
+static bool
+assign_urlpath(const struct pn_cfg_keydef *kd, void *base, const char *value,
+	       struct pn_err *err)
+{
+	const char *c;
+
+	if (value[0] != '/' || strlen(value) > 128 || strstr(value, "//") != NULL
+	    || strstr(value, "/.") != NULL) {
+		pn_err_set(err, "invalid value \"%s\" for \"%s\": expected an absolute path "
+			   "such as /paynotify-status (at most 128 bytes, no // or /.)", value,
+			   kd->key);
+		return false;
+	}
+	for (c = value; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z')
+		      || (*c >= '0' && *c <= '9') || *c == '/' || *c == '-' || *c == '_'
+		      || *c == '.')) {
+			pn_err_set(err, "invalid character '%c' in \"%s\": use letters, digits, "
+				   "'/', '-', '_' and '.'", *c, kd->key);
+			return false;
+		}
+	/* The shipped web-server snippets pass everything under /notify/
+	 * to the receivers from anywhere: the status path must not be
+	 * reachable through them. */
+	if (strncmp(value, "/notify/", 8) == 0 || strcmp(value, "/notify") == 0) {
+		pn_err_set(err, "\"%s\" must not be under /notify/: the public notify "
+			   "locations would expose it (use e.g. /paynotify-status)", kd->key);
+		return false;
+	}
+	set_string(FIELD(kd, base), pn_xstrdup(value));
+	return true;
+}
+
+/* PN_K_PATH, PN_K_PUBKEY_DIR: resolved against the main file's directory; a
+ * directory's keys are loaded too */
+static bool
+assign_path(struct parser *p, const struct pn_cfg_keydef *kd, void *base, char *value,
+	    struct pn_err *err)
+{
+	char   *field = FIELD(kd, base);
+
+	if (empty_value(kd, value, err))
+		return false;
+	set_string(field, p ? resolve_path(p, value) : pn_xstrdup(value));
+	if (kd->type == PN_K_PUBKEY_DIR)
+		return load_pubkey_dir(p, kd, base, *(char **)field, err);
+	return true;
+}
+
+/* PN_K_URL: https://, no query or fragment; trailing slashes dropped */
+static bool
+assign_url(const struct pn_cfg_keydef *kd, void *base, char *value, struct pn_err *err)
+{
+	size_t	n = strlen(value);
+
+	/* https only: some query answers are trusted for their TLS alone */
+	if (strncmp(value, HTTPS_PREFIX, 8) != 0 || n == 8 || n > 512
+	    || strpbrk(value, " \t?#") != NULL) {
+		pn_err_set(err, "invalid value \"%s\" for \"%s\": expected an https:// URL "
+			   "without query or fragment", value, kd->key);
+		return false;
+	}
+	while (n > 8 && value[n - 1] == '/')
+		value[--n] = '\0';
+	set_string(FIELD(kd, base), pn_xstrdup(value));
+	return true;
+}
+
+/* PN_K_PRIVKEY: a test signing key, in a secret file; a receiver checks the
+ * file's mode and leaves the key unread (PN_CFG_RECEIVER) */
+static bool
+assign_privkey(struct parser *p, const struct pn_cfg_keydef *kd, void *base, const char *value,
+	       struct pn_err *err)
+{
+	char   *path = resolve_path(p, value);
+	EVP_PKEY *k = NULL;
+	bool	ok = false;
+
+	if (pn_cfg_secret_file_ok(path, err)) {
+		add_file(p, path, true);
+		ok = p->receiver;
+		if (!ok)
+			k = pn_cfg_load_privkey(path, kd->key, err);
+	}
+	free(path);
+	if (ok)
+		return true;
+	if (k == NULL)
+		return false;
+	EVP_PKEY_free(*(EVP_PKEY **)FIELD(kd, base));
+	*(EVP_PKEY **)FIELD(kd, base) = k;
+	return true;
+}
+
+/* PN_K_SECRETS, PN_K_PUBKEYS: blank-separated files, each onto the list */
+static bool
+assign_key_files(struct parser *p, const struct pn_cfg_keydef *kd, void *base, char *value,
+		 struct pn_err *err)
+{
+	char   *field = FIELD(kd, base);
+	size_t *count = (size_t *)((char *)base + kd->count_off);
+	char   *w, *save = NULL;
+	int	min_bits = kd->min > 0 ? (int)kd->min : PN_RSA_MIN_BITS;
+
+	if (p == NULL) {
+		pn_err_set(err, "\"%s\" has no default", kd->key);
+		return false;
+	}
+	for (w = strtok_r(value, " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
+		char   *path = resolve_path(p, w);
+		bool	ok;
+
+		add_file(p, path, kd->type == PN_K_SECRETS);
+		if (kd->type == PN_K_SECRETS)
+			ok = pn_cfg_load_secrets(path, (struct pn_secret **)field, count, err);
+		else
+			ok = pn_cfg_load_pubkey(path, kd->key, min_bits, private_not_public(kd),
+						(struct pn_pubkey **)field, count, err);
+		free(path);
+		if (!ok)
+			return false;
+	}
+	if (*count == 0) {
+		pn_err_set(err, "\"%s\" names no usable %s", kd->key,
+			   kd->type == PN_K_SECRETS ? "secret" : "key");
+		return false;
+	}
+	return true;
+}
+
+/* Assign value (NUL-terminated, trimmed; it may be split in place) to key kd of base. */
 static bool
 assign(struct parser *p, const struct pn_cfg_keydef *kd, void *base, char *value,
        struct pn_err *err)
 {
-	char   *field = (char *)base + kd->off;
-	char	opts[128];
-
 	switch (kd->type) {
 	case PN_K_STR:
-		if (*value == '\0') {
-			pn_err_set(err, "empty value for \"%s\"", kd->key);
-			return false;
-		}
-		free(*(char **)field);
-		*(char **)field = pn_xstrdup(value);
-		return true;
-	case PN_K_INT: {
-		int64_t v;
-
-		if (!pn_parse_i64(value, &v) || v < kd->min || v > kd->max) {
-			pn_err_set(err, "invalid value \"%s\" for \"%s\": expected an integer from "
-				   "%lld to %lld", value, kd->key, (long long)kd->min,
-				   (long long)kd->max);
-			return false;
-		}
-		*(int64_t *)field = v;
-		return true;
-	}
+		return assign_str(kd, base, value, err);
+	case PN_K_INT:
+		return assign_int(kd, base, value, err);
 	case PN_K_CHOICE:
-		if (!choice_value(kd->choices, value, (int *)field)) {
-			choice_list(kd->choices, opts, sizeof(opts));
-			pn_err_set(err, "invalid value \"%s\" for \"%s\": expected one of %s",
-				   value, kd->key, opts);
-			return false;
-		}
-		return true;
-	case PN_K_FLAGS: {
-		unsigned flags = 0;
-		char   *w, *save = NULL;
-
-		for (w = strtok_r(value, " \t,", &save); w; w = strtok_r(NULL, " \t,", &save)) {
-			int v;
-
-			if (!choice_value(kd->choices, w, &v)) {
-				choice_list(kd->choices, opts, sizeof(opts));
-				pn_err_set(err, "invalid word \"%s\" for \"%s\": expected some of %s",
-					   w, kd->key, opts);
-				return false;
-			}
-			flags |= (unsigned)v;
-		}
-		if (flags == 0) {
-			pn_err_set(err, "empty value for \"%s\"", kd->key);
-			return false;
-		}
-		*(unsigned *)field = flags;
-		return true;
-	}
+		return assign_choice(kd, base, value, err);
+	case PN_K_FLAGS:
+		return assign_flags(kd, base, value, err);
 	case PN_K_BOOL:
-		if (strcmp(value, "on") == 0 || strcmp(value, "yes") == 0 || strcmp(value, "true") == 0)
-			*(bool *)field = true;
-		else if (strcmp(value, "off") == 0 || strcmp(value, "no") == 0
-			 || strcmp(value, "false") == 0)
-			*(bool *)field = false;
-		else {
-			pn_err_set(err, "invalid value \"%s\" for \"%s\": expected on or off", value,
-				   kd->key);
-			return false;
-		}
-		return true;
-	case PN_K_ADDRS: {
-		struct pn_addr **list = (struct pn_addr **)field;
-		size_t *count = (size_t *)((char *)base + kd->count_off);
-		char   *w, *save = NULL;
-
-		free(*list);
-		*list = NULL;
-		*count = 0;
-		for (w = strtok_r(value, " \t,", &save); w; w = strtok_r(NULL, " \t,", &save)) {
-			struct pn_addr a;
-
-			if (!parse_addr(w, &a)) {
-				pn_err_set(err, "invalid address \"%s\" in \"%s\": expected an IPv4 or "
-					   "IPv6 address, optionally /BITS (127.0.0.1, ::1, 10.0.0.0/8)",
-					   w, kd->key);
-				return false;
-			}
-			*list = pn_xrealloc(*list, (*count + 1) * sizeof(**list));
-			(*list)[(*count)++] = a;
-		}
-		if (*count == 0) {
-			pn_err_set(err, "empty value for \"%s\"", kd->key);
-			return false;
-		}
-		return true;
-	}
-	case PN_K_URLPATH: {
-		const char *c;
-
-		if (value[0] != '/' || strlen(value) > 128 || strstr(value, "//") != NULL
-		    || strstr(value, "/.") != NULL) {
-			pn_err_set(err, "invalid value \"%s\" for \"%s\": expected an absolute path "
-				   "such as /paynotify-status (at most 128 bytes, no // or /.)", value,
-				   kd->key);
-			return false;
-		}
-		for (c = value; *c; c++)
-			if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z')
-			      || (*c >= '0' && *c <= '9') || *c == '/' || *c == '-' || *c == '_'
-			      || *c == '.')) {
-				pn_err_set(err, "invalid character '%c' in \"%s\": use letters, digits, "
-					   "'/', '-', '_' and '.'", *c, kd->key);
-				return false;
-			}
-		/* The shipped web-server snippets pass everything under /notify/
-		 * to the receivers from anywhere: the status path must not be
-		 * reachable through them. */
-		if (strncmp(value, "/notify/", 8) == 0 || strcmp(value, "/notify") == 0) {
-			pn_err_set(err, "\"%s\" must not be under /notify/: the public notify "
-				   "locations would expose it (use e.g. /paynotify-status)", kd->key);
-			return false;
-		}
-		free(*(char **)field);
-		*(char **)field = pn_xstrdup(value);
-		return true;
-	}
+		return assign_bool(kd, base, value, err);
+	case PN_K_ADDRS:
+		return assign_addrs(kd, base, value, err);
+	case PN_K_URLPATH:
+		return assign_urlpath(kd, base, value, err);
 	case PN_K_PATH:
-		if (*value == '\0') {
-			pn_err_set(err, "empty value for \"%s\"", kd->key);
-			return false;
-		}
-		free(*(char **)field);
-		*(char **)field = p ? resolve_path(p, value) : pn_xstrdup(value);
-		return true;
 	case PN_K_PUBKEY_DIR:
-		if (*value == '\0') {
-			pn_err_set(err, "empty value for \"%s\"", kd->key);
-			return false;
-		}
-		free(*(char **)field);
-		*(char **)field = p ? resolve_path(p, value) : pn_xstrdup(value);
-		return load_pubkey_dir(p, kd, base, *(char **)field, err);
-	case PN_K_URL: {
-		size_t	n = strlen(value);
-
-		/* https only: some query answers are trusted for their TLS alone */
-		if (strncmp(value, HTTPS_PREFIX, 8) != 0 || n == 8 || n > 512
-		    || strpbrk(value, " \t?#") != NULL) {
-			pn_err_set(err, "invalid value \"%s\" for \"%s\": expected an https:// URL "
-				   "without query or fragment", value, kd->key);
-			return false;
-		}
-		while (n > 8 && value[n - 1] == '/')
-			value[--n] = '\0';
-		free(*(char **)field);
-		*(char **)field = pn_xstrdup(value);
-		return true;
-	}
-	case PN_K_PRIVKEY: {
-		char   *path = resolve_path(p, value);
-		EVP_PKEY *k = NULL;
-
-		const char *why;
-
-		if (check_secret_perms(path, err)) {
-			add_file(p, path, true);
-			k = pn_privkey_load(path, err);
-			if (k == NULL && (why = wrong_kind(path, kd->key, true)) != NULL)
-				pn_err_set(err, "could not load \"%s\" for \"%s\": %s", path, kd->key,
-					   why);
-		}
-		free(path);
-		if (k == NULL)
-			return false;
-		EVP_PKEY_free(*(EVP_PKEY **)field);
-		*(EVP_PKEY **)field = k;
-		return true;
-	}
+		return assign_path(p, kd, base, value, err);
+	case PN_K_URL:
+		return assign_url(kd, base, value, err);
+	case PN_K_PRIVKEY:
+		return assign_privkey(p, kd, base, value, err);
 	case PN_K_SECRETS:
-	case PN_K_PUBKEYS: {
-		size_t *count = (size_t *)((char *)base + kd->count_off);
-		char   *w, *save = NULL;
-		int	min_bits = kd->min > 0 ? (int)kd->min : PN_RSA_MIN_BITS;
-
-		if (p == NULL) {
-			pn_err_set(err, "\"%s\" has no default", kd->key);
-			return false;
-		}
-		for (w = strtok_r(value, " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
-			char   *path = resolve_path(p, w);
-			bool	ok;
-
-			add_file(p, path, kd->type == PN_K_SECRETS);
-			if (kd->type == PN_K_SECRETS)
-				ok = load_secrets(path, (struct pn_secret **)field, count, err);
-			else
-				ok = load_pubkey(path, kd->key, min_bits, (struct pn_pubkey **)field,
-						 count, err);
-			free(path);
-			if (!ok)
-				return false;
-		}
-		if (*count == 0) {
-			pn_err_set(err, "\"%s\" names no usable %s", kd->key,
-				   kd->type == PN_K_SECRETS ? "secret" : "key");
-			return false;
-		}
-		return true;
-	}
+	case PN_K_PUBKEYS:
+		return assign_key_files(p, kd, base, value, err);
 	}
 	return false;
 }
@@ -1090,7 +630,6 @@ begin_section(struct parser *p, char *name, struct pn_err *err)
 	p->nseen = 0;
 	p->site = NULL;
 	p->section = NULL;
-	p->skip = true;		/* until the header is accepted */
 	name = pn_trim(name);
 	if (strncmp(name, "site", 4) == 0 && (name[4] == ' ' || name[4] == '\t')) {
 		char   *site = pn_trim(name + 5);
@@ -1124,7 +663,6 @@ begin_section(struct parser *p, char *name, struct pn_err *err)
 			apply_defaults((*prov)->keys, (*prov)->nkeys, "site", s);
 		p->site = s;
 		p->section = "site";
-		p->skip = false;
 		return true;
 	}
 	sp = name;
@@ -1133,7 +671,6 @@ begin_section(struct parser *p, char *name, struct pn_err *err)
 		for (i = 0; i < PN_ARRAY_LEN(keydefs); i++)
 			if (strcmp(keydefs[i].section, sp) == 0) {
 				p->section = keydefs[i].section;
-				p->skip = false;
 				return true;
 			}
 	}
@@ -1153,9 +690,8 @@ loose_secret(const struct parser *p, const struct pn_cfg_keydef *kd, char *value
 		return false;
 	for (w = strtok_r(value, " \t", &save); w && !loose; w = strtok_r(NULL, " \t", &save)) {
 		char   *path = resolve_path(p, w);
-		struct stat st;
 
-		loose = stat(path, &st) == 0 && secret_mode_problem(&st) != NULL;
+		loose = pn_cfg_secret_file_loose(path);
 		free(path);
 	}
 	return loose;
@@ -1170,8 +706,6 @@ set_key(struct parser *p, char *key, char *value, struct pn_err *err)
 	bool	files, isolated;
 	char   *copy;
 
-	if (p->skip)
-		return true;	/* its section header was refused (and said so) */
 	if (p->section == NULL) {
 		pn_err_set(err, "key \"%s\" outside of any section", key);
 		return false;
@@ -1214,7 +748,7 @@ set_key(struct parser *p, char *key, char *value, struct pn_err *err)
 	}
 	if (prov != NULL)
 		p->failed[p->cfg->nsites - 1] |= UINT64_C(1)
-		    << site_key_bit(prov, (size_t)(kd - prov->keys));
+		    << pn_cfg_site_key_bit(prov, (size_t)(kd - prov->keys));
 	/*
 	 * A key or secret file that cannot be used (missing, unparsable, too
 	 * short a key) is the site's own problem: when loading for a
@@ -1235,179 +769,6 @@ set_key(struct parser *p, char *key, char *value, struct pn_err *err)
 		return true;
 	}
 	return false;
-}
-
-/* Strip an inline comment: ';' or '#' at the start or after a blank. */
-static void
-strip_comment(char *s)
-{
-	char *c;
-
-	for (c = s; *c; c++)
-		if ((*c == ';' || *c == '#') && (c == s || c[-1] == ' ' || c[-1] == '\t')) {
-			*c = '\0';
-			return;
-		}
-}
-
-/* ---- checks of a site, from the declarations and the providers' hooks ------ */
-
-bool
-pn_cfg_key_failed(const struct pn_cfg_check *c, const char *key)
-{
-	size_t	i;
-
-	for (i = 0; i < c->provider->nkeys; i++)
-		if (strcmp(c->provider->keys[i].key, key) == 0)
-			return (c->failed & (UINT64_C(1) << i)) != 0;
-	pn_fatal("no %s key \"%s\"", c->provider->prefix, key);
-}
-
-void
-pn_cfg_site_finding(const struct pn_cfg_check *c, enum pn_cfg_severity sev, const char *fmt,
-		    ...)
-{
-	va_list ap;
-	char	buf[1024];
-
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	pn_cfg_finding_add(c->fd, sev, c->site->file, c->site->line, "site \"%s\": %s",
-			   c->site->name, buf);
-}
-
-void
-pn_cfg_require(const struct pn_cfg_check *c, bool ok, const char *key, const char *what)
-{
-	if (!ok && !pn_cfg_key_failed(c, key))
-		pn_cfg_site_finding(c, PN_CFG_ERROR, "%s", what);
-}
-
-/* What provider prov's checks of site s get; failed: the site's parser.failed. */
-static struct pn_cfg_check
-site_check(const struct pn_site *s, const struct pn_cfg_provider *prov, uint64_t failed,
-	   struct pn_cfg_findings *fd)
-{
-	struct pn_cfg_check c;
-	size_t	i;
-
-	c.site = s;
-	c.fd = fd;
-	c.provider = prov;
-	c.failed = 0;
-	for (i = 0; i < prov->nkeys; i++)
-		if (failed & (UINT64_C(1) << site_key_bit(prov, i)))
-			c.failed |= UINT64_C(1) << i;
-	return c;
-}
-
-/* Is a value set for site key kd (a list: at least one)? */
-static bool
-key_set(const struct pn_site *s, const struct pn_cfg_keydef *kd)
-{
-	if (kd->type == PN_K_SECRETS || kd->type == PN_K_PUBKEYS)
-		return pn_cfg_site_count(s, kd) > 0;
-	return *(char *const *)pn_cfg_site_field(s, kd) != NULL;
-}
-
-/* The site marker's form (pn_cfg_marker), for the providers other than
- * Stripe (whose validate says it in its own words). */
-static void
-check_marker_form(const struct pn_cfg_check *c)
-{
-	const struct pn_cfg_provider *p = c->provider;
-	const char *m;
-	struct pn_cfg_marker mk;
-	char	fields[160];
-	size_t	i, used = 0;
-
-	if (p->marker_key == NULL || (p->marker_field == NULL && p->marker_fields == NULL)
-	    || pn_cfg_key_failed(c, p->marker_key))
-		return;
-	m = pn_cfg_site_str(c->site, p->prefix, p->marker_key + strlen(p->prefix) + 1);
-	if (m == NULL || pn_cfg_marker(c->site, p, &mk))
-		return;
-	fields[0] = '\0';
-	for (i = 0; p->marker_fields && p->marker_fields[i] && used < sizeof(fields); i++)
-		used += (size_t)snprintf(fields + used, sizeof(fields) - used, "%s%s",
-					 i ? ", " : "", p->marker_fields[i]);
-	if (p->marker_fields)
-		pn_cfg_site_finding(c, PN_CFG_ERROR, "invalid %s \"%s\": expected FIELD=VALUE, "
-				    "FIELD one of %s, VALUE 1 to %d letters, digits, '.', '_', "
-				    "'~' or '-'", p->marker_key, m, fields, PN_CFG_MARKER_MAX);
-	else
-		pn_cfg_site_finding(c, PN_CFG_ERROR, "invalid %s \"%s\": expected 1 to %d "
-				    "letters, digits, '.', '_', '~' or '-'", p->marker_key, m,
-				    PN_CFG_MARKER_MAX);
-}
-
-/*
- * Completeness of one site: a provider at all, each configured provider's
- * PN_KEY_REQUIRED keys, then its own checks.  Every problem into fd.
- */
-static void
-validate_site(const struct pn_site *s, uint64_t failed, struct pn_cfg_findings *fd)
-{
-	const struct pn_cfg_provider *const *prov;
-	bool	any = false;
-	char	what[256];
-	size_t	i, used = 0;
-
-	for (prov = pn_cfg_providers; *prov; prov++)
-		any = any || (!(*prov)->not_a_provider && pn_cfg_configured(s, *prov));
-	if (!any && failed == 0) {
-		for (prov = pn_cfg_providers; *prov && used < sizeof(what); prov++) {
-			const struct pn_cfg_provider *const *next = prov + 1;
-
-			if ((*prov)->not_a_provider)
-				continue;
-			while (*next && (*next)->not_a_provider)
-				next++;
-			used += (size_t)snprintf(what + used, sizeof(what) - used, "%s%s.*",
-						 prov == pn_cfg_providers ? "" : *next ? ", "
-						 : " or ", (*prov)->prefix);
-		}
-		pn_cfg_finding_add(fd, PN_CFG_ERROR, s->file, s->line, "site \"%s\": no provider "
-				   "is configured (set %s keys)", s->name, what);
-	}
-	for (prov = pn_cfg_providers; *prov; prov++) {
-		struct pn_cfg_check c = site_check(s, *prov, failed, fd);
-
-		if (!pn_cfg_configured(s, *prov))
-			continue;
-		for (i = 0; i < (*prov)->nkeys; i++) {
-			const struct pn_cfg_keydef *kd = &(*prov)->keys[i];
-
-			if (!(kd->flags & PN_KEY_REQUIRED))
-				continue;
-			snprintf(what, sizeof(what), "%s is required for %s", kd->key, (*prov)->title);
-			pn_cfg_require(&c, key_set(s, kd), kd->key, what);
-		}
-		if ((*prov)->validate)
-			(*prov)->validate(&c);
-		check_marker_form(&c);
-	}
-}
-
-/*
- * The forms the providers give their secrets, checked so that a secret
- * pasted into the wrong place is caught before the first notification
- * fails.  Only what can never verify is a site error; a form that is merely
- * unusual is a warning.  The hooks never quote secret bytes: ids, lengths,
- * prefixes of published forms (sk_, whsec_) only.
- */
-static void
-check_secret_forms(const struct pn_site *s, uint64_t failed, struct pn_cfg_findings *fd)
-{
-	const struct pn_cfg_provider *const *prov;
-
-	for (prov = pn_cfg_providers; *prov; prov++)
-		if ((*prov)->secret_forms) {
-			struct pn_cfg_check c = site_check(s, *prov, failed, fd);
-
-			(*prov)->secret_forms(&c);
-		}
 }
 
 /*
@@ -1435,18 +796,46 @@ check_config_file_mode(struct pn_cfg_findings *fd, const char *path)
 				   path);
 }
 
+/* The INI reader's hooks (ini.h): ctx is the struct parser. */
+static bool
+ini_section(void *ctx, int line, char *name, struct pn_err *err)
+{
+	struct parser *p = ctx;
+
+	p->line = line;
+	return begin_section(p, name, err);
+}
+
+static bool
+ini_key(void *ctx, int line, char *key, char *value, struct pn_err *err)
+{
+	struct parser *p = ctx;
+
+	p->line = line;
+	return set_key(p, key, value, err);
+}
+
+static void
+ini_error(void *ctx, int line, const char *msg)
+{
+	struct parser *p = ctx;
+
+	pn_cfg_finding_add(p->fd, PN_CFG_ERROR, p->path, line, "%s", msg);
+}
+
+static const struct pn_ini_handler ini_handler = {ini_section, ini_key, ini_error};
+
 /* Parse one configuration file into p (each file starts outside any section). */
 static void
 parse_file(struct parser *p, const char *path)
 {
-	char   *text = NULL, *line, *next;
+	char   *text = NULL;
 	size_t	len = 0;
 	struct pn_err e;
 
 	p->line = 0;
 	p->site = NULL;
 	p->section = NULL;
-	p->skip = false;
 	p->nseen = 0;
 	if (!pn_read_file(path, CFG_MAX_FILE, &text, &len, &e)) {
 		pn_cfg_finding_add(p->fd, PN_CFG_ERROR, NULL, 0, "%s", e.msg);
@@ -1455,43 +844,7 @@ parse_file(struct parser *p, const char *path)
 	p->path = add_file(p, path, false);
 	p->cfg->files[p->cfg->nfiles - 1].from = p->path;
 	check_config_file_mode(p->fd, path);
-	for (line = text; line; line = next) {
-		char *eq, *key, *value;
-
-		next = strchr(line, '\n');
-		if (next)
-			*next++ = '\0';
-		p->line++;
-		strip_comment(line);
-		line = pn_trim(line);
-		if (*line == '\0')
-			continue;
-		if (*line == '[') {
-			char *close = strchr(line, ']');
-
-			if (close == NULL || close[1] != '\0') {
-				pn_err_set(&e, "malformed section header \"%s\"", line);
-				p->skip = true;
-				goto line_error;
-			}
-			*close = '\0';
-			if (!begin_section(p, line + 1, &e))
-				goto line_error;
-			continue;
-		}
-		eq = strchr(line, '=');
-		if (eq == NULL) {
-			pn_err_set(&e, "expected \"key = value\", got \"%s\"", line);
-			goto line_error;
-		}
-		*eq = '\0';
-		key = pn_trim(line);
-		value = pn_trim(eq + 1);
-		if (set_key(p, key, value, &e))
-			continue;
-line_error:
-		pn_cfg_finding_add(p->fd, PN_CFG_ERROR, p->path, p->line, "%s", e.msg);
-	}
+	pn_ini_parse(text, &ini_handler, p);
 	free(text);
 }
 
@@ -1564,6 +917,7 @@ load(const char *path, unsigned flags, struct pn_cfg_findings *fd)
 
 	memset(&p, 0, sizeof(p));
 	p.isolate = (flags & PN_CFG_ISOLATE_SITES) != 0;
+	p.receiver = (flags & PN_CFG_RECEIVER) != 0;
 	cfg->path = pn_xstrdup(path);
 	p.path = cfg->path;
 	p.cfg = cfg;
@@ -1588,8 +942,7 @@ load(const char *path, unsigned flags, struct pn_cfg_findings *fd)
 		struct pn_site *site = &cfg->sites[i];
 		size_t	before = fd->n, j;
 
-		validate_site(site, p.failed[i], fd);
-		check_secret_forms(site, p.failed[i], fd);
+		pn_cfg_check_site(site, p.failed[i], fd);
 		if (!p.isolate)
 			continue;
 		/* loading for a receiver: what is wrong with one site disables it */
@@ -1601,7 +954,7 @@ load(const char *path, unsigned flags, struct pn_cfg_findings *fd)
 				site->disabled = pn_cfg_finding_text(&fd->v[j]);
 		}
 	}
-	check_shared_identities(cfg, fd);
+	pn_cfg_check_shared_identities(cfg, fd);
 	if (cfg->nsites == 0 && !(flags & PN_CFG_NO_SITES)
 	    && pn_cfg_findings_count(fd, PN_CFG_ERROR) == 0)
 		pn_cfg_finding_add(fd, PN_CFG_ERROR, path, 0,
@@ -1643,26 +996,8 @@ pn_cfg_load_flags(const char *path, unsigned flags, struct pn_err *err)
 {
 	struct pn_cfg_findings fd = {NULL, 0};
 	struct pn_config *cfg = load(path, flags, &fd);
-	size_t	i, nerr = pn_cfg_findings_count(&fd, PN_CFG_ERROR);
 
-	for (i = 0; i < fd.n; i++) {
-		char   *t = pn_cfg_finding_text(&fd.v[i]);
-
-		if (cfg == NULL && fd.v[i].severity == PN_CFG_ERROR) {
-			if (nerr > 1)
-				pn_err_set(err, "%s (and %zu more error%s: `paynotify check-config` "
-					   "lists them all)", t, nerr - 1, nerr == 2 ? "" : "s");
-			else
-				pn_err_set(err, "%s", t);
-			free(t);
-			break;
-		}
-		if (cfg != NULL && fd.v[i].severity == PN_CFG_SITE_ERROR)
-			pn_log(PN_LOG_ERROR, "%s", t);
-		else if (cfg != NULL && fd.v[i].severity == PN_CFG_WARNING)
-			pn_log(PN_LOG_WARNING, "configuration warning: %s", t);
-		free(t);
-	}
+	pn_cfg_findings_report(&fd, cfg != NULL, err);
 	pn_cfg_findings_free(&fd);
 	return cfg;
 }
@@ -1688,10 +1023,10 @@ free_keys(const struct pn_cfg_keydef *kd, size_t n, void *base)
 			free(*(char **)field);
 			break;
 		case PN_K_SECRETS:
-			secrets_free(*(struct pn_secret **)field, count);
+			pn_cfg_secrets_free(*(struct pn_secret **)field, count);
 			break;
 		case PN_K_PUBKEYS:
-			pubkeys_free(*(struct pn_pubkey **)field, count);
+			pn_cfg_pubkeys_free(*(struct pn_pubkey **)field, count);
 			break;
 		case PN_K_PRIVKEY:
 			EVP_PKEY_free(*(EVP_PKEY **)field);
@@ -1744,106 +1079,6 @@ pn_cfg_site(const struct pn_config *cfg, const char *name)
 		if (strcmp(cfg->sites[i].name, name) == 0)
 			return &cfg->sites[i];
 	return NULL;
-}
-
-/* Is cand the id id[0..idlen) (base_only: an id "NAME:..." of base name id[0..idlen))? */
-static bool
-same_id(const char *cand, const char *id, size_t idlen, bool base_only)
-{
-	const char *colon = strrchr(cand, ':');
-
-	if (base_only)
-		return colon && (size_t)(colon - cand) == idlen && strncmp(cand, id, idlen) == 0;
-	return strlen(cand) == idlen && strncmp(cand, id, idlen) == 0;
-}
-
-/* Does a key id of the site equal id[0..idlen) (base_only: have that base name)? */
-static bool
-site_has_id(const struct pn_site *s, const char *id, size_t idlen, bool base_only)
-{
-	const struct pn_cfg_provider *const *prov;
-	size_t	i, j;
-
-	for (prov = pn_cfg_providers; *prov; prov++)
-		for (i = 0; i < (*prov)->nkeys; i++) {
-			const struct pn_cfg_keydef *kd = &(*prov)->keys[i];
-			const void *field = pn_cfg_site_field(s, kd);
-			size_t	n = pn_cfg_site_count(s, kd);
-
-			if (kd->type == PN_K_SECRETS) {
-				const struct pn_secret *sec = *(struct pn_secret *const *)field;
-
-				for (j = 0; j < n; j++)
-					if (same_id(sec[j].id, id, idlen, base_only))
-						return true;
-			} else if (kd->type == PN_K_PUBKEYS) {
-				const struct pn_pubkey *pub = *(struct pn_pubkey *const *)field;
-
-				for (j = 0; j < n; j++)
-					if (same_id(pub[j].id, id, idlen, base_only)
-					    || (!base_only && pub[j].serial
-						&& same_id(pub[j].serial, id, idlen, false)))
-						return true;
-			} else if ((kd->flags & PN_KEY_ID) && !base_only) {
-				const char *v = *(char *const *)field;
-
-				if (v && same_id(v, id, idlen, false))
-					return true;
-			}
-		}
-	return false;
-}
-
-/* "name:" followed by exactly PN_KEY_FP_HEX lower-case hex digits. */
-static bool
-is_fingerprint_id(const char *id, size_t n)
-{
-	size_t i;
-
-	if (n < PN_KEY_FP_HEX + 2 || id[n - PN_KEY_FP_HEX - 1] != ':')
-		return false;
-	for (i = n - PN_KEY_FP_HEX; i < n; i++)
-		if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
-			return false;
-	return true;
-}
-
-enum pn_key_state
-pn_cfg_site_key_state(const struct pn_site *s, const char *key_id)
-{
-	enum pn_key_state state = PN_KEY_CONFIGURED;
-	const char *part = key_id, *end;
-
-	if (s == NULL || key_id == NULL || *key_id == '\0')
-		return PN_KEY_UNKNOWN;
-	for (; part; part = *end ? end + 1 : NULL) {
-		size_t	n, base;
-		const char *colon;
-
-		end = strchr(part, '/');	/* composite: "signing key/decryption key" */
-		if (end == NULL)
-			end = part + strlen(part);
-		n = (size_t)(end - part);
-		if (site_has_id(s, part, n, false))
-			continue;
-		if (is_fingerprint_id(part, n))
-			return PN_KEY_GONE;
-		/* An id from an earlier build: "file:LINE" (a secret) or "file" (a public
-		 * key).  Gone if no key comes from that file any more; otherwise that
-		 * file's keys may or may not include the one it named. */
-		colon = memchr(part, ':', n);
-		base = colon ? (size_t)(colon - part) : n;
-		if (!site_has_id(s, part, base, true))
-			return PN_KEY_GONE;
-		state = PN_KEY_UNKNOWN;
-	}
-	return state;
-}
-
-bool
-pn_cfg_secret_file_ok(const char *path, struct pn_err *err)
-{
-	return check_secret_perms(path, err);
 }
 
 const char *

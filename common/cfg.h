@@ -9,7 +9,9 @@
  * everything, reads every secret file (refusing files readable by group or
  * others) and parses every public key and certificate, so a running
  * receiver never touches the file system per request.  Errors name the file
- * and line.
+ * and line.  The loader is cfg.c with ini.c (the INI reader), cfg_keyfile.c
+ * (key and secret files), cfg_check.c (the sites' checks), cfg_findings.c
+ * and addr.c (address lists).
  */
 #ifndef PN_CFG_H
 #define PN_CFG_H
@@ -22,42 +24,10 @@
 
 #include <openssl/evp.h>
 
+#include "addr.h"
+#include "cfg_findings.h"
+#include "cfg_keyfile.h"
 #include "util.h"
-
-/*
- * Key ids, recorded with each notification as key_id: the file's base name
- * and the first 8 hex digits of the SHA-256 of the key material (the secret
- * bytes; a public key's DER SubjectPublicKeyInfo), e.g.
- * "stripe-whsec:3f9a1c2e".  Stable across rotations: a line added to or
- * removed from a secret file does not change what an id names.  (Ids stored
- * by earlier builds are positional: a secret's line number, "stripe-whsec:1",
- * and a public key's bare base name; see pn_cfg_site_key_state().)
- */
-#define PN_KEY_FP_HEX 8
-
-/* A secret (HMAC key, API key), with the id recorded as key_id. */
-struct pn_secret {
-	char   *id;		/* "stripe-whsec:3f9a1c2e": file base name and fingerprint */
-	unsigned char *data;
-	size_t	len;
-	int	line;		/* line in its file, for messages (0: not from a file) */
-};
-
-/* A public key, possibly from an X.509 certificate. */
-struct pn_pubkey {
-	char   *id;		/* "alipay-public.pem:1c2d3e4f": base name and fingerprint */
-	char   *path;
-	EVP_PKEY *pkey;
-	char   *serial;		/* certificate serial, upper-case hex; NULL for bare keys */
-	time_t	not_after;	/* certificate expiry; 0 for bare keys */
-};
-
-/* An address or network of an address list ([log] trusted_proxies, [metrics] allow). */
-struct pn_addr {
-	int	family;			/* AF_INET or AF_INET6 */
-	unsigned char bytes[16];	/* network byte order; 4 used for AF_INET */
-	unsigned bits;			/* prefix length: 32 / 128 for one address */
-};
 
 enum pn_fwd_header { PN_FWD_X_FORWARDED_FOR = 0, PN_FWD_FORWARDED = 1 };
 
@@ -129,38 +99,7 @@ struct pn_config {
 	size_t	nsites;
 };
 
-/*
- * What loading found.  Severity:
- *   PN_CFG_ERROR       the configuration cannot be loaded (syntax, a file that
- *                      cannot be read, a key missing): receivers refuse it
- *                      (start-up exits 78, a reload keeps the old one)
- *   PN_CFG_SITE_ERROR  it loads, but one site can never verify anything (a
- *                      Stripe API key where the webhook signing secret
- *                      belongs): check-config fails; receivers log it at error
- *                      level and serve the other sites (refusing the whole
- *                      file would turn away every site's notifications)
- *   PN_CFG_WARNING     worth a look, works (an unusual key form)
- */
-enum pn_cfg_severity { PN_CFG_ERROR, PN_CFG_SITE_ERROR, PN_CFG_WARNING };
-
-struct pn_cfg_finding {
-	enum pn_cfg_severity severity;
-	char   *file;		/* NULL when not about a place in the file */
-	int	line;
-	char   *msg;		/* lower case, names the site and key, says the fix */
-};
-
-struct pn_cfg_findings {
-	struct pn_cfg_finding *v;
-	size_t	n;
-};
-
-void pn_cfg_finding_add(struct pn_cfg_findings *f, enum pn_cfg_severity severity,
-			const char *file, int line, const char *fmt, ...) PN_PRINTF(5, 6);
-size_t pn_cfg_findings_count(const struct pn_cfg_findings *f, enum pn_cfg_severity severity);
-/* "file:line: msg" (or msg) into a malloc'd string. */
-char *pn_cfg_finding_text(const struct pn_cfg_finding *fi);
-void pn_cfg_findings_free(struct pn_cfg_findings *f);	/* the entries; f itself is the caller's */
+/* What loading found: struct pn_cfg_findings (cfg_findings.h). */
 
 /*
  * Load and validate, collecting every finding into out (which starts
@@ -188,36 +127,22 @@ struct pn_config *pn_cfg_load(const char *path, struct pn_err *err) PN_WUR;
 /* PN_CFG_NO_SITES: a configuration without any [site] is no error (paynotify
  * migrate, which needs only [database], may run before the sites are set). */
 #define PN_CFG_NO_SITES 0x2u
+/*
+ * PN_CFG_RECEIVER: loading for a receiver.  The keys only the `paynotify`
+ * command uses (PN_K_PRIVKEY: alipay. and wechatpay.test_private_key_file,
+ * which `paynotify sign` signs test notifications with) are known and
+ * ignored: the key is accepted where it is (a shared file validates in
+ * both), and its file must still pass pn_cfg_secret_file_ok() (a private
+ * key beside the receivers' secrets readable by others is refused
+ * everywhere), but it is never opened: the site's EVP_PKEY stays NULL.
+ */
+#define PN_CFG_RECEIVER 0x4u
 struct pn_config *pn_cfg_load_all_flags(const char *path, unsigned flags,
 					struct pn_cfg_findings *out) PN_WUR;
 struct pn_config *pn_cfg_load_flags(const char *path, unsigned flags, struct pn_err *err) PN_WUR;
 void pn_cfg_free(struct pn_config *cfg);	/* NULL-safe */
 
 const struct pn_site *pn_cfg_site(const struct pn_config *cfg, const char *name);
-
-/* Is the textual address (REMOTE_ADDR) in the list?  IPv4-mapped IPv6
- * addresses (::ffff:a.b.c.d) match IPv4 entries.  NULL or unparsable: no. */
-bool pn_addr_match(const struct pn_addr *list, size_t n, const char *text);
-/*
- * Is the key that key_id names (as stored with a notification) still among
- * the site's keys?  key_id may be composite ("sig/aes", WeChat Pay v3).
- */
-enum pn_key_state {
-	PN_KEY_CONFIGURED,	/* every part names a configured key */
-	PN_KEY_GONE,		/* some part names a key that is no longer configured */
-	PN_KEY_UNKNOWN,		/* an id from before fingerprints whose file is still
-				 * configured: what it named cannot be told */
-};
-enum pn_key_state pn_cfg_site_key_state(const struct pn_site *s, const char *key_id);
-
-/*
- * Is path a secret file we may read (a regular file owned by root or by the
- * user reading it, mode 0600, or 0640 with the receivers' group "paynotify"
- * or the reader's own group (not root's); never group-writable, never
- * accessible by others)?  For the credentials that only `paynotify query`
- * loads: the configuration keeps their paths, never their bytes.
- */
-bool pn_cfg_secret_file_ok(const char *path, struct pn_err *err) PN_WUR;
 
 /* The conninfo the admin commands use (admin_conninfo, else conninfo), and
  * migrate's (owner_conninfo, else the admin commands'). */
@@ -251,7 +176,8 @@ enum pn_cfg_type {
 	PN_K_FLAGS,	/* unsigned, several words of a choice list */
 	PN_K_SECRETS,	/* struct pn_secret * + size_t count: secret files, one secret a line */
 	PN_K_PUBKEYS,	/* struct pn_pubkey * + size_t count: key or certificate files */
-	PN_K_PRIVKEY,	/* EVP_PKEY *: a private key file (test signing only) */
+	PN_K_PRIVKEY,	/* EVP_PKEY *: a private key file (test signing only: loaded by
+			 * the paynotify command, never by a receiver: PN_CFG_RECEIVER) */
 	PN_K_BOOL,	/* bool: on/off */
 	PN_K_ADDRS,	/* struct pn_addr * + size_t count: addresses, ADDR or ADDR/BITS */
 	PN_K_URLPATH,	/* char *: an absolute URL path outside /notify/ */

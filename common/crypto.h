@@ -113,7 +113,8 @@ enum pn_key_kind pn_key_text_kind(const char *text, size_t len);
  * above enforce; only Alipay's legacy sign_type RSA (SHA1withRSA) still
  * has 1024-bit keys in the field, so the config loader reads Alipay keys
  * with the *_bits variants and PN_RSA_LEGACY_MIN_BITS, then requires 2048
- * for RSA2 (cfg.c validate_site).  Below 1024 nothing is accepted.
+ * for RSA2 (its validate hook, run by cfg_check.c).  Below 1024 nothing is
+ * accepted.
  */
 #define PN_RSA_MIN_BITS 2048
 #define PN_RSA_LEGACY_MIN_BITS 1024
@@ -121,8 +122,8 @@ EVP_PKEY *pn_pubkey_load_bits(const char *path, int min_bits, char **serial, tim
 			      struct pn_err *err) PN_WUR;
 EVP_PKEY *pn_pubkey_parse_bits(const char *text, size_t len, int min_bits, char **serial,
 			       time_t *not_after, struct pn_err *err) PN_WUR;
-/* Load a private key (PKCS#8 or PKCS#1 PEM): test signing keys, which the
- * receivers load but cannot use (crypto_sign.h), and `paynotify query` keys. */
+/* Load a private key (PKCS#8 or PKCS#1 PEM): test signing keys, which only the
+ * paynotify command loads (cfg.h PN_CFG_RECEIVER), and `paynotify query` keys. */
 EVP_PKEY *pn_privkey_load(const char *path, struct pn_err *err) PN_WUR;
 
 #endif

@@ -201,7 +201,8 @@ serve_as(const struct pn_identity *id, const struct pn_server_opts *opts,
 		*rc = PN_EXIT_OSERR;
 	} else {
 		*rc = PN_EXIT_CONFIG;
-		cfg = pn_cfg_load_flags(opts->config_path, PN_CFG_ISOLATE_SITES, &err);
+		cfg = pn_cfg_load_flags(opts->config_path, PN_CFG_ISOLATE_SITES | PN_CFG_RECEIVER,
+					&err);
 		if (cfg == NULL)
 			pn_log(PN_LOG_ERROR, "could not load configuration as user %s (the workers "
 			       "and every reload read it as that user; make it readable by %s): %s",
@@ -222,8 +223,80 @@ serve_as(const struct pn_identity *id, const struct pn_server_opts *opts,
 	return cfg;
 }
 
-int
-main(int argc, char **argv)
+/* The command line. */
+struct cmdline {
+	struct pn_server_opts opts;
+	const char *pidfile, *user, *group;
+	struct pn_identity id;
+	bool	check_only;
+};
+
+/* One option of getopt_long() into cl; -1: go on, else the exit status. */
+static int
+parse_option(int c, const struct pn_provider *provider, struct cmdline *cl)
+{
+	char   *end;
+
+	switch (c) {
+	case 'c':
+		cl->opts.config_path = optarg;
+		break;
+	case 'l':
+		cl->opts.listen = optarg;
+		break;
+	case 'w':
+		cl->opts.workers = (int)strtol(optarg, &end, 10);
+		if (*end != '\0' || cl->opts.workers < 0) {
+			fprintf(stderr, "%s%s: invalid --workers \"%s\": expected a number of "
+				"workers (0 or more)\n", err_prefix(), provider->program, optarg);
+			return PN_EXIT_USAGE;
+		}
+		break;
+	case 'm':
+		cl->opts.socket_mode = (mode_t)strtol(optarg, &end, 8);
+		if (*end != '\0' || cl->opts.socket_mode > 0777) {
+			fprintf(stderr, "%s%s: invalid --socket-mode \"%s\": expected an octal "
+				"mode such as 0660\n", err_prefix(), provider->program, optarg);
+			return PN_EXIT_USAGE;
+		}
+		break;
+	case 'o':
+		cl->opts.socket_owner = optarg;
+		break;
+	case 'p':
+		if (*optarg == '\0') {
+			fprintf(stderr, "%s%s: invalid --pidfile \"\"\n", err_prefix(),
+				provider->program);
+			return PN_EXIT_USAGE;
+		}
+		cl->pidfile = optarg;
+		break;
+	case 'u':
+		cl->user = optarg;
+		break;
+	case 'g':
+		cl->group = optarg;
+		break;
+	case 't':
+		cl->check_only = true;
+		break;
+	case 'h':
+		usage(stdout, provider->program);
+		return 0;
+	case 'V':
+		printf("%s %s\n", provider->program, PACKAGE_VERSION);
+		return 0;
+	default:
+		usage(stderr, provider->program);
+		return PN_EXIT_USAGE;
+	}
+	return -1;
+}
+
+/* The command line into cl; -1: go on, else the exit status (--help, --version,
+ * a usage error). */
+static int
+parse_args(int argc, char **argv, const struct pn_provider *provider, struct cmdline *cl)
 {
 	static const struct option longopts[] = {
 		{"config", required_argument, NULL, 'c'},
@@ -239,132 +312,138 @@ main(int argc, char **argv)
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
-	const struct pn_provider *provider = &PN_PROVIDER;
-	struct pn_server_opts opts = {NULL, NULL, -1, 0660, NULL};
-	const char *pidfile = NULL, *user = NULL, *group = NULL;
-	struct pn_identity id = {false, 0, 0, "", ""};
-	struct pn_config *cfg;
 	struct pn_err err;
-	bool	check_only = false;
-	int	c, rc, listen_fd = 0;
+	int	c, rc;
 
-	/* first: getopt and the configuration keep pointers into argv */
-	argv = pn_proctitle_init(argc, argv);
-	while ((c = getopt_long(argc, argv, "c:l:w:m:o:p:u:g:thV", longopts, NULL)) != -1) {
-		char   *end;
-
-		switch (c) {
-		case 'c':
-			opts.config_path = optarg;
-			break;
-		case 'l':
-			opts.listen = optarg;
-			break;
-		case 'w':
-			opts.workers = (int)strtol(optarg, &end, 10);
-			if (*end != '\0' || opts.workers < 0) {
-				fprintf(stderr, "%s%s: invalid --workers \"%s\": expected a number of "
-					"workers (0 or more)\n", err_prefix(), provider->program, optarg);
-				return PN_EXIT_USAGE;
-			}
-			break;
-		case 'm':
-			opts.socket_mode = (mode_t)strtol(optarg, &end, 8);
-			if (*end != '\0' || opts.socket_mode > 0777) {
-				fprintf(stderr, "%s%s: invalid --socket-mode \"%s\": expected an octal "
-					"mode such as 0660\n", err_prefix(), provider->program, optarg);
-				return PN_EXIT_USAGE;
-			}
-			break;
-		case 'o':
-			opts.socket_owner = optarg;
-			break;
-		case 'p':
-			if (*optarg == '\0') {
-				fprintf(stderr, "%s%s: invalid --pidfile \"\"\n", err_prefix(),
-					provider->program);
-				return PN_EXIT_USAGE;
-			}
-			pidfile = optarg;
-			break;
-		case 'u':
-			user = optarg;
-			break;
-		case 'g':
-			group = optarg;
-			break;
-		case 't':
-			check_only = true;
-			break;
-		case 'h':
-			usage(stdout, provider->program);
-			return 0;
-		case 'V':
-			printf("%s %s\n", provider->program, PACKAGE_VERSION);
-			return 0;
-		default:
-			usage(stderr, provider->program);
-			return PN_EXIT_USAGE;
-		}
-	}
+	while ((c = getopt_long(argc, argv, "c:l:w:m:o:p:u:g:thV", longopts, NULL)) != -1)
+		if ((rc = parse_option(c, provider, cl)) >= 0)
+			return rc;
 	if (optind != argc) {
 		usage(stderr, provider->program);
 		return PN_EXIT_USAGE;
 	}
-	if (group != NULL && user == NULL) {
+	if (cl->group != NULL && cl->user == NULL) {
 		fprintf(stderr, "%s%s: --group needs --user (the user to serve as)\n", err_prefix(),
 			provider->program);
 		return PN_EXIT_USAGE;
 	}
-	if (user != NULL) {
-		if (!pn_server_identity(user, group, &id, &err)) {
+	if (cl->user != NULL) {
+		if (!pn_server_identity(cl->user, cl->group, &cl->id, &err)) {
 			fprintf(stderr, "%s%s: %s\n", err_prefix(), provider->program, err.msg);
 			return PN_EXIT_USAGE;
 		}
 		if (geteuid() != 0) {
 			fprintf(stderr, "%s%s: --user %s: only root can change user (this process "
 				"runs as uid %ld); start it as root, or without --user as %s "
-				"itself\n", err_prefix(), provider->program, id.user,
-				(long)geteuid(), id.user);
+				"itself\n", err_prefix(), provider->program, cl->id.user,
+				(long)geteuid(), cl->id.user);
 			return PN_EXIT_USAGE;
 		}
 	}
-	if (opts.config_path == NULL)
-		opts.config_path = pn_cfg_default_path();
+	if (cl->opts.config_path == NULL)
+		cl->opts.config_path = pn_cfg_default_path();
+	return -1;
+}
+
+/* -t: what the check found (cfg NULL: err), the exit status. */
+static int
+check_result(const struct cmdline *cl, struct pn_config *cfg, const struct pn_err *err)
+{
+	if (cfg == NULL) {
+		/* ExecReload= runs this: journalctl -p err shows why */
+		if (cl->id.set)
+			fprintf(stderr, "%s%s (read as user %s, as the workers and every "
+				"reload read it: make the files readable by %s)\n",
+				err_prefix(), err->msg, cl->id.user, cl->id.user);
+		else
+			fprintf(stderr, "%s%s\n", err_prefix(), err->msg);
+		return PN_EXIT_CONFIG;
+	}
+	if (cl->id.set)
+		printf("%s: configuration OK (%zu sites) as user %s\n", cl->opts.config_path,
+		       cfg->nsites, cl->id.user);
+	else
+		printf("%s: configuration OK (%zu sites)\n", cl->opts.config_path, cfg->nsites);
+	pn_cfg_free(cfg);
+	return 0;
+}
+
+/* FastCGI: the pid file, the socket, --user, then the server; the exit status. */
+static int
+serve_fastcgi(const struct pn_provider *provider, struct cmdline *cl, struct pn_config *cfg)
+{
+	struct pn_server_opts *opts = &cl->opts;
+	struct pn_err err;
+	int	rc, listen_fd = 0;
+
+	if (cl->pidfile != NULL && !pn_pidfile_check(cl->pidfile, provider->program, &err)) {
+		pn_log(PN_LOG_ERROR, "%s", err.msg);
+		pn_cfg_free(cfg);
+		return PN_EXIT_IN_USE;
+	}
+	if (opts->listen != NULL) {
+		listen_fd = pn_server_listen(opts->listen, opts->socket_mode, opts->socket_owner,
+					     &err);
+		if (listen_fd < 0) {
+			pn_log(PN_LOG_ERROR, "%s", err.msg);
+			pn_cfg_free(cfg);
+			return listen_fd == PN_LISTEN_IN_USE ? PN_EXIT_IN_USE : PN_EXIT_OSERR;
+		}
+		if (opts->workers < 0)
+			opts->workers = 2;
+	} else if (opts->workers < 0)
+		opts->workers = 0;
+	if (cl->pidfile != NULL && !pn_pidfile_write(cl->pidfile, &err)) {
+		pn_log(PN_LOG_ERROR, "%s", err.msg);
+		pn_server_unlink_socket();
+		pn_cfg_free(cfg);
+		return PN_EXIT_OSERR;
+	}
+	if (cl->id.set) {
+		cfg = serve_as(&cl->id, opts, cfg, cl->pidfile, &rc);
+		if (cfg == NULL)
+			return rc;
+	} else if (geteuid() == 0)
+		pn_log(PN_LOG_WARNING, "running as root: the workers will serve requests as root; "
+		       "start with --user (e.g. --user paynotify --socket-owner paynotify:www-data, "
+		       "docs/DEPLOYMENT.md \"Without systemd\") or from the systemd units");
+	rc = pn_server_run(provider, opts, listen_fd, cfg);
+	pn_server_unlink_socket();
+	pn_pidfile_remove(cl->pidfile);
+	return rc;
+}
+
+int
+main(int argc, char **argv)
+{
+	const struct pn_provider *provider = &PN_PROVIDER;
+	struct cmdline cl = {{NULL, NULL, -1, 0660, NULL}, NULL, NULL, NULL,
+			     {false, 0, 0, "", ""}, false};
+	struct pn_config *cfg;
+	struct pn_err err;
+	int	rc;
+
+	/* first: getopt and the configuration keep pointers into argv */
+	argv = pn_proctitle_init(argc, argv);
+	if ((rc = parse_args(argc, argv, provider, &cl)) >= 0)
+		return rc;
 	pn_log_init(provider->program, PN_LOG_INFO);
 	signal(SIGPIPE, SIG_IGN);
 
 	/* -t --user: check as the workers (and their reloads) will read it */
-	if (check_only && id.set && !pn_server_drop_privileges(&id, &err)) {
+	if (cl.check_only && cl.id.set && !pn_server_drop_privileges(&cl.id, &err)) {
 		fprintf(stderr, "%s%s\n", err_prefix(), err.msg);
 		return PN_EXIT_OSERR;
 	}
 	/* -t checks strictly; serving isolates a site whose keys are unusable */
-	cfg = check_only ? pn_cfg_load(opts.config_path, &err)
-	    : pn_cfg_load_flags(opts.config_path, PN_CFG_ISOLATE_SITES, &err);
-	if (cfg != NULL && !check_only && !id.set)	/* with --user: after the drop */
+	cfg = pn_cfg_load_flags(cl.opts.config_path, cl.check_only ? PN_CFG_RECEIVER
+				: PN_CFG_ISOLATE_SITES | PN_CFG_RECEIVER, &err);
+	if (cfg != NULL && !cl.check_only && !cl.id.set)	/* with --user: after the drop */
 		log_disabled_sites(cfg, NULL);
-	if (check_only) {
-		if (cfg == NULL) {
-			/* ExecReload= runs this: journalctl -p err shows why */
-			if (id.set)
-				fprintf(stderr, "%s%s (read as user %s, as the workers and every "
-					"reload read it: make the files readable by %s)\n",
-					err_prefix(), err.msg, id.user, id.user);
-			else
-				fprintf(stderr, "%s%s\n", err_prefix(), err.msg);
-			return PN_EXIT_CONFIG;
-		}
-		if (id.set)
-			printf("%s: configuration OK (%zu sites) as user %s\n", opts.config_path,
-			       cfg->nsites, id.user);
-		else
-			printf("%s: configuration OK (%zu sites)\n", opts.config_path, cfg->nsites);
-		pn_cfg_free(cfg);
-		return 0;
-	}
-	if (opts.listen == NULL && FCGX_IsCGI()) {
-		if (id.set) {
+	if (cl.check_only)
+		return check_result(&cl, cfg, &err);
+	if (cl.opts.listen == NULL && FCGX_IsCGI()) {
+		if (cl.id.set) {
 			fprintf(stderr, "%s%s: --user is for a FastCGI server (--listen, or a "
 				"socket on fd 0); a CGI program runs as its web server's user\n",
 				err_prefix(), provider->program);
@@ -384,38 +463,5 @@ main(int argc, char **argv)
 		return PN_EXIT_CONFIG;	/* a supervisor should not spin on it */
 	}
 	pn_log_set_level((int)cfg->log_level);
-	if (pidfile != NULL && !pn_pidfile_check(pidfile, provider->program, &err)) {
-		pn_log(PN_LOG_ERROR, "%s", err.msg);
-		pn_cfg_free(cfg);
-		return PN_EXIT_IN_USE;
-	}
-	if (opts.listen != NULL) {
-		listen_fd = pn_server_listen(opts.listen, opts.socket_mode, opts.socket_owner, &err);
-		if (listen_fd < 0) {
-			pn_log(PN_LOG_ERROR, "%s", err.msg);
-			pn_cfg_free(cfg);
-			return listen_fd == PN_LISTEN_IN_USE ? PN_EXIT_IN_USE : PN_EXIT_OSERR;
-		}
-		if (opts.workers < 0)
-			opts.workers = 2;
-	} else if (opts.workers < 0)
-		opts.workers = 0;
-	if (pidfile != NULL && !pn_pidfile_write(pidfile, &err)) {
-		pn_log(PN_LOG_ERROR, "%s", err.msg);
-		pn_server_unlink_socket();
-		pn_cfg_free(cfg);
-		return PN_EXIT_OSERR;
-	}
-	if (id.set) {
-		cfg = serve_as(&id, &opts, cfg, pidfile, &rc);
-		if (cfg == NULL)
-			return rc;
-	} else if (geteuid() == 0)
-		pn_log(PN_LOG_WARNING, "running as root: the workers will serve requests as root; "
-		       "start with --user (e.g. --user paynotify --socket-owner paynotify:www-data, "
-		       "docs/DEPLOYMENT.md \"Without systemd\") or from the systemd units");
-	rc = pn_server_run(provider, &opts, listen_fd, cfg);
-	pn_server_unlink_socket();
-	pn_pidfile_remove(pidfile);
-	return rc;
+	return serve_fastcgi(provider, &cl, cfg);
 }

@@ -519,6 +519,17 @@ block_signals(sigset_t *set)
 		*set = s;
 }
 
+/*
+ * How a reload loads the configuration: as the program did at start, a
+ * receiver without the paynotify command's keys (PN_CFG_RECEIVER), `paynotify
+ * confirm` (a handle hook: no receiver) as that command.
+ */
+static unsigned
+reload_flags(const struct pn_provider *p)
+{
+	return p->handle == NULL ? PN_CFG_RECEIVER : 0;
+}
+
 /* Reload in this process (single-process mode). */
 static void
 reload_in_place(struct pn_receiver *rcv, const char *path)
@@ -527,7 +538,7 @@ reload_in_place(struct pn_receiver *rcv, const char *path)
 	struct pn_config *old = rcv->cfg, *cfg;
 	struct pn_err err;
 
-	cfg = pn_cfg_load(path, &err);
+	cfg = pn_cfg_load_flags(path, reload_flags(p), &err);
 	if (cfg == NULL) {
 		pn_log(PN_LOG_ERROR, "configuration reload refused, the old one keeps serving: %s",
 		       err.msg);
@@ -848,7 +859,7 @@ static void
 reload(struct supervisor *sv)
 {
 	struct pn_err err;
-	struct pn_config *cfg = pn_cfg_load(sv->o->config_path, &err);
+	struct pn_config *cfg = pn_cfg_load_flags(sv->o->config_path, reload_flags(sv->p), &err);
 	size_t	i;
 
 	if (cfg == NULL) {

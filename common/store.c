@@ -128,12 +128,6 @@ pn_store_free(struct pn_store *s)
 	free(s);
 }
 
-bool
-pn_store_connected(const struct pn_store *s)
-{
-	return s->conn != NULL && PQstatus(s->conn) == CONNECTION_OK;
-}
-
 static void
 disconnect(struct pn_store *s)
 {

@@ -79,7 +79,4 @@ bool pn_store_send_wakeup(struct pn_store *s, struct pn_err *err) PN_WUR;
 /* SELECT 1 (health check); connects if needed. */
 bool pn_store_ping(struct pn_store *s, struct pn_err *err) PN_WUR;
 
-/* Is the connection currently established? (for tests and logs) */
-bool pn_store_connected(const struct pn_store *s);
-
 #endif

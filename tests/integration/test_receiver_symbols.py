@@ -10,8 +10,8 @@
 #   - each receiver does link what verifying needs (pn_rsa_verify or
 #     pn_hmac, EVP_DecryptInit_ex for WeChat Pay), so an empty or stripped
 #     symbol table cannot pass for a clean one
-# The receivers may still load a site's test private key (the config loader
-# parses it for check-config); they hold no code that could use it.
+# The receivers do not load a site's test private key either (PN_CFG_RECEIVER:
+# they check its file's mode only); they hold no code that could use one.
 
 import os
 import re

@@ -728,6 +728,55 @@ START_TEST(test_secret_forms)
 }
 END_TEST
 
+/*
+ * The test signing keys are the paynotify command's: a receiver
+ * (PN_CFG_RECEIVER) accepts the key, checks its file's mode, never opens it.
+ */
+START_TEST(test_receiver_skips_test_keys)
+{
+	struct pn_err err;
+	struct pn_config *cfg;
+	char	path[256], text[1024];
+
+	write_file("not-a-key", "not a private key\n", 0600);
+	snprintf(text, sizeof(text),
+		 "[site a]\nalipay.app_id = 1\nalipay.seller_id = 2\nalipay.public_key_file = %s\n"
+		 "alipay.test_private_key_file = not-a-key\n",
+		 fixture_path("unit/keys/test-a.pub.pem"));
+	snprintf(path, sizeof(path), "%s", write_file("pn.conf", text, 0644));
+	ck_assert(pn_cfg_load(path, &err) == NULL);	/* the command reads it */
+	cfg = pn_cfg_load_flags(path, PN_CFG_RECEIVER, &err);
+	ck_assert_msg(cfg != NULL, "%s", err.msg);
+	ck_assert(pn_cfg_site(cfg, "a")->alipay.test_key == NULL);
+	pn_cfg_free(cfg);
+	/* its mode is still checked: a private key readable by others is refused */
+	write_file("not-a-key", "not a private key\n", 0604);
+	ck_assert(pn_cfg_load_flags(path, PN_CFG_RECEIVER, &err) == NULL);
+	ck_assert_msg(strstr(err.msg, "must not be accessible by others") != NULL, "%s", err.msg);
+	/* a key the command loads stays unloaded by a receiver */
+	{
+		char   *pem = NULL;
+
+		ck_assert(pn_read_file(fixture_path("unit/keys/test-a.key.pem"), 65536, &pem, NULL,
+				       &err));
+		write_file("priv", pem, 0600);
+		free(pem);
+	}
+	snprintf(text, sizeof(text),
+		 "[site a]\nalipay.app_id = 1\nalipay.seller_id = 2\nalipay.public_key_file = %s\n"
+		 "alipay.test_private_key_file = priv\n", fixture_path("unit/keys/test-a.pub.pem"));
+	snprintf(path, sizeof(path), "%s", write_file("pn.conf", text, 0644));
+	cfg = pn_cfg_load(path, &err);
+	ck_assert_msg(cfg != NULL, "%s", err.msg);
+	ck_assert(pn_cfg_site(cfg, "a")->alipay.test_key != NULL);
+	pn_cfg_free(cfg);
+	cfg = pn_cfg_load_flags(path, PN_CFG_RECEIVER, &err);
+	ck_assert_msg(cfg != NULL, "%s", err.msg);
+	ck_assert(pn_cfg_site(cfg, "a")->alipay.test_key == NULL);
+	pn_cfg_free(cfg);
+}
+END_TEST
+
 /* Stored key ids against the configured keys: present, gone, or an old positional id. */
 START_TEST(test_key_state)
 {
@@ -936,6 +985,7 @@ suite_cfg(void)
 	tcase_add_test(tc, test_secret_forms);
 	tcase_add_test(tc, test_secret_perms);
 	tcase_add_test(tc, test_conf_d);
+	tcase_add_test(tc, test_receiver_skips_test_keys);
 	tcase_add_test(tc, test_key_state);
 	tcase_add_test(tc, test_keys_in_man_page);
 	tcase_add_test(tc, test_provider_declarations);
