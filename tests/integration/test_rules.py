@@ -193,6 +193,19 @@ class Rules(unittest.TestCase):
                                            "WHERE order_id = 'L1'"), "on")
         self.assertEqual(PG.scalar("SELECT deliveries FROM paynotify.notifications "
                                    "WHERE dedup_key = 'KL1'"), "5")
+        # with a synchronous standby configured, a duplicate's own commit is
+        # what proves the event replicated (faults/test_ha.py UnknownOutcome):
+        # left as the session has it ('local' here: no standby to wait for)
+        PG.psql("ALTER SYSTEM SET synchronous_standby_names = 'nobody'")
+        try:
+            PG.reload_conf("synchronous_standby_names", "nobody")
+            self.assertEqual(PG.scalar(
+                "SET LOCAL synchronous_commit = local; "
+                "SET LOCAL paynotify.async_duplicates = on; %s; "
+                "SELECT current_setting('synchronous_commit')" % ingest_sql(*args)), "local")
+        finally:
+            PG.psql("ALTER SYSTEM RESET synchronous_standby_names")
+            PG.reload_conf("synchronous_standby_names", "")
         # a conflicting copy is a new row (flushed); its own repeat is a duplicate
         conflict = ingest_sql("shop-a", "KL1", "paid", "L1", "TL1", 1)
         for want in ("on", "off"):
