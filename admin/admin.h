@@ -2,7 +2,8 @@
  * admin.h: the `paynotify` admin command.
  *
  * One file per subcommand (cmd_<name>.c), each exporting one const struct
- * pn_cmd (tmux style); main.c dispatches.  db.c is the only file that sees
+ * pn_cmd (tmux style); main.c dispatches.  Each declares its options in a
+ * table that args.c parses (args.h).  db.c is the only file that sees
  * libpq results; table.c prints rows as a table, CSV or JSON.
  */
 #ifndef PN_ADMIN_H

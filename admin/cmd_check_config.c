@@ -13,7 +13,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdarg.h>
 #include <grp.h>
 #include <pwd.h>
@@ -24,6 +23,7 @@
 #include <unistd.h>
 
 #include "admin.h"
+#include "args.h"
 #include "crypto.h"
 #include "query.h"
 
@@ -509,39 +509,24 @@ print_findings(const struct pn_cfg_findings *fd)
 static int
 check_config_exec(int argc, char **argv, const char *config_path)
 {
-	static const struct option longopts[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"user", required_argument, NULL, 'u'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	struct check c;
 	struct pn_err err;
 	PGconn *conn;
 	const char *user = NULL;
-	int	opt, version = 0, rc;
+	const struct pn_arg options[] = {
+		{"config", required_argument, 'c', PN_ARG_STR, .str = &config_path},
+		{"user", required_argument, 'u', PN_ARG_STR, .str = &user},
+		PN_ARGS_END,
+	};
+	const struct pn_args args = {.cmd = "check-config", .help = help, .opts = options,
+				     .rest = PN_REST_HELP};
+	int	version = 0, rc;
 	size_t	errors, warnings;
 	bool	db_ok = false;
 	int	repl_problems = 0, repl_warnings = 0, binding_warns = 0, query_problems = 0;
 
-	optind = 0;	/* glibc: 0 re-initialises getopt after main() used it */
-	while ((opt = getopt_long(argc, argv, "c:u:h", longopts, NULL)) != -1) {
-		if (opt == 'c')
-			config_path = optarg;
-		else if (opt == 'u')
-			user = optarg;
-		else if (opt == 'h') {
-			help(stdout);
-			return 0;
-		} else {
-			help(stderr);
-			return PN_EXIT_USAGE;
-		}
-	}
-	if (optind != argc) {
-		help(stderr);
-		return PN_EXIT_USAGE;
-	}
+	if ((rc = pn_args_parse(&args, argc, argv, NULL)) != PN_ARGS_RUN)
+		return rc;
 	if (user != NULL && getpwnam(user) == NULL) {
 		fprintf(stderr, "paynotify: --user \"%s\": no such user\n", user);
 		return PN_EXIT_USAGE;

@@ -40,7 +40,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -51,6 +50,7 @@
 #include <openssl/crypto.h>
 
 #include "admin.h"
+#include "args.h"
 #include "arena.h"
 #include "crypto.h"
 #include "form.h"
@@ -554,17 +554,26 @@ help(FILE *f)
 		"another process's, 78 configuration error.\n");
 }
 
+/* --socket-mode: octal, 0..0777 */
+static bool
+socket_mode(const struct pn_arg *arg, const char *value)
+{
+	int64_t *mode = arg->dest;
+	char   *end;
+
+	errno = 0;
+	*mode = strtol(value, &end, 8);
+	if (errno != 0 || end == value || *end != '\0' || *mode < 0 || *mode > 0777) {
+		fprintf(stderr, "paynotify: confirm: invalid --socket-mode \"%s\": "
+			"expected an octal mode such as 0660\n", value);
+		return false;
+	}
+	return true;
+}
+
 static int
 confirm_exec(int argc, char **argv, const char *config_path)
 {
-	static const struct option longopts[] = {
-		{"listen", required_argument, NULL, 'l'},
-		{"workers", required_argument, NULL, 'w'},
-		{"socket-mode", required_argument, NULL, 'm'},
-		{"check", no_argument, NULL, 'k'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	struct pn_server_opts opts = {NULL, NULL, -1, 0660, NULL};
 	struct pn_config *cfg;
 	struct site_key *keys = NULL;
@@ -572,42 +581,21 @@ confirm_exec(int argc, char **argv, const char *config_path)
 	int64_t	workers = -1, mode = 0660;
 	size_t	nkeys = 0, i;
 	bool	check = false;
-	int	opt, listen_fd = 0, accepting = 0, rc;
+	int	listen_fd = 0, accepting = 0, rc;
 	socklen_t len = sizeof(accepting);
+	const struct pn_arg options[] = {
+		{"listen", required_argument, 0, PN_ARG_STR, .str = &opts.listen},
+		{"workers", required_argument, 0, PN_ARG_INT, .num = &workers, .min = 0, .max = 64},
+		{"socket-mode", required_argument, 0, PN_ARG_CALL, .dest = &mode,
+		 .set = socket_mode},
+		{"check", no_argument, 0, PN_ARG_FLAG, .flag = &check},
+		PN_ARGS_END,
+	};
+	const struct pn_args args = {.cmd = "confirm", .help = help, .opts = options,
+				     .rest = PN_REST_NAMED};
 
-	optind = 0;
-	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'l': opts.listen = optarg; break;
-		case 'w':
-			if (!pn_opt_int("--workers", optarg, 0, 64, &workers))
-				return PN_EXIT_USAGE;
-			break;
-		case 'm': {
-			char   *end;
-
-			errno = 0;
-			mode = strtol(optarg, &end, 8);
-			if (errno != 0 || end == optarg || *end != '\0' || mode < 0 || mode > 0777) {
-				fprintf(stderr, "paynotify: confirm: invalid --socket-mode \"%s\": "
-					"expected an octal mode such as 0660\n", optarg);
-				return PN_EXIT_USAGE;
-			}
-			break;
-		}
-		case 'k': check = true; break;
-		case 'h':
-			help(stdout);
-			return 0;
-		default:
-			help(stderr);
-			return PN_EXIT_USAGE;
-		}
-	}
-	if (optind != argc) {
-		fprintf(stderr, "paynotify: confirm: unexpected argument \"%s\"\n", argv[optind]);
-		return PN_EXIT_USAGE;
-	}
+	if ((rc = pn_args_parse(&args, argc, argv, NULL)) != PN_ARGS_RUN)
+		return rc;
 	opts.config_path = config_path ? config_path : pn_cfg_default_path();
 	opts.socket_mode = (mode_t)mode;
 	opts.workers = (int)workers;

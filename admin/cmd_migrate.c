@@ -13,11 +13,11 @@
 #include "config.h"
 
 #include <dirent.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "admin.h"
+#include "args.h"
 
 #ifndef PN_SQLDIR
 #define PN_SQLDIR "/usr/local/share/paynotify/sql"
@@ -131,32 +131,25 @@ apply_grants(PGconn *conn, const char *dir, struct pn_err *err)
 static int
 migrate_exec(int argc, char **argv, const char *config_path)
 {
-	static const struct option longopts[] = {
-		{"sql-dir", required_argument, NULL, 'd'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	const char *dir = getenv("PAYNOTIFY_SQL_DIR");
 	struct pn_config *cfg = NULL;
 	struct pn_err err;
 	PGconn *conn = NULL;
 	char  **files = NULL;
 	size_t	nfiles, i, applied = 0;
-	int	opt, version = 0, rc = PN_EXIT_UNAVAILABLE;
+	int	version = 0, rc;
 	bool	given = true;	/* --sql-dir or $PAYNOTIFY_SQL_DIR */
+	const struct pn_arg options[] = {
+		{"sql-dir", required_argument, 'd', PN_ARG_STR, .str = &dir},
+		PN_ARGS_END,
+	};
+	/* arguments after the options are not looked at (they never were) */
+	const struct pn_args args = {.cmd = "migrate", .help = help, .opts = options,
+				     .max_rest = -1};
 
-	optind = 0;	/* glibc: 0 re-initialises getopt after main() used it */
-	while ((opt = getopt_long(argc, argv, "d:h", longopts, NULL)) != -1) {
-		if (opt == 'd')
-			dir = optarg;
-		else if (opt == 'h') {
-			help(stdout);
-			return 0;
-		} else {
-			help(stderr);
-			return PN_EXIT_USAGE;
-		}
-	}
+	if ((rc = pn_args_parse(&args, argc, argv, NULL)) != PN_ARGS_RUN)
+		return rc;
+	rc = PN_EXIT_UNAVAILABLE;
 	if (dir == NULL || *dir == '\0') {
 		dir = PN_SQLDIR;
 		given = false;

@@ -32,7 +32,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +39,7 @@
 #include <unistd.h>
 
 #include "admin.h"
+#include "args.h"
 
 
 #define MIN_KEEP_DAYS 30
@@ -170,6 +170,51 @@ valid_date(const char *s)
 	return tm.tm_mday == d && tm.tm_mon == m - 1;	/* 2026-02-30 normalises away */
 }
 
+/* --keep-days: days, MIN_KEEP_DAYS or more */
+static bool
+keep_days_arg(const struct pn_arg *arg, const char *value)
+{
+	int64_t *keep_days = arg->dest;
+
+	if (!parse_int(value, 0, 36500, keep_days)) {
+		fprintf(stderr, "paynotify: purge: invalid --keep-days \"%s\" "
+			"(days, %d..36500)\n", value, MIN_KEEP_DAYS);
+		return false;
+	}
+	if (*keep_days < MIN_KEEP_DAYS) {
+		fprintf(stderr, "paynotify: purge: refusing --keep-days %" PRId64 ": "
+			"providers redeliver for longer (Stripe resends events up to "
+			"30 days old); the minimum is %d\n", *keep_days, MIN_KEEP_DAYS);
+		return false;
+	}
+	return true;
+}
+
+/* --before: YYYY-MM-DD */
+static bool
+before_arg(const struct pn_arg *arg, const char *value)
+{
+	if (!valid_date(value)) {
+		fprintf(stderr, "paynotify: purge: invalid --before \"%s\" "
+			"(expected YYYY-MM-DD)\n", value);
+		return false;
+	}
+	*(const char **)arg->dest = value;
+	return true;
+}
+
+/* --batch, --pause-ms: a whole number from arg->min to arg->max */
+static bool
+range_arg(const struct pn_arg *arg, const char *value)
+{
+	if (!parse_int(value, arg->min, arg->max, arg->dest)) {
+		fprintf(stderr, "paynotify: purge: invalid --%s \"%s\" (%" PRId64 "..%" PRId64
+			")\n", arg->name, value, arg->min, arg->max);
+		return false;
+	}
+	return true;
+}
+
 static bool
 query1(PGconn *conn, struct pn_sql sql, int n, const char *const *params, struct pn_table *t,
        struct pn_err *err)
@@ -232,17 +277,6 @@ rollback(PGconn *conn)
 static int
 purge_exec(int argc, char **argv, const char *config_path)
 {
-	static const struct option longopts[] = {
-		{"archive", required_argument, NULL, 'a'},
-		{"keep-days", required_argument, NULL, 'k'},
-		{"before", required_argument, NULL, 'b'},
-		{"batch", required_argument, NULL, 'n'},
-		{"pause-ms", required_argument, NULL, 'p'},
-		{"dry-run", no_argument, NULL, 'd'},
-		{"config", required_argument, NULL, 'c'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	const char *archive = NULL, *before = NULL;
 	int64_t	keep_days = DEFAULT_KEEP_DAYS, batch = 500, pause_ms = 20;
 	bool	dry_run = false;
@@ -254,68 +288,27 @@ purge_exec(int argc, char **argv, const char *config_path)
 	char   *archive_used = NULL;
 	char	cutoff[64], keep_txt[24], batch_txt[24], last_txt[24] = "0";
 	int64_t	purge_n = 0, unresolved = 0, done = 0, bytes = 0, nb, asks = 0;
-	int	opt, rc = PN_EXIT_FAILED, fd;
+	int	rc, fd;
 	bool	first = true;
+	const struct pn_arg options[] = {
+		{"archive", required_argument, 0, PN_ARG_STR, .str = &archive},
+		{"keep-days", required_argument, 0, PN_ARG_CALL, .dest = &keep_days,
+		 .set = keep_days_arg},
+		{"before", required_argument, 0, PN_ARG_CALL, .dest = &before, .set = before_arg},
+		{"batch", required_argument, 0, PN_ARG_CALL, .dest = &batch, .set = range_arg,
+		 .min = 1, .max = 10000},
+		{"pause-ms", required_argument, 0, PN_ARG_CALL, .dest = &pause_ms, .set = range_arg,
+		 .min = 0, .max = 60000},
+		{"dry-run", no_argument, 0, PN_ARG_FLAG, .flag = &dry_run},
+		{"config", required_argument, 'c', PN_ARG_STR, .str = &config_path},
+		PN_ARGS_END,
+	};
+	const struct pn_args args = {.cmd = "purge", .help = help, .opts = options,
+				     .rest = PN_REST_NAMED};
 
-	optind = 0;
-	while ((opt = getopt_long(argc, argv, "c:h", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'a':
-			archive = optarg;
-			break;
-		case 'k':
-			if (!parse_int(optarg, 0, 36500, &keep_days)) {
-				fprintf(stderr, "paynotify: purge: invalid --keep-days \"%s\" "
-					"(days, %d..36500)\n", optarg, MIN_KEEP_DAYS);
-				return PN_EXIT_USAGE;
-			}
-			if (keep_days < MIN_KEEP_DAYS) {
-				fprintf(stderr, "paynotify: purge: refusing --keep-days %" PRId64 ": "
-					"providers redeliver for longer (Stripe resends events up to "
-					"30 days old); the minimum is %d\n", keep_days, MIN_KEEP_DAYS);
-				return PN_EXIT_USAGE;
-			}
-			break;
-		case 'b':
-			if (!valid_date(optarg)) {
-				fprintf(stderr, "paynotify: purge: invalid --before \"%s\" "
-					"(expected YYYY-MM-DD)\n", optarg);
-				return PN_EXIT_USAGE;
-			}
-			before = optarg;
-			break;
-		case 'n':
-			if (!parse_int(optarg, 1, 10000, &batch)) {
-				fprintf(stderr, "paynotify: purge: invalid --batch \"%s\" (1..10000)\n",
-					optarg);
-				return PN_EXIT_USAGE;
-			}
-			break;
-		case 'p':
-			if (!parse_int(optarg, 0, 60000, &pause_ms)) {
-				fprintf(stderr, "paynotify: purge: invalid --pause-ms \"%s\" "
-					"(0..60000)\n", optarg);
-				return PN_EXIT_USAGE;
-			}
-			break;
-		case 'd':
-			dry_run = true;
-			break;
-		case 'c':
-			config_path = optarg;
-			break;
-		case 'h':
-			help(stdout);
-			return PN_EXIT_OK;
-		default:
-			help(stderr);
-			return PN_EXIT_USAGE;
-		}
-	}
-	if (optind != argc) {
-		fprintf(stderr, "paynotify: purge: unexpected argument \"%s\"\n", argv[optind]);
-		return PN_EXIT_USAGE;
-	}
+	if ((rc = pn_args_parse(&args, argc, argv, NULL)) != PN_ARGS_RUN)
+		return rc;
+	rc = PN_EXIT_FAILED;
 	if (archive == NULL && !dry_run) {
 		fprintf(stderr, "paynotify: purge: --archive FILE is required (or --dry-run): "
 			"nothing is deleted without a copy\n");

@@ -20,7 +20,6 @@
  */
 #include "config.h"
 
-#include <getopt.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +27,7 @@
 #include <unistd.h>
 
 #include "admin.h"
+#include "args.h"
 #include "arena.h"
 #include "crypto.h"
 #include "money.h"
@@ -1096,22 +1096,6 @@ record_run(struct pn_query_run *r, time_t started, const char *site, const char 
 static int
 query_exec(int argc, char **argv, const char *config_path)
 {
-	static const struct option longopts[] = {
-		{"site", required_argument, NULL, 's'},
-		{"provider", required_argument, NULL, 'p'},
-		{"order", required_argument, NULL, 'o'},
-		{"pending-older-than", required_argument, NULL, 'P'},
-		{"pending-younger-than", required_argument, NULL, 'Y'},
-		{"complaints", no_argument, NULL, 'C'},
-		{"dry-run", no_argument, NULL, 'n'},
-		{"apply", no_argument, NULL, 'a'},
-		{"format", required_argument, NULL, 'f'},
-		{"combine", required_argument, NULL, 'c'},
-		{"due", no_argument, NULL, 'D'},
-		{"limit", required_argument, NULL, 'L'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	const char *site_name = NULL, *provider = NULL, *order = NULL, *older = NULL;
 	const char *younger = NULL, *combine = NULL, *limit_arg = NULL;
 	bool	dry_run = false, apply = false, complaints = false, due = false;
@@ -1125,39 +1109,29 @@ query_exec(int argc, char **argv, const char *config_path)
 	const char *params[5];
 	int64_t	older_s = 0, younger_s = 0, limit = 500;
 	time_t	started = time(NULL);
-	int	opt, rc = PN_EXIT_FAILED;
+	int	rc;
 	size_t	i;
+	const struct pn_arg options[] = {
+		{"site", required_argument, 0, PN_ARG_STR, .str = &site_name},
+		{"provider", required_argument, 0, PN_ARG_STR, .str = &provider},
+		{"order", required_argument, 0, PN_ARG_STR, .str = &order},
+		{"pending-older-than", required_argument, 0, PN_ARG_STR, .str = &older},
+		{"pending-younger-than", required_argument, 0, PN_ARG_STR, .str = &younger},
+		{"complaints", no_argument, 0, PN_ARG_FLAG, .flag = &complaints},
+		{"dry-run", no_argument, 0, PN_ARG_FLAG, .flag = &dry_run},
+		{"apply", no_argument, 0, PN_ARG_FLAG, .flag = &apply},
+		{"format", required_argument, 0, PN_ARG_FORMAT, .fmt = &fmt},
+		{"combine", required_argument, 0, PN_ARG_STR, .str = &combine},
+		{"due", no_argument, 0, PN_ARG_FLAG, .flag = &due},
+		{"limit", required_argument, 0, PN_ARG_STR, .str = &limit_arg},
+		PN_ARGS_END,
+	};
+	const struct pn_args args = {.cmd = "query", .help = help, .opts = options,
+				     .rest = PN_REST_NAMED};
 
-	optind = 0;	/* glibc: 0 re-initialises getopt after main() used it */
-	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 's': site_name = optarg; break;
-		case 'p': provider = optarg; break;
-		case 'o': order = optarg; break;
-		case 'P': older = optarg; break;
-		case 'Y': younger = optarg; break;
-		case 'C': complaints = true; break;
-		case 'c': combine = optarg; break;
-		case 'D': due = true; break;
-		case 'L': limit_arg = optarg; break;
-		case 'n': dry_run = true; break;
-		case 'a': apply = true; break;
-		case 'f':
-			if (!pn_format_parse(optarg, false, &fmt))
-				return PN_EXIT_USAGE;
-			break;
-		case 'h':
-			help(stdout);
-			return 0;
-		default:
-			help(stderr);
-			return PN_EXIT_USAGE;
-		}
-	}
-	if (optind != argc) {
-		fprintf(stderr, "paynotify: query: unexpected argument \"%s\"\n", argv[optind]);
-		return PN_EXIT_USAGE;
-	}
+	if ((rc = pn_args_parse(&args, argc, argv, NULL)) != PN_ARGS_RUN)
+		return rc;
+	rc = PN_EXIT_FAILED;
 	if ((order != NULL) + (older != NULL) + complaints + (combine != NULL) + due != 1) {
 		fprintf(stderr, "paynotify: query: give exactly one of --order, "
 			"--pending-older-than, --complaints, --combine and --due\n");

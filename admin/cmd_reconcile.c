@@ -22,7 +22,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +29,7 @@
 #include <unistd.h>
 
 #include "admin.h"
+#include "args.h"
 #include "arena.h"
 #include "crypto.h"
 #include "json.h"
@@ -1323,21 +1323,6 @@ byq_ask(struct run *r, int64_t max, int64_t rate, struct pn_err *err)
 static int
 reconcile_exec(int argc, char **argv, const char *config_path)
 {
-	static const struct option longopts[] = {
-	    {"provider", required_argument, NULL, 'p'},
-	    {"site", required_argument, NULL, 's'},
-	    {"statement", required_argument, NULL, 'S'},
-	    {"date", required_argument, NULL, 'd'},
-	    {"apply", no_argument, NULL, 'a'},
-	    {"fetch", no_argument, NULL, 'F'},
-	    {"by-query", no_argument, NULL, 'Q'},
-	    {"max-inquiries", required_argument, NULL, 'M'},
-	    {"inquiries-per-second", required_argument, NULL, 'R'},
-	    {"format", required_argument, NULL, 'f'},
-	    {"wide", no_argument, NULL, 'W'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
 	static const char *const cols[] = {"class", "order_id", "psp_txn_id", "line",   "statement",
 	                                   "here",  "fee",      "net",        "result", "detail"};
 	const char *provider = NULL, *site_name = NULL, *date = NULL;
@@ -1347,65 +1332,35 @@ reconcile_exec(int argc, char **argv, const char *config_path)
 	char *data = NULL;
 	size_t len = 0, i;
 	int64_t day_epoch;
-	int opt, rc = PN_EXIT_FAILED;
+	int rc;
 	bool fetch = false;
 	int64_t max_inq = BYQ_MAX_DEFAULT, rate = BYQ_RATE_DEFAULT;
-	bool max_given = false, rate_given = false;
+	bool max_given = false, rate_given = false, wide = false;
+	const struct pn_arg options[] = {
+	    {"provider", required_argument, 0, PN_ARG_STR, .str = &provider},
+	    {"site", required_argument, 0, PN_ARG_STR, .str = &site_name},
+	    {"statement", required_argument, 0, PN_ARG_STR, .str = &r.path},
+	    {"date", required_argument, 0, PN_ARG_STR, .str = &date},
+	    {"apply", no_argument, 0, PN_ARG_FLAG, .flag = &r.apply},
+	    {"fetch", no_argument, 0, PN_ARG_FLAG, .flag = &fetch},
+	    {"by-query", no_argument, 0, PN_ARG_FLAG, .flag = &r.by_query},
+	    {"max-inquiries", required_argument, 0, PN_ARG_INT, .num = &max_inq, .min = 1,
+	     .max = 100000, .seen = &max_given},
+	    {"inquiries-per-second", required_argument, 0, PN_ARG_INT, .num = &rate, .min = 1,
+	     .max = 50, .seen = &rate_given},
+	    {"format", required_argument, 0, PN_ARG_FORMAT, .fmt = &fmt},
+	    {"wide", no_argument, 0, PN_ARG_FLAG, .flag = &wide},
+	    PN_ARGS_END,
+	};
+	const struct pn_args args = {.cmd = "reconcile", .help = help, .opts = options,
+	                             .rest = PN_REST_NAMED};
 
 	memset(&r, 0, sizeof(r));
-	optind = 0; /* glibc: 0 re-initialises getopt after main() used it */
-	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'p':
-			provider = optarg;
-			break;
-		case 's':
-			site_name = optarg;
-			break;
-		case 'S':
-			r.path = optarg;
-			break;
-		case 'd':
-			date = optarg;
-			break;
-		case 'a':
-			r.apply = true;
-			break;
-		case 'F':
-			fetch = true;
-			break;
-		case 'Q':
-			r.by_query = true;
-			break;
-		case 'M':
-			if (!pn_opt_int("--max-inquiries", optarg, 1, 100000, &max_inq))
-				return PN_EXIT_USAGE;
-			max_given = true;
-			break;
-		case 'R':
-			if (!pn_opt_int("--inquiries-per-second", optarg, 1, 50, &rate))
-				return PN_EXIT_USAGE;
-			rate_given = true;
-			break;
-		case 'f':
-			if (!pn_format_parse(optarg, false, &fmt))
-				return PN_EXIT_USAGE;
-			break;
-		case 'W':
-			pn_table_set_wide(true);
-			break;
-		case 'h':
-			help(stdout);
-			return PN_EXIT_OK;
-		default:
-			help(stderr);
-			return PN_EXIT_USAGE;
-		}
-	}
-	if (optind != argc) {
-		fprintf(stderr, "paynotify: reconcile: unexpected argument \"%s\"\n", argv[optind]);
-		return PN_EXIT_USAGE;
-	}
+	if ((rc = pn_args_parse(&args, argc, argv, NULL)) != PN_ARGS_RUN)
+		return rc;
+	rc = PN_EXIT_FAILED;
+	if (wide)
+		pn_table_set_wide(true);
 	if ((max_given || rate_given) && !r.by_query) {
 		fprintf(stderr, "paynotify: reconcile: --max-inquiries and --inquiries-per-second "
 		                "bound --by-query\n");

@@ -6,7 +6,6 @@
  */
 #include "config.h"
 
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -16,6 +15,7 @@
 #include <jansson.h>
 
 #include "admin.h"
+#include "args.h"
 #include "arena.h"
 #include "crypto.h"
 #include "provider.h"
@@ -74,6 +74,7 @@ help(FILE *f)
 struct replay {
 	enum mode mode;
 	const char *to;
+	int	nmodes;			/* --dry-run, --apply and --to given (one at most) */
 	struct pn_config *cfg;
 	PGconn *conn;
 	CURL   *curl;
@@ -420,18 +421,24 @@ progress_bar(size_t done, size_t total)
 	fflush(stderr);
 }
 
+/* --dry-run, --apply, --to URL */
+static bool
+mode_arg(const struct pn_arg *arg, const char *value)
+{
+	struct replay *r = arg->dest;
+
+	if (value != NULL) {
+		r->mode = MODE_TO;
+		r->to = value;
+	} else
+		r->mode = strcmp(arg->name, "apply") == 0 ? MODE_APPLY : MODE_DRY_RUN;
+	r->nmodes++;
+	return true;
+}
+
 static int
 replay_exec(int argc, char **argv, const char *config_path)
 {
-	static const struct option longopts[] = {
-		{"site", required_argument, NULL, 's'}, {"provider", required_argument, NULL, 'p'},
-		{"since", required_argument, NULL, 'S'}, {"until", required_argument, NULL, 'U'},
-		{"order", required_argument, NULL, 'o'}, {"outcome", required_argument, NULL, 'O'},
-		{"id", required_argument, NULL, 'i'}, {"dry-run", no_argument, NULL, 'n'},
-		{"apply", no_argument, NULL, 'a'}, {"to", required_argument, NULL, 't'},
-		{"format", required_argument, NULL, 'f'}, {"wide", no_argument, NULL, 'W'},
-		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
-	};
 	static const char *cols[] = {"id", "site", "provider", "order", "event", "verified", "key",
 				     "recorded", "now", "order_status", "note"};
 	const char *filter[7] = {NULL};	/* site provider since until order outcome id */
@@ -442,41 +449,34 @@ replay_exec(int argc, char **argv, const char *config_path)
 	bool	tty = isatty(STDERR_FILENO), shown = false;
 	size_t	total = 0;
 	char   *since = NULL, *until = NULL;
-	int	opt, nmodes = 0, rc = PN_EXIT_UNAVAILABLE;
+	int	rc;
 	int64_t	t0 = pn_now_us();
+	bool	wide = false;
+	const struct pn_arg options[] = {
+		{"site", required_argument, 0, PN_ARG_STR, .str = &filter[0]},
+		{"provider", required_argument, 0, PN_ARG_STR, .str = &filter[1]},
+		{"since", required_argument, 0, PN_ARG_STR, .str = &filter[2]},
+		{"until", required_argument, 0, PN_ARG_STR, .str = &filter[3]},
+		{"order", required_argument, 0, PN_ARG_STR, .str = &filter[4]},
+		{"outcome", required_argument, 0, PN_ARG_STR, .str = &filter[5]},
+		{"id", required_argument, 0, PN_ARG_STR, .str = &filter[6]},
+		{"dry-run", no_argument, 0, PN_ARG_CALL, .dest = &r, .set = mode_arg},
+		{"apply", no_argument, 0, PN_ARG_CALL, .dest = &r, .set = mode_arg},
+		{"to", required_argument, 0, PN_ARG_CALL, .dest = &r, .set = mode_arg},
+		{"format", required_argument, 0, PN_ARG_FORMAT, .fmt = &fmt},
+		{"wide", no_argument, 0, PN_ARG_FLAG, .flag = &wide},
+		PN_ARGS_END,
+	};
+	const struct pn_args args = {.cmd = "replay", .help = help, .opts = options,
+				     .rest = PN_REST_HELP};
 
 	memset(&r, 0, sizeof(r));
-	optind = 0;	/* glibc: 0 re-initialises getopt after main() used it */
-	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 's': filter[0] = optarg; break;
-		case 'p': filter[1] = optarg; break;
-		case 'S': filter[2] = optarg; break;
-		case 'U': filter[3] = optarg; break;
-		case 'o': filter[4] = optarg; break;
-		case 'O': filter[5] = optarg; break;
-		case 'i': filter[6] = optarg; break;
-		case 'n': r.mode = MODE_DRY_RUN; nmodes++; break;
-		case 'a': r.mode = MODE_APPLY; nmodes++; break;
-		case 't': r.mode = MODE_TO; r.to = optarg; nmodes++; break;
-		case 'W': pn_table_set_wide(true); break;
-		case 'f':
-			if (!pn_format_parse(optarg, false, &fmt))
-				goto usage;
-			break;
-		case 'h':
-			help(stdout);
-			return 0;
-		default:
-			help(stderr);
-			goto usage;
-		}
-	}
-	if (optind != argc) {
-		help(stderr);
-		goto usage;
-	}
-	if (nmodes > 1) {
+	if ((rc = pn_args_parse(&args, argc, argv, NULL)) != PN_ARGS_RUN)
+		return rc;
+	rc = PN_EXIT_UNAVAILABLE;
+	if (wide)
+		pn_table_set_wide(true);
+	if (r.nmodes > 1) {
 		fprintf(stderr, "paynotify: --dry-run, --apply and --to exclude each other\n");
 		goto usage;
 	}

@@ -4,11 +4,12 @@
  */
 #include "config.h"
 
-#include <getopt.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "admin.h"
+#include "args.h"
 #include "money.h"
 
 static void
@@ -263,20 +264,36 @@ report_unhandled(struct pn_config *cfg, const char *params[2], enum pn_format fm
 	return rc;
 }
 
+/* --days: a whole number of days, 1..3650 */
+static bool
+days_arg(const struct pn_arg *arg, const char *value)
+{
+	char   *end = NULL;
+	long	n = strtol(value, &end, 10);
+
+	if (*value < '0' || *value > '9' || end == NULL || *end != '\0' || n < 1 || n > 3650) {
+		fprintf(stderr, "paynotify: report: invalid --days \"%s\" "
+			"(a whole number of days, 1..3650)\n", value);
+		return false;
+	}
+	*(int64_t *)arg->dest = n;
+	return true;
+}
+
+/* --closed-within: a duration, or 0 */
+static bool
+closed_within_arg(const struct pn_arg *arg, const char *value)
+{
+	if (strcmp(value, "0") == 0) {
+		*(int64_t *)arg->dest = 0;
+		return true;
+	}
+	return pn_opt_duration("--closed-within", value, arg->dest);
+}
+
 static int
 report_exec(int argc, char **argv, const char *config_path)
 {
-	static const struct option longopts[] = {
-		{"site", required_argument, NULL, 's'},
-		{"pending-older-than", required_argument, NULL, 'p'},
-		{"closed-within", required_argument, NULL, 'C'},
-		{"format", required_argument, NULL, 'f'},
-		{"wide", no_argument, NULL, 'W'},
-		{"unhandled", no_argument, NULL, 'u'},
-		{"days", required_argument, NULL, 'd'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	const char *params[3] = {NULL, "30 minutes", "7 days"};
 	enum pn_format fmt = pn_format_default();
 	static const char *cols[] = {"kind", "site", "provider", "order_id", "notification_id",
@@ -285,61 +302,38 @@ report_exec(int argc, char **argv, const char *config_path)
 	size_t	r;
 	struct pn_config *cfg;
 	char	threshold[32], days_text[16] = "7", closed_within[32];
-	int64_t	secs;
-	int	opt, rc;
-	bool	unhandled = false, days = false, pending = false;
+	int64_t	pending_s = 0, closed_s = 0, days_n = 0;
+	int	rc;
+	bool	unhandled = false, days = false, pending = false, closed = false, wide = false;
+	const struct pn_arg options[] = {
+		{"site", required_argument, 0, PN_ARG_STR, .str = &params[0]},
+		{"pending-older-than", required_argument, 0, PN_ARG_DURATION, .num = &pending_s,
+		 .seen = &pending},
+		{"closed-within", required_argument, 0, PN_ARG_CALL, .dest = &closed_s,
+		 .set = closed_within_arg, .seen = &closed},
+		{"format", required_argument, 0, PN_ARG_FORMAT, .fmt = &fmt},
+		{"wide", no_argument, 0, PN_ARG_FLAG, .flag = &wide},
+		{"unhandled", no_argument, 0, PN_ARG_FLAG, .flag = &unhandled},
+		{"days", required_argument, 0, PN_ARG_CALL, .dest = &days_n, .set = days_arg,
+		 .seen = &days},
+		PN_ARGS_END,
+	};
+	const struct pn_args args = {.cmd = "report", .help = help, .opts = options,
+				     .rest = PN_REST_HELP};
 
-	optind = 0;	/* glibc: 0 re-initialises getopt after main() used it */
-	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 's': params[0] = optarg; break;
-		case 'u': unhandled = true; break;
-		case 'd': {
-			char   *end = NULL;
-			long	n = strtol(optarg, &end, 10);
-
-			if (*optarg < '0' || *optarg > '9' || end == NULL || *end != '\0' || n < 1
-			    || n > 3650) {
-				fprintf(stderr, "paynotify: report: invalid --days \"%s\" "
-					"(a whole number of days, 1..3650)\n", optarg);
-				return PN_EXIT_USAGE;
-			}
-			snprintf(days_text, sizeof(days_text), "%ld", n);
-			days = true;
-			break;
-		}
-		case 'p':
-			pending = true;
-			if (!pn_opt_duration("--pending-older-than", optarg, &secs))
-				return PN_EXIT_USAGE;
-			snprintf(threshold, sizeof(threshold), "%lld seconds", (long long)secs);
-			params[1] = threshold;
-			break;
-		case 'C':
-			/* 0: closed cases are not listed at all */
-			if (strcmp(optarg, "0") == 0)
-				secs = 0;
-			else if (!pn_opt_duration("--closed-within", optarg, &secs))
-				return PN_EXIT_USAGE;
-			snprintf(closed_within, sizeof(closed_within), "%lld seconds", (long long)secs);
-			params[2] = closed_within;
-			break;
-		case 'W': pn_table_set_wide(true); break;
-		case 'f':
-			if (!pn_format_parse(optarg, false, &fmt))
-				return PN_EXIT_USAGE;
-			break;
-		case 'h':
-			help(stdout);
-			return 0;
-		default:
-			help(stderr);
-			return PN_EXIT_USAGE;
-		}
+	if ((rc = pn_args_parse(&args, argc, argv, NULL)) != PN_ARGS_RUN)
+		return rc;
+	if (wide)
+		pn_table_set_wide(true);
+	if (days)
+		snprintf(days_text, sizeof(days_text), "%" PRId64, days_n);
+	if (pending) {
+		snprintf(threshold, sizeof(threshold), "%" PRId64 " seconds", pending_s);
+		params[1] = threshold;
 	}
-	if (optind != argc) {
-		help(stderr);
-		return PN_EXIT_USAGE;
+	if (closed) {	/* 0: closed cases are not listed at all */
+		snprintf(closed_within, sizeof(closed_within), "%" PRId64 " seconds", closed_s);
+		params[2] = closed_within;
 	}
 	if (days && !unhandled) {
 		fprintf(stderr, "paynotify: report: --days goes with --unhandled\n");

@@ -25,11 +25,11 @@
  */
 #include "config.h"
 
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "admin.h"
+#include "args.h"
 
 #define MAX_IDS 1000
 #define MAX_NOTE 1000		/* bytes, as the CHECK of sql/014 */
@@ -248,21 +248,47 @@ resolve_ids(PGconn *conn, char **ids, int nids, const char *params[4], struct pn
 	return ok;
 }
 
+static bool
+note_arg(const struct pn_arg *arg, const char *value)
+{
+	if (!valid_note(value))
+		return false;
+	*(const char **)arg->dest = value;
+	return true;
+}
+
+/* --outcome: one that a person resolves */
+static bool
+outcome_arg(const struct pn_arg *arg, const char *value)
+{
+	if (!pn_opt_outcome("--outcome", value))
+		return false;
+	if (!is_resolvable(value)) {
+		fprintf(stderr, "paynotify: resolve: --outcome \"%s\": nothing to "
+			"resolve (%s); the outcomes a person resolves are:", value,
+			strcmp(value, "dispute") == 0 || strcmp(value, "complaint") == 0
+			? "a case ends when the provider closes it" : "final");
+		for (const char *const *o = resolvable; *o; o++)
+			fprintf(stderr, "%s %s", o == resolvable ? "" : ",", *o);
+		fputc('\n', stderr);
+		return false;
+	}
+	*(const char **)arg->dest = value;
+	return true;
+}
+
+static bool
+provider_arg(const struct pn_arg *arg, const char *value)
+{
+	if (!pn_opt_provider("--provider", value))
+		return false;
+	*(const char **)arg->dest = value;
+	return true;
+}
+
 static int
 resolve_exec(int argc, char **argv, const char *config_path)
 {
-	static const struct option longopts[] = {
-		{"note", required_argument, NULL, 'n'},
-		{"outcome", required_argument, NULL, 'o'},
-		{"site", required_argument, NULL, 's'},
-		{"provider", required_argument, NULL, 'p'},
-		{"older-than", required_argument, NULL, 'O'},
-		{"dry-run", no_argument, NULL, 'd'},
-		{"format", required_argument, NULL, 'f'},
-		{"config", required_argument, NULL, 'c'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	const char *note = NULL, *outcome = NULL, *site = NULL, *provider = NULL;
 	const char *older = NULL;
 	char	older_txt[32];
@@ -272,66 +298,36 @@ resolve_exec(int argc, char **argv, const char *config_path)
 	PGconn *conn = NULL;
 	struct pn_table out;
 	struct pn_err err;
-	int64_t	secs;
-	int	opt, i, nids, rc = PN_EXIT_FAILED;
+	int64_t	older_s = 0;
+	int	i, first, nids, rc;
+	bool	older_given = false;
+	const struct pn_arg options[] = {
+		{"note", required_argument, 0, PN_ARG_CALL, .dest = &note, .set = note_arg},
+		{"outcome", required_argument, 0, PN_ARG_CALL, .dest = &outcome,
+		 .set = outcome_arg},
+		{"site", required_argument, 0, PN_ARG_STR, .str = &site},	/* checked below */
+		{"provider", required_argument, 0, PN_ARG_CALL, .dest = &provider,
+		 .set = provider_arg},
+		{"older-than", required_argument, 0, PN_ARG_DURATION, .num = &older_s,
+		 .seen = &older_given},
+		{"dry-run", no_argument, 0, PN_ARG_FLAG, .flag = &dry_run},
+		{"format", required_argument, 0, PN_ARG_FORMAT, .fmt = &fmt},
+		{"config", required_argument, 'c', PN_ARG_STR, .str = &config_path},
+		PN_ARGS_END,
+	};
+	/* the arguments left are notification ids */
+	const struct pn_args args = {.cmd = "resolve", .help = help, .opts = options,
+				     .max_rest = -1};
 
-	optind = 0;
-	while ((opt = getopt_long(argc, argv, "c:h", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'n':
-			if (!valid_note(optarg))
-				return PN_EXIT_USAGE;
-			note = optarg;
-			break;
-		case 'o':
-			if (!pn_opt_outcome("--outcome", optarg))
-				return PN_EXIT_USAGE;
-			if (!is_resolvable(optarg)) {
-				fprintf(stderr, "paynotify: resolve: --outcome \"%s\": nothing to "
-					"resolve (%s); the outcomes a person resolves are:", optarg,
-					strcmp(optarg, "dispute") == 0 || strcmp(optarg, "complaint") == 0
-					? "a case ends when the provider closes it" : "final");
-				for (const char *const *o = resolvable; *o; o++)
-					fprintf(stderr, "%s %s", o == resolvable ? "" : ",", *o);
-				fputc('\n', stderr);
-				return PN_EXIT_USAGE;
-			}
-			outcome = optarg;
-			break;
-		case 's':
-			site = optarg;	/* checked against the configuration below */
-			break;
-		case 'p':
-			if (!pn_opt_provider("--provider", optarg))
-				return PN_EXIT_USAGE;
-			provider = optarg;
-			break;
-		case 'O':
-			if (!pn_opt_duration("--older-than", optarg, &secs))
-				return PN_EXIT_USAGE;
-			snprintf(older_txt, sizeof(older_txt), "%lld seconds", (long long)secs);
-			older = older_txt;
-			break;
-		case 'd':
-			dry_run = true;
-			break;
-		case 'f':
-			if (!pn_format_parse(optarg, false, &fmt))
-				return PN_EXIT_USAGE;
-			break;
-		case 'c':
-			config_path = optarg;
-			break;
-		case 'h':
-			help(stdout);
-			return PN_EXIT_OK;
-		default:
-			help(stderr);
-			return PN_EXIT_USAGE;
-		}
+	if ((rc = pn_args_parse(&args, argc, argv, &first)) != PN_ARGS_RUN)
+		return rc;
+	rc = PN_EXIT_FAILED;
+	if (older_given) {
+		snprintf(older_txt, sizeof(older_txt), "%lld seconds", (long long)older_s);
+		older = older_txt;
 	}
-	nids = argc - optind;
-	for (i = optind; i < argc; i++)
+	nids = argc - first;
+	for (i = first; i < argc; i++)
 		if (!pn_opt_id("resolve", argv[i]))
 			return PN_EXIT_USAGE;
 	if (nids > MAX_IDS) {
@@ -373,7 +369,7 @@ resolve_exec(int argc, char **argv, const char *config_path)
 					 provider, older};
 
 		if (nids > 0)
-			ok = resolve_ids(conn, argv + optind, nids, params, &out, &refused, &err);
+			ok = resolve_ids(conn, argv + first, nids, params, &out, &refused, &err);
 		else
 			ok = pn_db_query(conn, PN_SQL_CONST(by_class_sql), 7, params, &out, &err);
 	}

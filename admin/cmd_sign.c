@@ -6,13 +6,13 @@
  */
 #include "config.h"
 
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "admin.h"
+#include "args.h"
 #include "crypto.h"
 #include "money.h"
 #include "provider.h"
@@ -89,26 +89,66 @@ parse_kind(const char *s, enum pn_kind *k)
 	return true;
 }
 
+/* --event */
+static bool
+event_arg(const struct pn_arg *arg, const char *value)
+{
+	if (!parse_kind(value, arg->dest)) {
+		fprintf(stderr, "paynotify: --event must be paid, refund, closed, failed, "
+			"dispute or complaint\n");
+		return false;
+	}
+	return true;
+}
+
+/* --case, --status: an id or a provider's word: printable ASCII, bounded */
+static bool
+word_arg(const struct pn_arg *arg, const char *value)
+{
+	size_t	i;
+
+	for (i = 0; value[i]; i++)
+		if (value[i] <= ' ' || value[i] > '~' || value[i] == '"' || value[i] == '\\')
+			break;
+	if (i == 0 || value[i] != '\0' || i > 64) {
+		fprintf(stderr, "paynotify: --%s \"%s\": 1 to 64 printable characters, "
+			"no blanks or quotes\n", arg->name, value);
+		return false;
+	}
+	*(const char **)arg->dest = value;
+	return true;
+}
+
+static bool
+no_marker_arg(const struct pn_arg *arg, const char *value)
+{
+	*(const char **)arg->dest = NULL;
+	return true;
+}
+
+/* --combine, once per further sub-order */
+struct combine {
+	const char *v[PN_EVENT_MAX_SUBS];
+	size_t	n;
+};
+
+static bool
+combine_arg(const struct pn_arg *arg, const char *value)
+{
+	struct combine *c = arg->dest;
+
+	if (c->n + 1 >= PN_EVENT_MAX_SUBS) {
+		fprintf(stderr, "paynotify: --combine: at most %d sub-orders in one "
+			"combine payment\n", PN_EVENT_MAX_SUBS);
+		return false;
+	}
+	c->v[c->n++] = value;
+	return true;
+}
+
 static int
 sign_exec(int argc, char **argv, const char *config_path)
 {
-	static const struct option longopts[] = {
-		{"site", required_argument, NULL, 's'},
-		{"order", required_argument, NULL, 'o'},
-		{"amount", required_argument, NULL, 'a'},
-		{"currency", required_argument, NULL, 'C'},
-		{"event", required_argument, NULL, 'e'},
-		{"v2", no_argument, NULL, '2'},
-		{"case", required_argument, NULL, 'K'},
-		{"status", required_argument, NULL, 'S'},
-		{"marker", required_argument, NULL, 'm'},
-		{"no-marker", no_argument, NULL, 'M'},
-		{"curl", no_argument, NULL, 'u'},
-		{"url", required_argument, NULL, 'U'},
-		{"combine", required_argument, NULL, 'c'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	const char *site_name = NULL, *order = NULL, *amount = NULL, *currency = "CNY";
 	const char *url = "http://127.0.0.1:8080";
 	const struct pn_provider *p;
@@ -119,79 +159,53 @@ sign_exec(int argc, char **argv, const char *config_path)
 	struct pn_err err;
 	struct pn_arena *a;
 	char	cur[4];
-	const char *combine[PN_EVENT_MAX_SUBS];
-	size_t	ncombine = 0;
-	bool	curl = false, marker_set = false;
+	struct combine combine = {.n = 0};
+	bool	curl = false, marker_set = false, v2 = false;
 	const char *marker = NULL;
-	int	opt, rc = PN_EXIT_CONFIG;
+	int	first, rc;
 	size_t	i;
+	const struct pn_arg options[] = {
+		{"site", required_argument, 0, PN_ARG_STR, .str = &site_name},
+		{"order", required_argument, 0, PN_ARG_STR, .str = &order},
+		{"amount", required_argument, 0, PN_ARG_STR, .str = &amount},
+		{"currency", required_argument, 0, PN_ARG_STR, .str = &currency},
+		{"event", required_argument, 0, PN_ARG_CALL, .dest = &req.kind, .set = event_arg},
+		{"v2", no_argument, 0, PN_ARG_FLAG, .flag = &v2},
+		{"case", required_argument, 0, PN_ARG_CALL, .dest = &req.case_id, .set = word_arg},
+		{"status", required_argument, 0, PN_ARG_CALL, .dest = &req.case_status,
+		 .set = word_arg},
+		{"marker", required_argument, 0, PN_ARG_STR, .str = &marker, .seen = &marker_set},
+		{"no-marker", no_argument, 0, PN_ARG_CALL, .dest = &marker, .set = no_marker_arg,
+		 .seen = &marker_set},
+		{"curl", no_argument, 0, PN_ARG_FLAG, .flag = &curl},
+		{"url", required_argument, 0, PN_ARG_STR, .str = &url},
+		{"combine", required_argument, 0, PN_ARG_CALL, .dest = &combine,
+		 .set = combine_arg},
+		PN_ARGS_END,
+	};
+	/* the argument left is the provider */
+	const struct pn_args args = {.cmd = "sign", .help = help, .opts = options,
+				     .min_rest = 1, .max_rest = 1, .rest = PN_REST_HELP};
 
 	memset(&req, 0, sizeof(req));
 	req.kind = PN_KIND_PAID;
-	optind = 0;	/* glibc: 0 re-initialises getopt after main() used it */
-	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 's': site_name = optarg; break;
-		case 'o': order = optarg; break;
-		case 'a': amount = optarg; break;
-		case 'C': currency = optarg; break;
-		case '2': req.variant = "v2"; break;
-		case 'm': marker = optarg; marker_set = true; break;
-		case 'M': marker = NULL; marker_set = true; break;
-		case 'u': curl = true; break;
-		case 'U': url = optarg; break;
-		case 'K':
-		case 'S':
-			/* an id or a provider's word: printable ASCII, bounded */
-			for (i = 0; optarg[i]; i++)
-				if (optarg[i] <= ' ' || optarg[i] > '~' || optarg[i] == '"'
-				    || optarg[i] == '\\')
-					break;
-			if (i == 0 || optarg[i] != '\0' || i > 64) {
-				fprintf(stderr, "paynotify: --%s \"%s\": 1 to 64 printable characters, "
-					"no blanks or quotes\n", opt == 'K' ? "case" : "status", optarg);
-				return PN_EXIT_USAGE;
-			}
-			if (opt == 'K')
-				req.case_id = optarg;
-			else
-				req.case_status = optarg;
-			break;
-		case 'c':
-			if (ncombine + 1 >= PN_EVENT_MAX_SUBS) {
-				fprintf(stderr, "paynotify: --combine: at most %d sub-orders in one "
-					"combine payment\n", PN_EVENT_MAX_SUBS);
-				return PN_EXIT_USAGE;
-			}
-			combine[ncombine++] = optarg;
-			break;
-		case 'e':
-			if (!parse_kind(optarg, &req.kind)) {
-				fprintf(stderr, "paynotify: --event must be paid, refund, closed, failed, "
-					"dispute or complaint\n");
-				return PN_EXIT_USAGE;
-			}
-			break;
-		case 'h':
-			help(stdout);
-			return 0;
-		default:
-			help(stderr);
-			return PN_EXIT_USAGE;
-		}
-	}
-	if (optind + 1 != argc || !site_name || !order || !amount) {
+	if ((rc = pn_args_parse(&args, argc, argv, &first)) != PN_ARGS_RUN)
+		return rc;
+	rc = PN_EXIT_CONFIG;
+	if (!site_name || !order || !amount) {
 		help(stderr);
 		return PN_EXIT_USAGE;
 	}
-	if (!pn_opt_provider("PROVIDER", argv[optind]))
+	if (v2)
+		req.variant = "v2";
+	if (!pn_opt_provider("PROVIDER", argv[first]))
 		return PN_EXIT_USAGE;
-	p = pn_provider_find(argv[optind]);
+	p = pn_provider_find(argv[first]);
 	if ((sign = pn_signer_find(p->name)) == NULL) {
-		fprintf(stderr, "paynotify: provider \"%s\" cannot sign\n", argv[optind]);
+		fprintf(stderr, "paynotify: provider \"%s\" cannot sign\n", argv[first]);
 		return PN_EXIT_USAGE;
 	}
-	if (ncombine > 0 && strcmp(p->name, "wechatpay") != 0) {
+	if (combine.n > 0 && strcmp(p->name, "wechatpay") != 0) {
 		fprintf(stderr, "paynotify: --combine: only WeChat Pay has combine payments\n");
 		return PN_EXIT_USAGE;
 	}
@@ -234,17 +248,17 @@ sign_exec(int argc, char **argv, const char *config_path)
 		fprintf(stderr, "paynotify: site \"%s\" has no %s configuration\n", site_name, p->name);
 		goto done;
 	}
-	if (ncombine > 0) {
-		struct pn_sign_sub *subs = pn_arena_alloc(a, ncombine * sizeof(*subs));
+	if (combine.n > 0) {
+		struct pn_sign_sub *subs = pn_arena_alloc(a, combine.n * sizeof(*subs));
 
-		for (i = 0; i < ncombine; i++) {
-			const char *c1 = strchr(combine[i], ':'), *c2 = strrchr(combine[i], ':');
-			const char *sname = c1 ? pn_arena_strndup(a, combine[i],
-								 (size_t)(c1 - combine[i])) : NULL;
+		for (i = 0; i < combine.n; i++) {
+			const char *sub = combine.v[i];
+			const char *c1 = strchr(sub, ':'), *c2 = strrchr(sub, ':');
+			const char *sname = c1 ? pn_arena_strndup(a, sub, (size_t)(c1 - sub)) : NULL;
 
 			if (c1 == NULL || c2 == c1 || c2 == c1 + 1 || c2[1] == '\0') {
 				fprintf(stderr, "paynotify: --combine \"%s\": expected SITE:ORDER:AMOUNT\n",
-					combine[i]);
+					sub);
 				rc = PN_EXIT_USAGE;
 				goto done;
 			}
@@ -258,13 +272,13 @@ sign_exec(int argc, char **argv, const char *config_path)
 			}
 			if (!pn_money_parse(c2 + 1, pn_money_exponent(cur), &subs[i].amount_minor,
 					    &err)) {
-				fprintf(stderr, "paynotify: --combine \"%s\": %s\n", combine[i], err.msg);
+				fprintf(stderr, "paynotify: --combine \"%s\": %s\n", sub, err.msg);
 				rc = PN_EXIT_USAGE;
 				goto done;
 			}
 		}
 		req.subs = subs;
-		req.nsubs = ncombine;
+		req.nsubs = combine.n;
 	}
 	{
 		unsigned char rnd[8];

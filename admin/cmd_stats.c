@@ -7,13 +7,13 @@
 #include "config.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "admin.h"
+#include "args.h"
 
 static void
 help(FILE *f)
@@ -436,45 +436,27 @@ print_follow_up(const char *config_path, const char *site, FILE *f)
 static int
 stats_exec(int argc, char **argv, const char *config_path)
 {
-	static const struct option longopts[] = {
-		{"site", required_argument, NULL, 's'},
-		{"format", required_argument, NULL, 'f'},
-		{"output", required_argument, NULL, 'o'},
-		{"wide", no_argument, NULL, 'W'},
-		{"follow-up", no_argument, NULL, 'F'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	const char *params[1] = {NULL}, *output = NULL;
 	enum pn_format fmt = pn_format_default();
 	struct pn_config *cfg;
 	struct pn_table t;
-	bool	follow_up = false;
-	int	opt;
+	bool	follow_up = false, wide = false;
+	int	rc;
+	const struct pn_arg options[] = {
+		{"site", required_argument, 0, PN_ARG_STR, .str = &params[0]},
+		{"format", required_argument, 0, PN_ARG_FORMAT_PROM, .fmt = &fmt},
+		{"output", required_argument, 0, PN_ARG_STR, .str = &output},
+		{"wide", no_argument, 0, PN_ARG_FLAG, .flag = &wide},
+		{"follow-up", no_argument, 0, PN_ARG_FLAG, .flag = &follow_up},
+		PN_ARGS_END,
+	};
+	const struct pn_args args = {.cmd = "stats", .help = help, .opts = options,
+				     .rest = PN_REST_HELP};
 
-	optind = 0;	/* glibc: 0 re-initialises getopt after main() used it */
-	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 's': params[0] = optarg; break;
-		case 'W': pn_table_set_wide(true); break;
-		case 'F': follow_up = true; break;
-		case 'f':
-			if (!pn_format_parse(optarg, true, &fmt))
-				return PN_EXIT_USAGE;
-			break;
-		case 'o': output = optarg; break;
-		case 'h':
-			help(stdout);
-			return 0;
-		default:
-			help(stderr);
-			return PN_EXIT_USAGE;
-		}
-	}
-	if (optind != argc) {
-		help(stderr);
-		return PN_EXIT_USAGE;
-	}
+	if ((rc = pn_args_parse(&args, argc, argv, NULL)) != PN_ARGS_RUN)
+		return rc;
+	if (wide)
+		pn_table_set_wide(true);
 	if (output != NULL && (fmt != PN_FMT_PROMETHEUS || *output == '\0')) {
 		fprintf(stderr, "paynotify: --output FILE needs --format prometheus\n");
 		return PN_EXIT_USAGE;

@@ -45,7 +45,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +57,7 @@
 #include <openssl/x509.h>
 
 #include "admin.h"
+#include "args.h"
 #include "arena.h"
 #include "crypto.h"
 #include "json.h"
@@ -490,14 +490,6 @@ done:
 static int
 certs_exec(int argc, char **argv, const char *config_path)
 {
-	static const struct option longopts[] = {
-		{"fetch", no_argument, NULL, 'F'},
-		{"site", required_argument, NULL, 's'},
-		{"dry-run", no_argument, NULL, 'n'},
-		{"format", required_argument, NULL, 'f'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	static const char *const cols[] = {"site", "serial_no", "valid_from", "valid_until",
 					   "result", "detail"};
 	const char *site_name = NULL;
@@ -506,32 +498,24 @@ certs_exec(int argc, char **argv, const char *config_path)
 	struct pn_err err;
 	struct run r;
 	bool	fetch = false;
-	int	opt, rc;
+	int	rc;
 	size_t	i;
+	const struct pn_arg options[] = {
+		{"fetch", no_argument, 0, PN_ARG_FLAG, .flag = &fetch},
+		{"site", required_argument, 0, PN_ARG_STR, .str = &site_name},
+		{"dry-run", no_argument, 0, PN_ARG_FLAG, .flag = &r.dry_run},
+		{"format", required_argument, 0, PN_ARG_FORMAT, .fmt = &fmt},
+		PN_ARGS_END,
+	};
+	const struct pn_args args = {.cmd = "wechatpay-certificates", .help = help,
+				     .opts = options, .rest = PN_REST_UNNAMED};
 
 	memset(&r, 0, sizeof(r));
-	optind = 0;	/* glibc: 0 re-initialises getopt after main() used it */
-	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'F': fetch = true; break;
-		case 's': site_name = optarg; break;
-		case 'n': r.dry_run = true; break;
-		case 'f':
-			if (!pn_format_parse(optarg, false, &fmt))
-				return PN_EXIT_USAGE;
-			break;
-		case 'h':
-			help(stdout);
-			return PN_EXIT_OK;
-		default:
-			help(stderr);
-			return PN_EXIT_USAGE;
-		}
-	}
-	if (optind != argc || !fetch) {
-		fprintf(stderr, "paynotify: wechatpay-certificates: %s\n", optind != argc
-			? "unexpected argument" : "--fetch is required (it downloads the platform "
-			"certificates)");
+	if ((rc = pn_args_parse(&args, argc, argv, NULL)) != PN_ARGS_RUN)
+		return rc;
+	if (!fetch) {
+		fprintf(stderr, "paynotify: wechatpay-certificates: --fetch is required (it "
+			"downloads the platform certificates)\n");
 		return PN_EXIT_USAGE;
 	}
 	if ((r.cfg = pn_admin_config(config_path)) == NULL)

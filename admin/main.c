@@ -4,13 +4,13 @@
  */
 #include "config.h"
 
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "admin.h"
+#include "args.h"
 #include "log.h"
 
 static const struct pn_cmd *const commands[] = {
@@ -50,6 +50,12 @@ usage(FILE *f)
 		"not do the job (database unavailable, a query failed, I/O error), 4 the\n"
 		"key that verified one is no longer configured (replay), 64 usage error (an\n"
 		"option or its value), 78 configuration error.\n");
+}
+
+static void
+version(FILE *f)
+{
+	fprintf(f, "paynotify %s (schema version %d)\n", PACKAGE_VERSION, PN_SCHEMA_VERSION);
 }
 
 struct pn_config *
@@ -113,47 +119,29 @@ pn_admin_query(const char *config_path, struct pn_sql sql, int nparams,
 int
 main(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{NULL, 0, NULL, 0},
-	};
 	const char *config_path = NULL;
 	const struct pn_cmd *const *c;
-	int	opt;
+	const struct pn_arg options[] = {
+		{"config", required_argument, 'c', PN_ARG_STR, .str = &config_path},
+		{"version", no_argument, 'V', PN_ARG_ACTION, .show = version},
+		PN_ARGS_END,
+	};
+	/* options before the command only (the command parses the rest) */
+	const struct pn_args args = {.cmd = "paynotify", .help = usage, .opts = options,
+				     .min_rest = 1, .max_rest = -1, .rest = PN_REST_HELP,
+				     .in_order = true};
+	int	cmd, rc;
 
-	/* Options before the command only; the command parses the rest. */
-	while ((opt = getopt_long(argc, argv, "+c:hV", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'c':
-			config_path = optarg;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		case 'V':
-			printf("paynotify %s (schema version %d)\n", PACKAGE_VERSION, PN_SCHEMA_VERSION);
-			return 0;
-		default:
-			usage(stderr);
-			return PN_EXIT_USAGE;
-		}
-	}
-	if (optind >= argc) {
-		usage(stderr);
-		return PN_EXIT_USAGE;
-	}
+	if ((rc = pn_args_parse(&args, argc, argv, &cmd)) != PN_ARGS_RUN)
+		return rc;
 	if (config_path == NULL)
 		config_path = pn_cfg_default_path();
 	pn_log_init("paynotify", PN_LOG_ERROR);
 	signal(SIGPIPE, SIG_IGN);
 	for (c = commands; *c; c++)
-		if (strcmp((*c)->name, argv[optind]) == 0) {
-			optind++;
-			return (*c)->exec(argc - optind + 1, argv + optind - 1, config_path);
-		}
-	fprintf(stderr, "paynotify: unknown command \"%s\"\n\n", argv[optind]);
+		if (strcmp((*c)->name, argv[cmd]) == 0)
+			return (*c)->exec(argc - cmd, argv + cmd, config_path);
+	fprintf(stderr, "paynotify: unknown command \"%s\"\n\n", argv[cmd]);
 	usage(stderr);
 	return PN_EXIT_USAGE;
 }

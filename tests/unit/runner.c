@@ -29,6 +29,7 @@ main(void)
 	srunner_add_suite(sr, suite_2c2p());
 	srunner_add_suite(sr, suite_wechatpay());
 	srunner_add_suite(sr, suite_admin());
+	srunner_add_suite(sr, suite_args());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

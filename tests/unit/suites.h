@@ -9,6 +9,7 @@
 Suite *suite_2c2p(void);
 Suite *suite_admin(void);
 Suite *suite_alipay(void);
+Suite *suite_args(void);
 Suite *suite_arena(void);
 Suite *suite_cfg(void);
 Suite *suite_crypto(void);
