@@ -38,6 +38,7 @@
 #include "query.h"
 #include "statement.h"
 #include "store.h"
+#include "strmap.h"
 
 #define CUTOFF_NEAR_S                                                                              \
 	900 /* "paid here, not in the statement" within 15 min after the day's                     \
@@ -82,64 +83,6 @@ static const char *const cls_names[NCLS] = {
     "other",
 };
 
-/* ---- a small string map (open addressing, arena) -------------------------- */
-
-struct map {
-	size_t cap, n;
-	const char **keys;
-	void **vals;
-};
-
-static uint64_t
-fnv(const char *s)
-{
-	uint64_t h = 1469598103934665603ULL;
-
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-	return h;
-}
-
-static void
-map_init(struct map *m, struct pn_arena *a, size_t want)
-{
-	m->cap = 64;
-	while (m->cap < want * 2 + 1)
-		m->cap *= 2;
-	m->n = 0;
-	m->keys = pn_arena_alloc(a, m->cap * sizeof(*m->keys));
-	m->vals = pn_arena_alloc(a, m->cap * sizeof(*m->vals));
-}
-
-static void *
-map_get(const struct map *m, const char *k)
-{
-	size_t i;
-
-	if (k == NULL)
-		return NULL;
-	for (i = fnv(k) & (m->cap - 1); m->keys[i]; i = (i + 1) & (m->cap - 1))
-		if (strcmp(m->keys[i], k) == 0)
-			return m->vals[i];
-	return NULL;
-}
-
-/* The first value for a key stays; want was sized for every key put. */
-static void
-map_put(struct map *m, const char *k, void *v)
-{
-	size_t i;
-
-	if (k == NULL || m->n * 2 + 1 >= m->cap)
-		return;
-	for (i = fnv(k) & (m->cap - 1); m->keys[i]; i = (i + 1) & (m->cap - 1))
-		if (strcmp(m->keys[i], k) == 0)
-			return;
-	m->keys[i] = k;
-	m->vals[i] = v;
-	m->n++;
-}
-
 /* ---- the run -------------------------------------------------------------- */
 
 struct order {
@@ -180,7 +123,7 @@ struct run {
 	struct pn_store *store;
 	struct order *orders;
 	size_t norders;
-	struct map by_order, by_txn, by_key, stmt_keys, refunded_orders;
+	struct pn_strmap by_order, by_txn, by_key, stmt_keys, refunded_orders;
 	struct notif *notifs;
 	size_t nnotifs;
 	struct pn_table out;
@@ -421,13 +364,13 @@ load(struct run *r, struct pn_err *err)
 
 			refund_keys(r, x, &k1, &k2);
 			json_array_append_new(keys, json_string(k1));
-			map_put(&r->stmt_keys, k1, (void *)x);
+			pn_strmap_put(&r->stmt_keys, k1, (void *)x);
 			if (k2) {
 				json_array_append_new(keys, json_string(k2));
-				map_put(&r->stmt_keys, k2, (void *)x);
+				pn_strmap_put(&r->stmt_keys, k2, (void *)x);
 			}
 			if (x->order_id)
-				map_put(&r->refunded_orders, x->order_id, (void *)x);
+				pn_strmap_put(&r->refunded_orders, x->order_id, (void *)x);
 		}
 	}
 	snprintf(from, sizeof(from), "%lld", (long long)r->from);
@@ -445,8 +388,8 @@ load(struct run *r, struct pn_err *err)
 		return false;
 	r->norders = t.nrows;
 	r->orders = pn_arena_alloc(r->a, (t.nrows + 1) * sizeof(*r->orders));
-	map_init(&r->by_order, r->a, t.nrows);
-	map_init(&r->by_txn, r->a, t.nrows);
+	pn_strmap_init(&r->by_order, r->a, t.nrows);
+	pn_strmap_init(&r->by_txn, r->a, t.nrows);
 	for (i = 0; i < t.nrows; i++) {
 		struct order *o = &r->orders[i];
 		const char *v;
@@ -466,8 +409,8 @@ load(struct run *r, struct pn_err *err)
 		}
 		o->refunded_now = o->refunded;
 		o->by_statement = (v = pn_table_get(&t, i, "by_statement")) && strcmp(v, "t") == 0;
-		map_put(&r->by_order, o->order_id, o);
-		map_put(&r->by_txn, o->psp_txn_id, o);
+		pn_strmap_put(&r->by_order, o->order_id, o);
+		pn_strmap_put(&r->by_txn, o->psp_txn_id, o);
 	}
 	pn_table_free(&t);
 
@@ -479,7 +422,7 @@ load(struct run *r, struct pn_err *err)
 		return false;
 	r->nnotifs = t.nrows;
 	r->notifs = pn_arena_alloc(r->a, (t.nrows + 1) * sizeof(*r->notifs));
-	map_init(&r->by_key, r->a, t.nrows);
+	pn_strmap_init(&r->by_key, r->a, t.nrows);
 	for (i = 0; i < t.nrows; i++) {
 		struct notif *n = &r->notifs[i];
 		const char *v;
@@ -492,7 +435,7 @@ load(struct run *r, struct pn_err *err)
 		n->source = pn_arena_strdup(r->a, pn_table_get(&t, i, "source"));
 		if (!pn_parse_i64(pn_table_get(&t, i, "received"), &n->received))
 			n->received = 0;
-		map_put(&r->by_key, n->dedup_key, n);
+		pn_strmap_put(&r->by_key, n->dedup_key, n);
 	}
 	pn_table_free(&t);
 	return true;
@@ -573,10 +516,10 @@ paid_status(const char *s)
 static struct order *
 order_of(struct run *r, const struct pn_stmt_txn *t)
 {
-	struct order *o = map_get(&r->by_order, t->order_id);
+	struct order *o = pn_strmap_get(&r->by_order, t->order_id);
 
 	if (o == NULL && t->order_id == NULL)
-		o = map_get(&r->by_txn, t->psp_txn_id);
+		o = pn_strmap_get(&r->by_txn, t->psp_txn_id);
 	return o;
 }
 
@@ -663,9 +606,9 @@ refund(struct run *r, const struct pn_stmt_txn *t)
 		return;
 	}
 	refund_keys(r, t, &k1, &k2);
-	n = map_get(&r->by_key, k1);
+	n = pn_strmap_get(&r->by_key, k1);
 	if (n == NULL && k2)
-		n = map_get(&r->by_key, k2);
+		n = pn_strmap_get(&r->by_key, k2);
 	if (n != NULL) {
 		if (settled(n->outcome))
 			row(r, K_MATCHED, false, t, o, NULL, NULL);
@@ -721,7 +664,7 @@ byq_compare(struct run *r)
 	for (i = 0; i < r->nbyq; i++) {
 		const struct byq *q = &r->byq[i];
 		const struct pn_query_answer *ans = &q->ans;
-		struct order *o = map_get(&r->by_order, q->order_id);
+		struct order *o = pn_strmap_get(&r->by_order, q->order_id);
 		const char *said = ans->detail ? ans->detail : "no answer";
 		bool paid_here = o != NULL && paid_status(o->status);
 
@@ -883,11 +826,11 @@ compare(struct run *r)
 
 		if (strcmp(n->event_kind, "refund") != 0 || strcmp(n->outcome, "applied") != 0 ||
 		    strcmp(n->source, "statement") == 0 ||
-		    map_get(&r->stmt_keys, n->dedup_key) != NULL ||
-		    (n->order_id && map_get(&r->refunded_orders, n->order_id) != NULL) ||
+		    pn_strmap_get(&r->stmt_keys, n->dedup_key) != NULL ||
+		    (n->order_id && pn_strmap_get(&r->refunded_orders, n->order_id) != NULL) ||
 		    n->received < r->from || n->received >= r->to)
 			continue;
-		o = map_get(&r->by_order, n->order_id);
+		o = pn_strmap_get(&r->by_order, n->order_id);
 		row(r, K_REFUND_NOT_IN_STATEMENT, true, NULL, o, NULL,
 		    pn_arena_printf(r->a,
 		                    "a refund notification (%s) applied here at %s (UTC%+d) is not "
@@ -1515,8 +1458,8 @@ reconcile_exec(int argc, char **argv, const char *config_path)
 		goto done;
 	}
 compare:
-	map_init(&r.stmt_keys, r.a, r.st.ntxns * 2);
-	map_init(&r.refunded_orders, r.a, r.st.ntxns);
+	pn_strmap_init(&r.stmt_keys, r.a, r.st.ntxns * 2);
+	pn_strmap_init(&r.refunded_orders, r.a, r.st.ntxns);
 
 	/* 2. what we have */
 	if (!load(&r, &err)) {
