@@ -114,14 +114,13 @@ parse_signed(const char *s, int64_t *out)
 	return pn_parse_i64(s, out);
 }
 
-static bool
-load(struct run *r, struct pn_err *err)
+/* The statement's order ids, transactions and refund identities, as the
+ * JSON arrays of the two queries; the refund identities also into
+ * r->stmt_keys and their orders into r->refunded_orders. */
+static void
+load_keys(struct run *r, const char **oids_json, const char **txns_json, const char **keys_json)
 {
 	json_t *oids = json_array(), *txns = json_array(), *keys = json_array();
-	const char *keys_json;
-	struct pn_table t;
-	char from[24], to[24];
-	const char *p[6];
 	size_t i;
 
 	for (i = 0; i < r->nbyq; i++)
@@ -147,17 +146,21 @@ load(struct run *r, struct pn_err *err)
 				pn_strmap_put(&r->refunded_orders, x->order_id, (void *)x);
 		}
 	}
-	snprintf(from, sizeof(from), "%lld", (long long)r->from);
-	snprintf(to, sizeof(to), "%lld", (long long)r->to);
-	p[0] = r->site->name;
-	p[1] = pn_rec_dumps(r, oids);
-	p[2] = pn_rec_dumps(r, txns);
+	*oids_json = pn_rec_dumps(r, oids);
+	*txns_json = pn_rec_dumps(r, txns);
 	/* the refund keys' parameter of the second query, made now so that
-	 * every way out below has nothing left to free */
-	keys_json = pn_rec_dumps(r, keys);
-	p[3] = r->ad->provider;
-	p[4] = from;
-	p[5] = to;
+	 * every way out of load() has nothing left to free */
+	*keys_json = pn_rec_dumps(r, keys);
+}
+
+/* The orders the statement names or the provider's payments of the day
+ * (orders_sql: p[0..5]) into r->orders, r->by_order and r->by_txn. */
+static bool
+load_orders(struct run *r, const char *const p[6], struct pn_err *err)
+{
+	struct pn_table t;
+	size_t i;
+
 	if (!pn_db_query(r->conn, PN_SQL_CONST(orders_sql), 6, p, &t, err))
 		return false;
 	r->norders = t.nrows;
@@ -187,11 +190,17 @@ load(struct run *r, struct pn_err *err)
 		pn_strmap_put(&r->by_txn, o->psp_txn_id, o);
 	}
 	pn_table_free(&t);
+	return true;
+}
 
-	p[1] = r->ad->provider;
-	p[2] = keys_json;
-	p[3] = from;
-	p[4] = to;
+/* The notifications of the statement's refunds and the refunds received
+ * that day (notifs_sql: p[0..4]) into r->notifs and r->by_key. */
+static bool
+load_notifs(struct run *r, const char *const p[5], struct pn_err *err)
+{
+	struct pn_table t;
+	size_t i;
+
 	if (!pn_db_query(r->conn, PN_SQL_CONST(notifs_sql), 5, p, &t, err))
 		return false;
 	r->nnotifs = t.nrows;
@@ -215,38 +224,331 @@ load(struct run *r, struct pn_err *err)
 	return true;
 }
 
+/* What we have: the orders, then the notifications, for the statement's rows. */
+static bool
+load(struct run *r, struct pn_err *err)
+{
+	const char *keys_json;
+	char from[24], to[24];
+	const char *p[6];
+
+	snprintf(from, sizeof(from), "%lld", (long long)r->from);
+	snprintf(to, sizeof(to), "%lld", (long long)r->to);
+	p[0] = r->site->name;
+	load_keys(r, &p[1], &p[2], &keys_json);
+	p[3] = r->ad->provider;
+	p[4] = from;
+	p[5] = to;
+	if (!load_orders(r, p, err))
+		return false;
+	p[1] = r->ad->provider;
+	p[2] = keys_json;
+	p[3] = from;
+	p[4] = to;
+	return load_notifs(r, p, err);
+}
+
 /* ---- the command ---------------------------------------------------------- */
+
+/* The options as given; --statement, --apply and --by-query are set in the
+ * struct run itself (path, apply, by_query). */
+struct rec_opts {
+	const char *provider, *site_name, *date;
+	enum pn_format fmt;
+	bool fetch, wide;
+	int64_t max_inq, rate;
+	bool max_given, rate_given;
+};
+
+#define GO_ON (-1) /* a step's answer when the run goes on to the next step */
+
+/* The statement adapter of --provider (or of --by-query); NULL: usage, said. */
+static const struct pn_stmt_adapter *
+choose_adapter(const struct rec_opts *o, bool by_query)
+{
+	const struct pn_stmt_adapter *ad;
+
+	if (by_query)
+		return &pn_rec_byq_2c2p;
+	if ((ad = pn_stmt_adapter_find(o->provider)) != NULL)
+		return ad;
+	fprintf(stderr,
+	        "paynotify: reconcile: no statement format for provider \"%s\"; "
+	        "expected alipay, wechatpay or stripe%s\n",
+	        o->provider,
+	        strcmp(o->provider, "2c2p") == 0
+	            ? " (2C2P's reconciliation report is not read: its field table is "
+	              "unpublished, and 2C2P's own sample rows have 67 and 79 fields, not "
+	              "the 85 its page states, so a guessed layout is not trusted with "
+	              "money; docs/RECONCILE.md \"2C2P\"; use --by-query, which asks "
+	              "2C2P's paymentInquiry about each order of the day)"
+	            : "");
+	return NULL;
+}
+
+/* The options' combinations checked, in this order; false: usage, said. */
+static bool
+usage_ok(struct run *r, const struct rec_opts *o)
+{
+	int64_t day_epoch;
+
+	if ((o->max_given || o->rate_given) && !r->by_query) {
+		fprintf(stderr, "paynotify: reconcile: --max-inquiries and --inquiries-per-second "
+		                "bound --by-query\n");
+		return false;
+	}
+	if (r->by_query && (o->provider == NULL || strcmp(o->provider, "2c2p") != 0)) {
+		fprintf(stderr, "paynotify: reconcile: --by-query asks 2C2P's paymentInquiry "
+		                "(--provider 2c2p); Alipay, WeChat Pay and Stripe have statements\n");
+		return false;
+	}
+	if (r->by_query && (r->path != NULL || o->fetch)) {
+		fprintf(stderr, "paynotify: reconcile: --by-query asks 2C2P instead of reading a "
+		                "statement: no --statement or --fetch\n");
+		return false;
+	}
+	if (o->provider == NULL || o->site_name == NULL ||
+	    (!r->by_query && (r->path == NULL || *r->path == '\0'))) {
+		fprintf(stderr, "paynotify: reconcile: --provider, --site and --statement (or, "
+		                "for 2C2P, --by-query) are required\n");
+		return false;
+	}
+	if ((r->ad = choose_adapter(o, r->by_query)) == NULL)
+		return false;
+	if (o->date != NULL && !pn_stmt_day(o->date, r->ad->utc_offset_s, &day_epoch)) {
+		fprintf(stderr,
+		        "paynotify: reconcile: invalid --date \"%s\": expected YYYY-MM-DD "
+		        "(2024-05-20)\n",
+		        o->date);
+		return false;
+	}
+	if (o->fetch && strcmp(o->provider, "wechatpay") != 0 &&
+	    strcmp(o->provider, "alipay") != 0) {
+		fprintf(stderr,
+		        "paynotify: reconcile: --fetch downloads Alipay and WeChat Pay bills "
+		        "only; give the %s report as --statement FILE\n",
+		        o->provider);
+		return false;
+	}
+	return true;
+}
+
+/* --fetch and --by-query without --date: yesterday in the provider's zone,
+ * the bill of a finished day. */
+static void
+default_date(const struct run *r, struct rec_opts *o)
+{
+	static char yday[16];
+	time_t t;
+	struct tm tm;
+
+	if (!(o->fetch || r->by_query) || o->date != NULL)
+		return;
+	t = time(NULL) + r->ad->utc_offset_s - 86400;
+	gmtime_r(&t, &tm);
+	strftime(yday, sizeof(yday), "%Y-%m-%d", &tm);
+	o->date = yday;
+}
+
+/* The configuration, the site and its provider configuration. */
+static int
+open_site(struct run *r, const struct rec_opts *o, const char *config_path)
+{
+	if ((r->cfg = pn_admin_config(config_path)) == NULL)
+		return PN_EXIT_CONFIG;
+	if ((r->site = pn_cfg_site(r->cfg, o->site_name)) == NULL) {
+		fprintf(stderr, "paynotify: reconcile: --site \"%s\": no such site in %s\n",
+		        o->site_name, r->cfg->path);
+		return PN_EXIT_USAGE;
+	}
+	if (!pn_provider_configured(pn_provider_find(o->provider), r->site)) {
+		fprintf(stderr, "paynotify: reconcile: site %s has no %s configuration in %s\n",
+		        o->site_name, o->provider, r->cfg->path);
+		return PN_EXIT_CONFIG;
+	}
+	return GO_ON;
+}
+
+static bool
+connect_db(struct run *r)
+{
+	struct pn_err err;
+
+	if ((r->conn = pn_db_connect(r->cfg, &err)) == NULL) {
+		fprintf(stderr, "paynotify: reconcile: %s\n", err.msg);
+		return false;
+	}
+	return true;
+}
+
+/* --by-query, step 1: the day's candidates asked, before anything is compared. */
+static bool
+ask_by_query(struct run *r, const struct rec_opts *o)
+{
+	struct pn_err err;
+
+	r->day = o->date;
+	r->path = "paymentInquiry";
+	if (!pn_stmt_day(r->day, r->ad->utc_offset_s, &r->from))
+		return false;
+	r->to = r->from + 86400;
+	if (!connect_db(r))
+		return false;
+	if (!pn_rec_byq_ask(r, o->max_inq, o->rate, &err)) {
+		fprintf(stderr, "paynotify: reconcile: 2c2p %s: %s\n", r->site->name, err.msg);
+		return false;
+	}
+	return true;
+}
+
+/* Step 1: the whole file (fetched first with --fetch), parsed and checked,
+ * before the database is touched. */
+static bool
+read_statement(struct run *r, const struct rec_opts *o)
+{
+	struct pn_err err;
+
+	if (o->fetch) {
+		r->day = o->date;
+		if (!(strcmp(o->provider, "alipay") == 0 ? pn_rec_fetch_alipay(r, r->path, &err)
+		                                         : pn_rec_fetch_wechatpay(r, r->path, &err))) {
+			fprintf(stderr,
+			        "paynotify: reconcile: could not fetch the bill: %s; nothing "
+			        "changed\n",
+			        err.msg);
+			return false;
+		}
+	}
+	if (!pn_read_file(r->path, PN_STMT_MAX_FILE, &r->data, &r->len, &err)) {
+		fprintf(stderr, "paynotify: reconcile: could not read the statement: %s\n",
+		        err.msg);
+		return false;
+	}
+	if (!r->ad->parse(r->a, (const unsigned char *)r->data, r->len, &r->st, &err)) {
+		fprintf(stderr, "paynotify: reconcile: %s: not a valid %s: %s; nothing changed\n",
+		        r->path, r->ad->format, err.msg);
+		return false;
+	}
+	if (!r->ad->check_site(r->site, &r->st, &err)) {
+		fprintf(stderr, "paynotify: reconcile: %s: %s; nothing changed\n", r->path, err.msg);
+		return false;
+	}
+	return true;
+}
+
+/* The statement's day (--date, or the one it covers) and every payment row in it. */
+static int
+statement_day(struct run *r, const char *date)
+{
+	size_t i;
+
+	if (date != NULL && r->st.date != NULL && strcmp(date, r->st.date) != 0) {
+		fprintf(stderr,
+		        "paynotify: reconcile: %s covers %s, not --date %s; nothing "
+		        "changed\n",
+		        r->path, r->st.date, date);
+		return PN_EXIT_FAILED;
+	}
+	r->day = date ? date : r->st.date;
+	if (r->day == NULL) {
+		fprintf(stderr, "paynotify: reconcile: %s names no day (no rows): give --date\n",
+		        r->path);
+		return PN_EXIT_USAGE;
+	}
+	if (!pn_stmt_day(r->day, r->ad->utc_offset_s, &r->from)) {
+		fprintf(stderr, "paynotify: reconcile: %s: unreadable day \"%s\"\n", r->path, r->day);
+		return PN_EXIT_FAILED;
+	}
+	r->to = r->from + 86400;
+	for (i = 0; i < r->st.ntxns; i++) {
+		const struct pn_stmt_txn *t = &r->st.txns[i];
+
+		if (t->kind == PN_STMT_PAYMENT && (t->epoch < r->from || t->epoch >= r->to)) {
+			fprintf(stderr,
+			        "paynotify: reconcile: %s: line %d: a payment at %s is outside "
+			        "%s (UTC%+d): one statement day per run; nothing changed\n",
+			        r->path, t->line, t->time, r->day, r->ad->utc_offset_s / 3600);
+			return PN_EXIT_FAILED;
+		}
+	}
+	return GO_ON;
+}
+
+/* Steps 2 and 3: what we have, loaded; then compare, apply, report. */
+static int
+compare_and_report(struct run *r, enum pn_format fmt)
+{
+	static const char *const cols[] = {"class", "order_id", "psp_txn_id", "line",   "statement",
+	                                   "here",  "fee",      "net",        "result", "detail"};
+	struct pn_err err;
+
+	pn_strmap_init(&r->stmt_keys, r->a, r->st.ntxns * 2);
+	pn_strmap_init(&r->refunded_orders, r->a, r->st.ntxns);
+	if (!load(r, &err)) {
+		fprintf(stderr, "paynotify: reconcile: %s\n", err.msg);
+		return PN_EXIT_FAILED;
+	}
+	if (r->apply)
+		r->store = pn_store_new(pn_cfg_admin_conninfo(r->cfg), r->cfg->statement_timeout_ms,
+		                        r->cfg->connect_timeout_s, "paynotify-reconcile");
+	pn_table_init(&r->out, PN_ARRAY_LEN(cols), cols);
+	pn_rec_compare(r);
+	pn_table_print(&r->out, fmt, stdout);
+	fflush(stdout);
+	/* after a table on stdout; on stderr with csv and json, so stdout stays parseable */
+	pn_rec_summary(r, fmt == PN_FMT_TABLE ? stdout : stderr);
+	pn_table_free(&r->out);
+	return r->errors > 0 ? PN_EXIT_FAILED : r->human > 0 ? PN_EXIT_ATTENTION : PN_EXIT_OK;
+}
+
+/* After the options: the site, the rows (asked or read), the comparison. */
+static int
+reconcile_run(struct run *r, struct rec_opts *o, const char *config_path)
+{
+	int rc;
+
+	if (!usage_ok(r, o))
+		return PN_EXIT_USAGE;
+	default_date(r, o);
+	if ((rc = open_site(r, o, config_path)) != GO_ON)
+		return rc;
+	r->a = pn_arena_new();
+	if (r->by_query) {
+		if (!ask_by_query(r, o))
+			return PN_EXIT_FAILED;
+	} else {
+		if (!read_statement(r, o))
+			return PN_EXIT_FAILED;
+		if ((rc = statement_day(r, o->date)) != GO_ON)
+			return rc;
+		if (!connect_db(r))
+			return PN_EXIT_FAILED;
+	}
+	return compare_and_report(r, o->fmt);
+}
 
 static int
 reconcile_exec(int argc, char **argv, const char *config_path)
 {
-	static const char *const cols[] = {"class", "order_id", "psp_txn_id", "line",   "statement",
-	                                   "here",  "fee",      "net",        "result", "detail"};
-	const char *provider = NULL, *site_name = NULL, *date = NULL;
-	enum pn_format fmt = pn_format_default();
 	struct run r;
-	struct pn_err err;
-	char *data = NULL;
-	size_t len = 0, i;
-	int64_t day_epoch;
+	struct rec_opts o = {.fmt = pn_format_default(),
+	                     .max_inq = BYQ_MAX_DEFAULT,
+	                     .rate = BYQ_RATE_DEFAULT};
 	int rc;
-	bool fetch = false;
-	int64_t max_inq = BYQ_MAX_DEFAULT, rate = BYQ_RATE_DEFAULT;
-	bool max_given = false, rate_given = false, wide = false;
 	const struct pn_arg options[] = {
-	    {"provider", required_argument, 0, PN_ARG_STR, .str = &provider},
-	    {"site", required_argument, 0, PN_ARG_STR, .str = &site_name},
+	    {"provider", required_argument, 0, PN_ARG_STR, .str = &o.provider},
+	    {"site", required_argument, 0, PN_ARG_STR, .str = &o.site_name},
 	    {"statement", required_argument, 0, PN_ARG_STR, .str = &r.path},
-	    {"date", required_argument, 0, PN_ARG_STR, .str = &date},
+	    {"date", required_argument, 0, PN_ARG_STR, .str = &o.date},
 	    {"apply", no_argument, 0, PN_ARG_FLAG, .flag = &r.apply},
-	    {"fetch", no_argument, 0, PN_ARG_FLAG, .flag = &fetch},
+	    {"fetch", no_argument, 0, PN_ARG_FLAG, .flag = &o.fetch},
 	    {"by-query", no_argument, 0, PN_ARG_FLAG, .flag = &r.by_query},
-	    {"max-inquiries", required_argument, 0, PN_ARG_INT, .num = &max_inq, .min = 1,
-	     .max = 100000, .seen = &max_given},
-	    {"inquiries-per-second", required_argument, 0, PN_ARG_INT, .num = &rate, .min = 1,
-	     .max = 50, .seen = &rate_given},
-	    {"format", required_argument, 0, PN_ARG_FORMAT, .fmt = &fmt},
-	    {"wide", no_argument, 0, PN_ARG_FLAG, .flag = &wide},
+	    {"max-inquiries", required_argument, 0, PN_ARG_INT, .num = &o.max_inq, .min = 1,
+	     .max = 100000, .seen = &o.max_given},
+	    {"inquiries-per-second", required_argument, 0, PN_ARG_INT, .num = &o.rate, .min = 1,
+	     .max = 50, .seen = &o.rate_given},
+	    {"format", required_argument, 0, PN_ARG_FORMAT, .fmt = &o.fmt},
+	    {"wide", no_argument, 0, PN_ARG_FLAG, .flag = &o.wide},
 	    PN_ARGS_END,
 	};
 	const struct pn_args args = {.cmd = "reconcile", .help = help, .opts = options,
@@ -255,186 +557,10 @@ reconcile_exec(int argc, char **argv, const char *config_path)
 	memset(&r, 0, sizeof(r));
 	if ((rc = pn_args_parse(&args, argc, argv, NULL)) != PN_ARGS_RUN)
 		return rc;
-	rc = PN_EXIT_FAILED;
-	if (wide)
+	if (o.wide)
 		pn_table_set_wide(true);
-	if ((max_given || rate_given) && !r.by_query) {
-		fprintf(stderr, "paynotify: reconcile: --max-inquiries and --inquiries-per-second "
-		                "bound --by-query\n");
-		return PN_EXIT_USAGE;
-	}
-	if (r.by_query && (provider == NULL || strcmp(provider, "2c2p") != 0)) {
-		fprintf(stderr, "paynotify: reconcile: --by-query asks 2C2P's paymentInquiry "
-		                "(--provider 2c2p); Alipay, WeChat Pay and Stripe have statements\n");
-		return PN_EXIT_USAGE;
-	}
-	if (r.by_query && (r.path != NULL || fetch)) {
-		fprintf(stderr, "paynotify: reconcile: --by-query asks 2C2P instead of reading a "
-		                "statement: no --statement or --fetch\n");
-		return PN_EXIT_USAGE;
-	}
-	if (provider == NULL || site_name == NULL ||
-	    (!r.by_query && (r.path == NULL || *r.path == '\0'))) {
-		fprintf(stderr, "paynotify: reconcile: --provider, --site and --statement (or, "
-		                "for 2C2P, --by-query) are required\n");
-		return PN_EXIT_USAGE;
-	}
-	if (r.by_query)
-		r.ad = &pn_rec_byq_2c2p;
-	else if ((r.ad = pn_stmt_adapter_find(provider)) == NULL) {
-		fprintf(stderr,
-		        "paynotify: reconcile: no statement format for provider \"%s\"; "
-		        "expected alipay, wechatpay or stripe%s\n",
-		        provider,
-		        strcmp(provider, "2c2p") == 0
-		            ? " (2C2P's reconciliation report is not read: its field table is "
-		              "unpublished, and 2C2P's own sample rows have 67 and 79 fields, not "
-		              "the 85 its page states, so a guessed layout is not trusted with "
-		              "money; docs/RECONCILE.md \"2C2P\"; use --by-query, which asks "
-		              "2C2P's paymentInquiry about each order of the day)"
-		            : "");
-		return PN_EXIT_USAGE;
-	}
-	if (date != NULL && !pn_stmt_day(date, r.ad->utc_offset_s, &day_epoch)) {
-		fprintf(stderr,
-		        "paynotify: reconcile: invalid --date \"%s\": expected YYYY-MM-DD "
-		        "(2024-05-20)\n",
-		        date);
-		return PN_EXIT_USAGE;
-	}
-	if (fetch && strcmp(provider, "wechatpay") != 0 && strcmp(provider, "alipay") != 0) {
-		fprintf(stderr,
-		        "paynotify: reconcile: --fetch downloads Alipay and WeChat Pay bills "
-		        "only; give the %s report as --statement FILE\n",
-		        provider);
-		return PN_EXIT_USAGE;
-	}
-	if ((fetch || r.by_query) && date == NULL) {
-		/* yesterday in the provider's zone: the bill of a finished day */
-		static char yday[16];
-		time_t t = time(NULL) + r.ad->utc_offset_s - 86400;
-		struct tm tm;
-
-		gmtime_r(&t, &tm);
-		strftime(yday, sizeof(yday), "%Y-%m-%d", &tm);
-		date = yday;
-	}
-	if ((r.cfg = pn_admin_config(config_path)) == NULL)
-		return PN_EXIT_CONFIG;
-	if ((r.site = pn_cfg_site(r.cfg, site_name)) == NULL) {
-		fprintf(stderr, "paynotify: reconcile: --site \"%s\": no such site in %s\n",
-		        site_name, r.cfg->path);
-		rc = PN_EXIT_USAGE;
-		goto done;
-	}
-	if (!pn_provider_configured(pn_provider_find(provider), r.site)) {
-		fprintf(stderr, "paynotify: reconcile: site %s has no %s configuration in %s\n",
-		        site_name, provider, r.cfg->path);
-		rc = PN_EXIT_CONFIG;
-		goto done;
-	}
-	r.a = pn_arena_new();
-	if (r.by_query) {
-		/* 1. the day's candidates asked, before anything is compared */
-		r.day = date;
-		r.path = "paymentInquiry";
-		if (!pn_stmt_day(r.day, r.ad->utc_offset_s, &r.from))
-			goto done;
-		r.to = r.from + 86400;
-		if ((r.conn = pn_db_connect(r.cfg, &err)) == NULL) {
-			fprintf(stderr, "paynotify: reconcile: %s\n", err.msg);
-			goto done;
-		}
-		if (!pn_rec_byq_ask(&r, max_inq, rate, &err)) {
-			fprintf(stderr, "paynotify: reconcile: 2c2p %s: %s\n", r.site->name, err.msg);
-			goto done;
-		}
-		goto compare;
-	}
-	/* 1. the whole file, parsed and checked, before the database is touched */
-	if (fetch) {
-		r.day = date;
-		if (!(strcmp(provider, "alipay") == 0 ? pn_rec_fetch_alipay(&r, r.path, &err)
-		                                      : pn_rec_fetch_wechatpay(&r, r.path, &err))) {
-			fprintf(stderr,
-			        "paynotify: reconcile: could not fetch the bill: %s; nothing "
-			        "changed\n",
-			        err.msg);
-			goto done;
-		}
-	}
-	if (!pn_read_file(r.path, PN_STMT_MAX_FILE, &data, &len, &err)) {
-		fprintf(stderr, "paynotify: reconcile: could not read the statement: %s\n",
-		        err.msg);
-		goto done;
-	}
-	if (!r.ad->parse(r.a, (const unsigned char *)data, len, &r.st, &err)) {
-		fprintf(stderr, "paynotify: reconcile: %s: not a valid %s: %s; nothing changed\n",
-		        r.path, r.ad->format, err.msg);
-		goto done;
-	}
-	if (!r.ad->check_site(r.site, &r.st, &err)) {
-		fprintf(stderr, "paynotify: reconcile: %s: %s; nothing changed\n", r.path, err.msg);
-		goto done;
-	}
-	if (date != NULL && r.st.date != NULL && strcmp(date, r.st.date) != 0) {
-		fprintf(stderr,
-		        "paynotify: reconcile: %s covers %s, not --date %s; nothing "
-		        "changed\n",
-		        r.path, r.st.date, date);
-		goto done;
-	}
-	r.day = date ? date : r.st.date;
-	if (r.day == NULL) {
-		fprintf(stderr, "paynotify: reconcile: %s names no day (no rows): give --date\n",
-		        r.path);
-		rc = PN_EXIT_USAGE;
-		goto done;
-	}
-	if (!pn_stmt_day(r.day, r.ad->utc_offset_s, &r.from)) {
-		fprintf(stderr, "paynotify: reconcile: %s: unreadable day \"%s\"\n", r.path, r.day);
-		goto done;
-	}
-	r.to = r.from + 86400;
-	for (i = 0; i < r.st.ntxns; i++) {
-		const struct pn_stmt_txn *t = &r.st.txns[i];
-
-		if (t->kind == PN_STMT_PAYMENT && (t->epoch < r.from || t->epoch >= r.to)) {
-			fprintf(stderr,
-			        "paynotify: reconcile: %s: line %d: a payment at %s is outside "
-			        "%s (UTC%+d): one statement day per run; nothing changed\n",
-			        r.path, t->line, t->time, r.day, r.ad->utc_offset_s / 3600);
-			goto done;
-		}
-	}
-	if ((r.conn = pn_db_connect(r.cfg, &err)) == NULL) {
-		fprintf(stderr, "paynotify: reconcile: %s\n", err.msg);
-		goto done;
-	}
-compare:
-	pn_strmap_init(&r.stmt_keys, r.a, r.st.ntxns * 2);
-	pn_strmap_init(&r.refunded_orders, r.a, r.st.ntxns);
-
-	/* 2. what we have */
-	if (!load(&r, &err)) {
-		fprintf(stderr, "paynotify: reconcile: %s\n", err.msg);
-		goto done;
-	}
-	if (r.apply)
-		r.store = pn_store_new(pn_cfg_admin_conninfo(r.cfg), r.cfg->statement_timeout_ms,
-		                       r.cfg->connect_timeout_s, "paynotify-reconcile");
-
-	/* 3. compare, apply, report */
-	pn_table_init(&r.out, PN_ARRAY_LEN(cols), cols);
-	pn_rec_compare(&r);
-	pn_table_print(&r.out, fmt, stdout);
-	fflush(stdout);
-	/* after a table on stdout; on stderr with csv and json, so stdout stays parseable */
-	pn_rec_summary(&r, fmt == PN_FMT_TABLE ? stdout : stderr);
-	pn_table_free(&r.out);
-	rc = r.errors > 0 ? PN_EXIT_FAILED : r.human > 0 ? PN_EXIT_ATTENTION : PN_EXIT_OK;
-done:
-	free(data);
+	rc = reconcile_run(&r, &o, config_path);
+	free(r.data);
 	pn_store_free(r.store);
 	PQfinish(r.conn);
 	pn_arena_free(r.a);

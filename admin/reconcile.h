@@ -100,6 +100,8 @@ struct run {
 	struct byq *byq;
 	size_t nbyq;
 	const char *row_order; /* the order a row names when it has no order here */
+	char *data;            /* the statement file as read (malloc) */
+	size_t len;
 };
 
 /* One inquiry of --by-query and its verified answer (arena). */

@@ -433,62 +433,86 @@ byq_compare(struct run *r)
 	r->row_order = NULL;
 }
 
-void
-pn_rec_compare(struct run *r)
+/* One statement row: counted in its currency's totals, then compared by kind. */
+static void
+compare_row(struct run *r, const struct pn_stmt_txn *t)
+{
+	struct totals *tt = totals_for(r, t->currency);
+
+	tt->nrows++;
+	if (t->has_fee) {
+		tt->fee += t->fee_minor;
+		tt->nfee++;
+	}
+	if (t->has_net) {
+		tt->net += t->net_minor;
+		tt->nnet++;
+	}
+	switch (t->kind) {
+	case PN_STMT_PAYMENT:
+		tt->npay++;
+		tt->pay += t->amount_minor;
+		payment(r, t);
+		break;
+	case PN_STMT_REFUND:
+		tt->nref++;
+		tt->ref += t->amount_minor;
+		refund(r, t);
+		break;
+	case PN_STMT_DISPUTE:
+		row(r, K_DISPUTE, true, t, order_of(r, t), NULL,
+		    pn_arena_printf(r->a, "%s: answer or accept it in the Dashboard", t->type));
+		break;
+	case PN_STMT_FEE:
+		row(r, K_FEE, false, t, NULL, NULL, t->type);
+		break;
+	case PN_STMT_OTHER:
+		row(r, K_OTHER, false, t, order_of(r, t), NULL,
+		    pn_arena_printf(r->a, "%s: not compared", t->type));
+		break;
+	}
+}
+
+/*
+ * Why an order paid here that day is absent from the statement.  paid_at
+ * is when the payment was applied here, which is after the provider
+ * completed it: just after the day's start, it was probably completed
+ * before the previous cut-off and is on the previous day's statement; just
+ * before the day's end, the provider may date it after the cut-off (the
+ * next day's statement).
+ */
+static const char *
+absent_detail(struct run *r, const struct order *o)
+{
+	const char *when = local_time(r, o->paid_at);
+
+	if (o->paid_at < r->from + CUTOFF_NEAR_S)
+		return pn_arena_printf(
+		    r->a,
+		    "paid here at %s (UTC%+d), %lld s after the previous day's cut-off: "
+		    "the payment is probably on the previous day's statement; reconcile "
+		    "that day before acting",
+		    when, r->ad->utc_offset_s / 3600, (long long)(o->paid_at - r->from));
+	if (o->paid_at >= r->to - CUTOFF_NEAR_S)
+		return pn_arena_printf(r->a,
+		                       "paid here at %s (UTC%+d), within 15 minutes of the statement's "
+		                       "cut-off: look for it on the next day's statement before acting",
+		                       when, r->ad->utc_offset_s / 3600);
+	return pn_arena_printf(r->a,
+	                       "paid here at %s (UTC%+d), the provider's statement does not have "
+	                       "it: query the provider (paynotify query --order) before shipping "
+	                       "more",
+	                       when, r->ad->utc_offset_s / 3600);
+}
+
+/* Paid here that day, absent from the statement: not_in_statement. */
+static void
+compare_absent_payments(struct run *r)
 {
 	size_t i;
 
-	for (i = 0; i < r->st.ntxns; i++) {
-		const struct pn_stmt_txn *t = &r->st.txns[i];
-		struct totals *tt = totals_for(r, t->currency);
-
-		tt->nrows++;
-		if (t->has_fee) {
-			tt->fee += t->fee_minor;
-			tt->nfee++;
-		}
-		if (t->has_net) {
-			tt->net += t->net_minor;
-			tt->nnet++;
-		}
-		switch (t->kind) {
-		case PN_STMT_PAYMENT:
-			tt->npay++;
-			tt->pay += t->amount_minor;
-			payment(r, t);
-			break;
-		case PN_STMT_REFUND:
-			tt->nref++;
-			tt->ref += t->amount_minor;
-			refund(r, t);
-			break;
-		case PN_STMT_DISPUTE:
-			row(r, K_DISPUTE, true, t, order_of(r, t), NULL,
-			    pn_arena_printf(r->a, "%s: answer or accept it in the Dashboard",
-			                    t->type));
-			break;
-		case PN_STMT_FEE:
-			row(r, K_FEE, false, t, NULL, NULL, t->type);
-			break;
-		case PN_STMT_OTHER:
-			row(r, K_OTHER, false, t, order_of(r, t), NULL,
-			    pn_arena_printf(r->a, "%s: not compared", t->type));
-			break;
-		}
-	}
-	if (r->by_query)
-		byq_compare(r);
-	/*
-	 * Paid here that day, absent from the statement.  paid_at is when the
-	 * payment was applied here, which is after the provider completed it:
-	 * just after the day's start, it was probably completed before the
-	 * previous cut-off and is on the previous day's statement; just before
-	 * the day's end, the provider may date it after the cut-off (the next
-	 * day's statement).
-	 */
 	for (i = 0; i < r->norders; i++) {
 		struct order *o = &r->orders[i];
-		const char *when, *detail;
 		struct totals *tt;
 
 		/* by_statement: applied from an earlier day's statement (the daily run
@@ -497,36 +521,25 @@ pn_rec_compare(struct run *r)
 		    strcmp(o->psp, r->ad->provider) != 0 || o->paid_at < r->from ||
 		    o->paid_at >= r->to)
 			continue;
-		when = local_time(r, o->paid_at);
-		if (o->paid_at < r->from + CUTOFF_NEAR_S)
-			detail = pn_arena_printf(
-			    r->a,
-			    "paid here at %s (UTC%+d), %lld s after the previous day's cut-off: "
-			    "the payment is probably on the previous day's statement; reconcile "
-			    "that day before acting",
-			    when, r->ad->utc_offset_s / 3600, (long long)(o->paid_at - r->from));
-		else if (o->paid_at >= r->to - CUTOFF_NEAR_S)
-			detail = pn_arena_printf(
-			    r->a,
-			    "paid here at %s (UTC%+d), within 15 minutes of the statement's "
-			    "cut-off: look for it on the next day's statement before acting",
-			    when, r->ad->utc_offset_s / 3600);
-		else
-			detail = pn_arena_printf(
-			    r->a,
-			    "paid here at %s (UTC%+d), the provider's statement does not have "
-			    "it: query the provider (paynotify query --order) before shipping "
-			    "more",
-			    when, r->ad->utc_offset_s / 3600);
-		row(r, K_NOT_IN_STATEMENT, true, NULL, o, NULL, detail);
+		row(r, K_NOT_IN_STATEMENT, true, NULL, o, NULL, absent_detail(r, o));
 		tt = totals_for(r, o->currency);
 		tt->nabsent++;
 		tt->absent += o->amount;
 	}
-	/* refunded here that day (a notification received then), absent from the
-	 * statement; a refund applied from a statement was on that statement.
-	 * Not by query: paymentInquiry does not report refunds. */
-	for (i = 0; r->by_query == false && i < r->nnotifs; i++) {
+}
+
+/* Refunded here that day (a notification received then), absent from the
+ * statement: refund_not_in_statement; a refund applied from a statement
+ * was on that statement.  Not by query: paymentInquiry does not report
+ * refunds. */
+static void
+compare_absent_refunds(struct run *r)
+{
+	size_t i;
+
+	if (r->by_query)
+		return;
+	for (i = 0; i < r->nnotifs; i++) {
 		const struct notif *n = &r->notifs[i];
 		struct order *o;
 
@@ -550,6 +563,21 @@ pn_rec_compare(struct run *r)
 	}
 }
 
+/* The report's rows in this order: the statement's (or the answers'), the
+ * --by-query answers that are not rows, paid here and absent, refunded
+ * here and absent. */
+void
+pn_rec_compare(struct run *r)
+{
+	size_t i;
+
+	for (i = 0; i < r->st.ntxns; i++)
+		compare_row(r, &r->st.txns[i]);
+	if (r->by_query)
+		byq_compare(r);
+	compare_absent_payments(r);
+	compare_absent_refunds(r);
+}
 
 /* A total some rows did not give: "?" when none did, else which part it is. */
 static const char *
