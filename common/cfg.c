@@ -823,7 +823,9 @@ ini_error(void *ctx, int line, const char *msg)
 	pn_cfg_finding_add(p->fd, PN_CFG_ERROR, p->path, line, "%s", msg);
 }
 
-static const struct pn_ini_handler ini_handler = {ini_section, ini_key, ini_error};
+static const struct pn_ini_handler ini_handler = {
+	.section = ini_section, .key = ini_key, .error = ini_error,
+};
 
 /* Parse one configuration file into p (each file starts outside any section). */
 static void
@@ -994,7 +996,7 @@ pn_cfg_load(const char *path, struct pn_err *err)
 struct pn_config *
 pn_cfg_load_flags(const char *path, unsigned flags, struct pn_err *err)
 {
-	struct pn_cfg_findings fd = {NULL, 0};
+	struct pn_cfg_findings fd = {.v = NULL, .n = 0};
 	struct pn_config *cfg = load(path, flags, &fd);
 
 	pn_cfg_findings_report(&fd, cfg != NULL, err);
@@ -1109,12 +1111,13 @@ pn_cfg_keydocs(const struct pn_cfg_keydoc **out)
 	size_t	i, n = 0;
 
 	for (i = 0; i < PN_ARRAY_LEN(keydefs); i++)
-		docs[n++] = (struct pn_cfg_keydoc){keydefs[i].section, keydefs[i].key,
-						   keydefs[i].doc};
+		docs[n++] = (struct pn_cfg_keydoc){.section = keydefs[i].section,
+						   .key = keydefs[i].key, .doc = keydefs[i].doc};
 	for (prov = pn_cfg_providers; *prov; prov++)
 		for (i = 0; i < (*prov)->nkeys && n < PN_ARRAY_LEN(docs); i++)
-			docs[n++] = (struct pn_cfg_keydoc){(*prov)->keys[i].section,
-							   (*prov)->keys[i].key, (*prov)->keys[i].doc};
+			docs[n++] = (struct pn_cfg_keydoc){.section = (*prov)->keys[i].section,
+							   .key = (*prov)->keys[i].key,
+							   .doc = (*prov)->keys[i].doc};
 	*out = docs;
 	return n;
 }

@@ -348,7 +348,8 @@ done:
 }
 
 static const struct pn_cipher_dir pn_cipher_decrypt = {
-	EVP_DecryptInit_ex, EVP_DecryptUpdate, EVP_DecryptFinal_ex, false,
+	.init = EVP_DecryptInit_ex, .update = EVP_DecryptUpdate, .final = EVP_DecryptFinal_ex,
+	.encrypt = false,
 };
 
 bool

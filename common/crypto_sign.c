@@ -33,7 +33,8 @@ done:
 }
 
 static const struct pn_cipher_dir pn_cipher_encrypt = {
-	EVP_EncryptInit_ex, EVP_EncryptUpdate, EVP_EncryptFinal_ex, true,
+	.init = EVP_EncryptInit_ex, .update = EVP_EncryptUpdate, .final = EVP_EncryptFinal_ex,
+	.encrypt = true,
 };
 
 bool

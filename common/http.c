@@ -75,7 +75,7 @@ read_request(struct pn_io *io, size_t max_body, struct pn_arena *a, struct pn_re
 	     struct pn_err *err)
 {
 	const char *v;
-	struct collect c = {req, a, 0, false};
+	struct collect c = {.req = req, .a = a, .bytes = 0, .too_large = false};
 	int64_t	clen = -1;
 	unsigned char *body;
 	size_t	got = 0, cap;

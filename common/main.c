@@ -64,7 +64,7 @@ static long
 cgi_read(void *ctx, void *buf, size_t n)
 {
 	for (;;) {
-		struct pollfd pfd = {STDIN_FILENO, POLLIN, 0};
+		struct pollfd pfd = {.fd = STDIN_FILENO, .events = POLLIN};
 		int64_t	left_ms = (cgi_deadline_us - pn_now_us() + 999) / 1000;
 		ssize_t	got;
 		int	rc;
@@ -95,7 +95,8 @@ static int
 serve_cgi(const struct pn_provider *provider, struct pn_config *cfg)
 {
 	struct pn_receiver rcv;
-	struct pn_io io = {NULL, cgi_param, cgi_each_param, cgi_read, cgi_write, NULL};
+	struct pn_io io = {.param = cgi_param, .each_param = cgi_each_param, .read = cgi_read,
+			   .write = cgi_write};
 	int	rc = PN_EXIT_OK;
 
 	if (cfg)
@@ -417,8 +418,7 @@ int
 main(int argc, char **argv)
 {
 	const struct pn_provider *provider = &PN_PROVIDER;
-	struct cmdline cl = {{NULL, NULL, -1, 0660, NULL}, NULL, NULL, NULL,
-			     {false, 0, 0, "", ""}, false};
+	struct cmdline cl = {.opts = {.workers = -1, .socket_mode = 0660}};
 	struct pn_config *cfg;
 	struct pn_err err;
 	int	rc;

@@ -329,8 +329,10 @@ static bool
 verify(struct handling *h)
 {
 	struct pn_receiver *r = h->r;
-	struct pn_verify_ctx vc = {&h->req, h->site, r->arena, r->clock(), true, h->variant,
-				   r->cfg};
+	struct pn_verify_ctx vc = {
+		.req = &h->req, .site = h->site, .arena = r->arena, .now = r->clock(),
+		.check_freshness = true, .variant = h->variant, .cfg = r->cfg,
+	};
 
 	switch (h->p->verify(&vc, &h->ev, &h->err)) {
 	case PN_VERIFIED:

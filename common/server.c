@@ -671,7 +671,8 @@ worker_loop(struct pn_receiver *rcv, int listen_fd, const char *reload_path)
 		 * next request on the web server's open connection; either way
 		 * with the signals let in. */
 		{
-			struct pollfd pfd = {req.ipcFd >= 0 ? req.ipcFd : listen_fd, POLLIN, 0};
+			struct pollfd pfd = {.fd = req.ipcFd >= 0 ? req.ipcFd : listen_fd,
+					     .events = POLLIN};
 
 			if (ppoll(&pfd, 1, NULL, &waitmask) <= 0)
 				continue;	/* a signal: look at the flags */
@@ -710,8 +711,9 @@ worker_loop(struct pn_receiver *rcv, int listen_fd, const char *reload_path)
 			continue;
 		}
 		{
-			struct pn_io io = {&req, fcgi_param, fcgi_each_param, fcgi_read, fcgi_write,
-					   fcgi_read_end};
+			struct pn_io io = {.ctx = &req, .param = fcgi_param,
+					   .each_param = fcgi_each_param, .read = fcgi_read,
+					   .write = fcgi_write, .read_end = fcgi_read_end};
 
 			if (rcv->provider->handle != NULL)
 				rcv->provider->handle(rcv, &io);	/* paynotify confirm */
@@ -939,7 +941,7 @@ supervise(const struct pn_provider *p, const struct pn_server_opts *o, int liste
 	pn_log(PN_LOG_INFO, "supervising %d workers (%zu sites)", o->workers, cfg->nsites);
 
 	while (!stopping || any_alive(&sv)) {
-		struct timespec ts = {1, 0};
+		struct timespec ts = {.tv_sec = 1, .tv_nsec = 0};
 		int64_t	now = mono_ms(), next = now + 1000;
 		int	sig, alive = 0;
 

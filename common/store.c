@@ -16,21 +16,144 @@
 #include "sql.h"		/* <libpq-fe.h>, SQL text only as literals */
 #include "store.h"
 
-#define INGEST_STMT "pn_ingest"
-#define INGEST_SQL \
-	"SELECT notification_id, outcome, duplicate, deliveries, order_status, event_id, " \
-	"wakeup, detail FROM paynotify.ingest($1, $2, $3, $4, $5, $6, $7, $8, $9::bigint, $10, " \
-	"$11::bigint, $12::boolean, $13, $14, $15, $16, $17::jsonb, $18::bytea, " \
-	"$19::boolean, $20, $21, $22, $23, $24::bigint, $25::bigint, $26::boolean, $27::boolean)"
-#define INGEST_NPARAMS 27
+/*
+ * The ingest statements, each written once as a table from which both the
+ * SQL text and the values handed to libpq are made: a parameter cannot be
+ * added to the one and not the other.
+ *
+ * X(n, name, cast, kind, when, value): parameter $n is the function's
+ * argument p_<name> (sql/functions.sql), written "$n<cast>" in the call.
+ * kind says how value, an expression over `a` (struct ingest_args), is
+ * passed: text (a const char *, NULL: SQL NULL), i64 (an int64_t, in
+ * decimal; negative: NULL), boolean (a bool: "true"/"false"), bytes (a
+ * struct bytes, in binary format).  When `when` is false the parameter is
+ * NULL whatever value says.  n is the row's position, checked at compile
+ * time (PARAM_ASSERT); tests/unit/check_store.c checks the text against the
+ * table and the names against sql/functions.sql.
+ */
+#define INGEST_PARAMS(X) \
+	X(1,  site,              "",          text,    true,       a->site) \
+	X(2,  provider,          "",          text,    true,       a->provider) \
+	X(3,  dedup_key,         "",          text,    true,       a->ev->dedup_key) \
+	X(4,  event_kind,        "",          text,    true,       pn_kind_name(a->ev->kind)) \
+	X(5,  event_type,        "",          text,    true,       a->ev->event_type) \
+	X(6,  order_id,          "",          text,    true,       a->ev->order_id) \
+	X(7,  psp_txn_id,        "",          text,    true,       a->ev->psp_txn_id) \
+	X(8,  psp_event_id,      "",          text,    true,       a->ev->psp_event_id) \
+	X(9,  amount_minor,      "::bigint",  i64,     true,       a->ev->amount_minor) \
+	X(10, currency,          "",          text,    true,       a->ev->currency) \
+	X(11, refund_minor,      "::bigint",  i64,     true,       a->ev->refund_minor) \
+	X(12, refund_cumulative, "::boolean", boolean, true,       a->ev->refund_cumulative) \
+	X(13, psp_time,          "",          text,    true,       a->ev->psp_time) \
+	X(14, key_id,            "",          text,    true,       a->ev->key_id) \
+	X(15, flag,              "",          text,    true,       a->ev->flag) \
+	X(16, flag_detail,       "",          text,    true,       a->ev->flag_detail) \
+	X(17, raw_headers,       "::jsonb",   text,    true,       a->raw_headers_json) \
+	X(18, raw_body,          "::bytea",   bytes,   true,       a->body) \
+	X(19, weak_identity,     "::boolean", boolean, true,       a->ev->weak_identity) \
+	X(20, source,            "",          text,    true,       a->ev->source) \
+	/* a dispute or complaint: its case (sql/functions.sql case_record) */ \
+	X(21, case_id,           "",          text,    a->is_case, a->ev->case_id) \
+	X(22, case_status,       "",          text,    a->is_case, a->ev->case_status) \
+	X(23, case_reason,       "",          text,    a->is_case, a->ev->case_reason) \
+	X(24, case_due,          "::bigint",  i64,     a->is_case, a->ev->case_due) \
+	X(25, case_time,         "::bigint",  i64,     a->is_case, a->ev->case_time) \
+	X(26, case_closed,       "::boolean", boolean, a->is_case, a->ev->case_closed) \
+	X(27, case_reopens,      "::boolean", boolean, a->is_case, a->ev->case_reopens)
 
 /* A combine payment: the envelope and every sub-order in one statement
  * (one transaction), sql/functions.sql ingest_combined(). */
+#define COMBINED_PARAMS(X) \
+	X(1,  site,              "",          text,    true,       a->site) \
+	X(2,  provider,          "",          text,    true,       a->provider) \
+	X(3,  dedup_key,         "",          text,    true,       a->ev->dedup_key) \
+	X(4,  event_type,        "",          text,    true,       a->ev->event_type) \
+	X(5,  psp_event_id,      "",          text,    true,       a->ev->psp_event_id) \
+	X(6,  psp_time,          "",          text,    true,       a->ev->psp_time) \
+	X(7,  key_id,            "",          text,    true,       a->ev->key_id) \
+	X(8,  detail,            "",          text,    true,       a->ev->flag_detail) \
+	X(9,  raw_headers,       "::jsonb",   text,    true,       a->raw_headers_json) \
+	X(10, raw_body,          "::bytea",   bytes,   true,       a->body) \
+	X(11, source,            "",          text,    true,       a->ev->source) \
+	X(12, subs,              "::jsonb",   text,    true,       a->subs)
+
+/*
+ * The columns both statements return for each row (ingest_combined: after
+ * its `ord`), read by their COL_<name> (read_result).  C(n, name): the
+ * n-th column of the SELECT list, checked like the parameters.
+ */
+#define RESULT_COLUMNS(C) \
+	C(1, notification_id) \
+	C(2, outcome) \
+	C(3, duplicate) \
+	C(4, deliveries) \
+	C(5, order_status) \
+	C(6, event_id) \
+	C(7, wakeup) \
+	C(8, detail)
+
+/*
+ * The separator before item n of a list: "" before the first, ", " before
+ * every other (SQL_FIRST_1 adds an argument, shifting "" into sep's place).
+ */
+#define SQL_SEP(n) SQL_SEP_(SQL_FIRST_##n, ", ", ~)
+#define SQL_SEP_(...) SQL_SEP__(__VA_ARGS__)
+#define SQL_SEP__(probe, sep, ...) sep
+#define SQL_FIRST_1 ~, "",
+
+#define PARAM_SQL(n, name, cast, kind, when, value) SQL_SEP(n) "$" #n cast
+#define COLUMN_SQL(n, name) SQL_SEP(n) #name
+
+#define INGEST_STMT "pn_ingest"
+#define INGEST_SQL \
+	"SELECT " RESULT_COLUMNS(COLUMN_SQL) " FROM paynotify.ingest(" \
+	INGEST_PARAMS(PARAM_SQL) ")"
 #define COMBINED_SQL \
-	"SELECT ord, notification_id, outcome, duplicate, deliveries, order_status, event_id, " \
-	"wakeup, detail FROM paynotify.ingest_combined($1, $2, $3, $4, $5, $6, $7, $8, " \
-	"$9::jsonb, $10::bytea, $11, $12::jsonb) ORDER BY ord"
-#define COMBINED_NPARAMS 12
+	"SELECT ord, " RESULT_COLUMNS(COLUMN_SQL) " FROM paynotify.ingest_combined(" \
+	COMBINED_PARAMS(PARAM_SQL) ") ORDER BY ord"
+
+/* INGEST_NPARAMS, COMBINED_NPARAMS, NCOLUMNS and the COL_<name> indexes. */
+#define PARAM_ENUM(n, name, cast, kind, when, value) INGEST_P_##name,
+enum { INGEST_PARAMS(PARAM_ENUM) INGEST_NPARAMS };
+#undef PARAM_ENUM
+#define PARAM_ENUM(n, name, cast, kind, when, value) COMBINED_P_##name,
+enum { COMBINED_PARAMS(PARAM_ENUM) COMBINED_NPARAMS };
+#undef PARAM_ENUM
+#define COLUMN_ENUM(n, name) COL_##name,
+enum { RESULT_COLUMNS(COLUMN_ENUM) NCOLUMNS };
+#undef COLUMN_ENUM
+
+/* Each row's n is its position: "$n" in the text is values[n - 1]. */
+#define PARAM_ASSERT_INGEST(n, name, cast, kind, when, value) \
+	_Static_assert(INGEST_P_##name == (n) - 1, "ingest parameter " #name " is not $" #n);
+#define PARAM_ASSERT_COMBINED(n, name, cast, kind, when, value) \
+	_Static_assert(COMBINED_P_##name == (n) - 1, "ingest_combined parameter " #name \
+		       " is not $" #n);
+#define COLUMN_ASSERT(n, name) \
+	_Static_assert(COL_##name == (n) - 1, "result column " #name " is not column " #n);
+INGEST_PARAMS(PARAM_ASSERT_INGEST)
+COMBINED_PARAMS(PARAM_ASSERT_COMBINED)
+RESULT_COLUMNS(COLUMN_ASSERT)
+
+#define MAX_NPARAMS \
+	((int)INGEST_NPARAMS > (int)COMBINED_NPARAMS ? (int)INGEST_NPARAMS : (int)COMBINED_NPARAMS)
+
+/* The text and the names of both statements, for tests/unit/check_store.c. */
+#define PARAM_INFO(n, name, cast, kind, when, value) {#name, cast},
+#define COLUMN_INFO(n, name) #name,
+static const struct pn_store_param ingest_params_info[] = {INGEST_PARAMS(PARAM_INFO)};
+static const struct pn_store_param combined_params_info[] = {COMBINED_PARAMS(PARAM_INFO)};
+static const char *const columns_info[] = {RESULT_COLUMNS(COLUMN_INFO)};
+#undef PARAM_INFO
+#undef COLUMN_INFO
+static const struct pn_store_stmt ingest_stmt_info = {
+	.sql = INGEST_SQL, .params = ingest_params_info, .nparams = INGEST_NPARAMS,
+	.columns = columns_info, .ncolumns = NCOLUMNS,
+};
+static const struct pn_store_stmt combined_stmt_info = {
+	.sql = COMBINED_SQL, .params = combined_params_info, .nparams = COMBINED_NPARAMS,
+	.columns = columns_info, .ncolumns = NCOLUMNS, .first_column = 1,
+};
 
 /* The wake-up: its own statement, after the answer (README "Event feed");
  * prepared with the ingest statement, so that a new notification costs the
@@ -324,12 +447,92 @@ ensure_connected(struct pn_store *s, struct pn_err *err)
 	return connect_db(s, err);
 }
 
+static const char *
+i64_param(char *buf, size_t sz, int64_t v)
+{
+	if (v < 0)
+		return NULL;
+	snprintf(buf, sz, "%" PRId64, v);
+	return buf;
+}
+
+/* The bytes of a binary parameter. */
+struct bytes {
+	const unsigned char *data;
+	size_t	len;
+};
+
+/* What the values of INGEST_PARAMS and COMBINED_PARAMS are taken from (a->). */
+struct ingest_args {
+	const char *site;
+	const char *provider;
+	const struct pn_event *ev;	/* canonical */
+	const char *raw_headers_json;
+	struct bytes body;		/* as it arrived */
+	bool	is_case;		/* ingest: a dispute or complaint with its case id */
+	const char *subs;		/* ingest_combined: the sub-orders, as jsonb */
+};
+
+/* One statement's parameters as libpq takes them. */
+struct params {
+	const char *values[MAX_NPARAMS];
+	int	lengths[MAX_NPARAMS];	/* binary parameters only */
+	int	formats[MAX_NPARAMS];	/* 0 text, 1 binary */
+	char	num[MAX_NPARAMS][24];	/* the i64 parameters' text */
+};
+
+/* Parameter i of each kind (INGEST_PARAMS); NULL unless when. */
+static void
+param_text(struct params *p, int i, bool when, const char *v)
+{
+	p->values[i] = when ? v : NULL;
+}
+
+static void
+param_i64(struct params *p, int i, bool when, int64_t v)
+{
+	p->values[i] = when ? i64_param(p->num[i], sizeof(p->num[i]), v) : NULL;
+}
+
+static void
+param_boolean(struct params *p, int i, bool when, bool v)
+{
+	p->values[i] = when ? (v ? "true" : "false") : NULL;
+}
+
+static void
+param_bytes(struct params *p, int i, bool when, struct bytes v)
+{
+	p->values[i] = when ? (const char *)v.data : NULL;
+	p->lengths[i] = (int)v.len;
+	p->formats[i] = 1;
+}
+
+#define PARAM_SET(n, name, cast, kind, when, value) param_##kind(p, (n) - 1, (when), (value));
+
+/* The values of paynotify.ingest()'s parameters, from INGEST_PARAMS. */
+static void
+ingest_params(const struct ingest_args *a, struct params *p)
+{
+	memset(p, 0, sizeof(*p));
+	INGEST_PARAMS(PARAM_SET)
+}
+
+/* The values of paynotify.ingest_combined()'s parameters, from COMBINED_PARAMS. */
+static void
+combined_params(const struct ingest_args *a, struct params *p)
+{
+	memset(p, 0, sizeof(*p));
+	COMBINED_PARAMS(PARAM_SET)
+}
+
+#undef PARAM_SET
+
 /* Send the ingest statement; the result, or NULL.  Success (PGRES_TUPLES_OK)
  * is only returned once the server said ReadyForQuery, i.e. after the
  * commit: a connection lost before that is an error result. */
 static PGresult *
-exec_unnamed(struct pn_store *s, bool combined, const char *const *values, const int *lengths,
-	     const int *formats)
+exec_unnamed(struct pn_store *s, bool combined, const struct params *p)
 {
 	const char *tvals[1] = {s->timeout_ms};
 	PGresult *res, *out = NULL, *err = NULL;
@@ -345,10 +548,10 @@ exec_unnamed(struct pn_store *s, bool combined, const char *const *values, const
 	if (!PQenterPipelineMode(s->conn))
 		return NULL;
 	if (!PQsendQueryParams(s->conn, SESSION_SQL(true), 1, NULL, tvals, NULL, NULL, 0)
-	    || !(combined ? PQsendQueryParams(s->conn, COMBINED_SQL, COMBINED_NPARAMS, NULL, values,
-					      lengths, formats, 0)
-		 : PQsendQueryParams(s->conn, INGEST_SQL, INGEST_NPARAMS, NULL, values, lengths,
-				     formats, 0))
+	    || !(combined ? PQsendQueryParams(s->conn, COMBINED_SQL, COMBINED_NPARAMS, NULL,
+					      p->values, p->lengths, p->formats, 0)
+		 : PQsendQueryParams(s->conn, INGEST_SQL, INGEST_NPARAMS, NULL, p->values,
+				     p->lengths, p->formats, 0))
 	    || !PQpipelineSync(s->conn))
 		goto done;
 	for (;;) {
@@ -401,23 +604,13 @@ done:
 	return err;
 }
 
-static const char *
-i64_param(char *buf, size_t sz, int64_t v)
-{
-	if (v < 0)
-		return NULL;
-	snprintf(buf, sz, "%" PRId64, v);
-	return buf;
-}
-
 /*
  * Run one ingest statement (ingest, or ingest_combined when combined) with
  * the reasoned retry below; the result (PGRES_TUPLES_OK, at least one row),
  * or NULL with err set when nothing is known to be committed.
  */
 static PGresult *
-run_ingest(struct pn_store *s, bool combined, const char *const *values, const int *lengths,
-	   const int *formats, struct pn_err *err)
+run_ingest(struct pn_store *s, bool combined, const struct params *p, struct pn_err *err)
 {
 	int	attempt;
 	bool	unusable, host_level;
@@ -438,14 +631,14 @@ run_ingest(struct pn_store *s, bool combined, const char *const *values, const i
 		}
 		s->warned = false;
 		if (s->use_prepared && !combined)
-			res = PQexecPrepared(s->conn, INGEST_STMT, INGEST_NPARAMS, values, lengths,
-					     formats, 0);
+			res = PQexecPrepared(s->conn, INGEST_STMT, INGEST_NPARAMS, p->values,
+					     p->lengths, p->formats, 0);
 		else if (s->use_prepared)
 			/* rare (a combine payment): unnamed, under the session's timeout */
-			res = PQexecParams(s->conn, COMBINED_SQL, COMBINED_NPARAMS, NULL, values,
-					   lengths, formats, 0);
+			res = PQexecParams(s->conn, COMBINED_SQL, COMBINED_NPARAMS, NULL, p->values,
+					   p->lengths, p->formats, 0);
 		else
-			res = exec_unnamed(s, combined, values, lengths, formats);
+			res = exec_unnamed(s, combined, p);
 		if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) >= 1 && s->warned) {
 			/*
 			 * Committed, but PostgreSQL warned while it did (see
@@ -518,29 +711,33 @@ run_ingest(struct pn_store *s, bool combined, const char *const *values, const i
 	return NULL;
 }
 
-/* Row `row` of an ingest result, columns from `col` on: notification_id,
- * outcome, duplicate, deliveries, order_status, event_id, wakeup, detail. */
+/* Row `row` of an ingest result whose RESULT_COLUMNS start at column first
+ * (ingest_combined: after its ord), each read by its name; the callers copy
+ * the detail (COL_detail) where it has to live. */
 static void
-read_result(struct pn_store *s, PGresult *res, int row, int col, struct pn_ingest_result *out)
+read_result(struct pn_store *s, PGresult *res, int row, int first, struct pn_ingest_result *out)
 {
+#define VALUE(c) PQgetvalue(res, row, first + COL_##c)
+#define ISNULL(c) PQgetisnull(res, row, first + COL_##c)
 	int64_t id = 0;
 	const char *v;
 
 	memset(out, 0, sizeof(*out));
-	if (!pn_parse_i64(PQgetvalue(res, row, col), &id))
+	if (!pn_parse_i64(VALUE(notification_id), &id))
 		id = 0;
 	out->notification_id = id;
-	snprintf(out->outcome, sizeof(out->outcome), "%s", PQgetvalue(res, row, col + 1));
-	out->duplicate = strcmp(PQgetvalue(res, row, col + 2), "t") == 0;
-	out->deliveries = atoi(PQgetvalue(res, row, col + 3));
-	v = PQgetisnull(res, row, col + 4) ? "" : PQgetvalue(res, row, col + 4);
+	snprintf(out->outcome, sizeof(out->outcome), "%s", VALUE(outcome));
+	out->duplicate = strcmp(VALUE(duplicate), "t") == 0;
+	out->deliveries = atoi(VALUE(deliveries));
+	v = ISNULL(order_status) ? "" : VALUE(order_status);
 	snprintf(out->order_status, sizeof(out->order_status), "%s", v);
-	if (PQgetisnull(res, row, col + 5) || !pn_parse_i64(PQgetvalue(res, row, col + 5),
-							     &out->event_id))
+	if (ISNULL(event_id) || !pn_parse_i64(VALUE(event_id), &out->event_id))
 		out->event_id = 0;
-	if (!PQgetisnull(res, row, col + 6))
-		add_wakeup(s, PQgetvalue(res, row, col + 6));
-	out->wakeup = !PQgetisnull(res, row, col + 6);
+	if (!ISNULL(wakeup))
+		add_wakeup(s, VALUE(wakeup));
+	out->wakeup = !ISNULL(wakeup);
+#undef VALUE
+#undef ISNULL
 }
 
 /* A dispute or complaint with its case id: ingest() records its case. */
@@ -564,11 +761,7 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 		const unsigned char *body, size_t body_len, struct pn_ingest_result *out,
 		struct pn_err *err)
 {
-	char	amount[24], refund[24], due[24], ctime[24];
-	bool	is_case;
-	const char *values[INGEST_NPARAMS];
-	int	lengths[INGEST_NPARAMS] = {0};
-	int	formats[INGEST_NPARAMS] = {0};
+	struct params p;
 	struct pn_event canon;
 	struct pn_arena *ca = NULL;
 	PGresult *res;
@@ -589,49 +782,23 @@ pn_store_ingest(struct pn_store *s, const char *site, const char *provider,
 		pn_event_canonicalise(&canon, ca);
 		ev = &canon;
 	}
-	values[0] = site;
-	values[1] = provider;
-	values[2] = ev->dedup_key;
-	values[3] = pn_kind_name(ev->kind);
-	values[4] = ev->event_type;
-	values[5] = ev->order_id;
-	values[6] = ev->psp_txn_id;
-	values[7] = ev->psp_event_id;
-	values[8] = i64_param(amount, sizeof(amount), ev->amount_minor);
-	values[9] = ev->currency;
-	values[10] = i64_param(refund, sizeof(refund), ev->refund_minor);
-	values[11] = ev->refund_cumulative ? "true" : "false";
-	values[12] = ev->psp_time;
-	values[13] = ev->key_id;
-	values[14] = ev->flag;
-	values[15] = ev->flag_detail;
-	values[16] = raw_headers_json;
-	values[17] = (const char *)body;	/* binary: bytes as they arrived */
-	lengths[17] = (int)body_len;
-	formats[17] = 1;
-	values[18] = ev->weak_identity ? "true" : "false";
-	values[19] = ev->source;		/* NULL: "notification" */
-	/* a dispute or complaint: its case (sql/functions.sql case_record) */
-	is_case = event_is_case(ev);
-	values[20] = is_case ? ev->case_id : NULL;
-	values[21] = is_case ? ev->case_status : NULL;
-	values[22] = is_case ? ev->case_reason : NULL;
-	values[23] = is_case ? i64_param(due, sizeof(due), ev->case_due) : NULL;
-	values[24] = is_case ? i64_param(ctime, sizeof(ctime), ev->case_time) : NULL;
-	values[25] = is_case ? (ev->case_closed ? "true" : "false") : NULL;
-	values[26] = is_case ? (ev->case_reopens ? "true" : "false") : NULL;
+	ingest_params(&(const struct ingest_args){
+			.site = site, .provider = provider, .ev = ev,
+			.raw_headers_json = raw_headers_json,
+			.body = {.data = body, .len = body_len},
+			.is_case = event_is_case(ev),
+		}, &p);
 
 	memset(out, 0, sizeof(*out));
 	reset_last(s);
-	res = run_ingest(s, false, values, lengths, formats, err);
+	res = run_ingest(s, false, &p, err);
 	pn_arena_free(ca);
 	if (res == NULL)
 		return false;
-	/* ingest() returns: id, outcome, duplicate, deliveries, order_status, event_id,
-	 * wakeup, detail (INGEST_SQL) */
+	/* ingest() returns one row of RESULT_COLUMNS (INGEST_SQL) */
 	read_result(s, res, 0, 0, out);
-	if (!PQgetisnull(res, 0, 7))
-		s->detail = pn_xstrdup(PQgetvalue(res, 0, 7));
+	if (!PQgetisnull(res, 0, COL_detail))
+		s->detail = pn_xstrdup(PQgetvalue(res, 0, COL_detail));
 	out->detail = s->detail;
 	PQclear(res);
 	return true;
@@ -701,9 +868,7 @@ pn_store_ingest_combined(struct pn_store *s, const char *site, const char *provi
 			 const unsigned char *body, size_t body_len, struct pn_arena *a,
 			 struct pn_ingest_result *out, struct pn_err *err)
 {
-	const char *values[COMBINED_NPARAMS];
-	int	lengths[COMBINED_NPARAMS] = {0};
-	int	formats[COMBINED_NPARAMS] = {0};
+	struct params p;
 	struct pn_event canon;
 	struct pn_arena *ca = NULL;
 	char   *subs = NULL;
@@ -721,25 +886,17 @@ pn_store_ingest_combined(struct pn_store *s, const char *site, const char *provi
 		ev = &canon;
 	}
 	subs = subs_json(site, ev);
-	values[0] = site;
-	values[1] = provider;
-	values[2] = ev->dedup_key;
-	values[3] = ev->event_type;
-	values[4] = ev->psp_event_id;
-	values[5] = ev->psp_time;
-	values[6] = ev->key_id;
-	values[7] = ev->flag_detail;
-	values[8] = raw_headers_json;
-	values[9] = (const char *)body;
-	lengths[9] = (int)body_len;
-	formats[9] = 1;
-	values[10] = ev->source;
-	values[11] = subs;
+	combined_params(&(const struct ingest_args){
+			.site = site, .provider = provider, .ev = ev,
+			.raw_headers_json = raw_headers_json,
+			.body = {.data = body, .len = body_len},
+			.subs = subs,
+		}, &p);
 
 	for (i = 0; i <= ev->nsubs; i++)
 		memset(&out[i], 0, sizeof(out[i]));
 	reset_last(s);
-	res = subs ? run_ingest(s, true, values, lengths, formats, err) : NULL;
+	res = subs ? run_ingest(s, true, &p, err) : NULL;
 	if (subs == NULL)
 		pn_err_set(err, "could not store notification: its sub-orders cannot be encoded");
 	free(subs);
@@ -753,9 +910,10 @@ pn_store_ingest_combined(struct pn_store *s, const char *site, const char *provi
 		return false;	/* committed, but not as asked: never acknowledged */
 	}
 	for (row = 0; row < PQntuples(res); row++) {
+		/* ord, then RESULT_COLUMNS (COMBINED_SQL) */
 		read_result(s, res, row, 1, &out[row]);
-		out[row].detail = PQgetisnull(res, row, 8) ? NULL
-		    : pn_arena_strdup(a, PQgetvalue(res, row, 8));
+		out[row].detail = PQgetisnull(res, row, 1 + COL_detail) ? NULL
+		    : pn_arena_strdup(a, PQgetvalue(res, row, 1 + COL_detail));
 	}
 	PQclear(res);
 	return true;
@@ -820,4 +978,10 @@ pn_store_ping(struct pn_store *s, struct pn_err *err)
 		(void)drop_host(s);
 	}
 	return false;
+}
+
+const struct pn_store_stmt *
+pn_store_stmt(bool combined)
+{
+	return combined ? &combined_stmt_info : &ingest_stmt_info;
 }

@@ -79,4 +79,26 @@ bool pn_store_send_wakeup(struct pn_store *s, struct pn_err *err) PN_WUR;
 /* SELECT 1 (health check); connects if needed. */
 bool pn_store_ping(struct pn_store *s, struct pn_err *err) PN_WUR;
 
+/*
+ * What an ingest statement is made of, from the one table in store.c that
+ * both writes its SQL text and fills its values (ingest_combined when
+ * combined): tests/unit/check_store.c checks the text against it and the
+ * names against sql/functions.sql.  Static; never freed.
+ */
+struct pn_store_param {
+	const char *name;		/* the function's argument, without its p_ */
+	const char *cast;		/* "::bigint", ..., or "" */
+};
+
+struct pn_store_stmt {
+	const char *sql;		/* as sent: SELECT ... FROM paynotify.ingest($1, ...) */
+	const struct pn_store_param *params;	/* $1 first */
+	size_t	nparams;
+	const char *const *columns;	/* the result columns read by name, in order */
+	size_t	ncolumns;
+	int	first_column;		/* columns before them (ingest_combined: ord) */
+};
+
+const struct pn_store_stmt *pn_store_stmt(bool combined);
+
 #endif

@@ -23,6 +23,7 @@ main(void)
 	srunner_add_suite(sr, suite_money());
 	srunner_add_suite(sr, suite_pqhosts());
 	srunner_add_suite(sr, suite_cfg());
+	srunner_add_suite(sr, suite_store());
 	srunner_add_suite(sr, suite_metrics());
 	srunner_add_suite(sr, suite_stripe());
 	srunner_add_suite(sr, suite_alipay());

@@ -20,6 +20,7 @@ Suite *suite_log(void);
 Suite *suite_metrics(void);
 Suite *suite_money(void);
 Suite *suite_pqhosts(void);
+Suite *suite_store(void);
 Suite *suite_stripe(void);
 Suite *suite_util(void);
 Suite *suite_wechatpay(void);
