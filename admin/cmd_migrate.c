@@ -41,9 +41,9 @@ help(FILE *f)
 		"twice and on an existing database.\n\n"
 		"  --sql-dir DIR  where the files are (default: $PAYNOTIFY_SQL_DIR, else\n"
 		"                 " PN_SQLDIR ")\n\n"
-		"Exit status: 0 (also when there is nothing to do), 64 usage (a --sql-dir\n"
-		"without NNN_*.sql files), 3 database error or the installed files are\n"
-		"missing, 78 configuration error.\n");
+		"Exit status: 0 (also when there is nothing to do), 64 usage (an argument,\n"
+		"or a --sql-dir without NNN_*.sql files), 3 database error or the installed\n"
+		"files are missing, 78 configuration error.\n");
 }
 
 static int
@@ -143,9 +143,10 @@ migrate_exec(int argc, char **argv, const char *config_path)
 		{"sql-dir", required_argument, 'd', PN_ARG_STR, .str = &dir},
 		PN_ARGS_END,
 	};
-	/* arguments after the options are not looked at (they never were) */
+	/* no arguments after the options: until issue 27 they were ignored, so
+	 * `paynotify migrate sql/` ran against the installed files */
 	const struct pn_args args = {.cmd = "migrate", .help = help, .opts = options,
-				     .max_rest = -1};
+				     .max_rest = 0, .rest = PN_REST_NAMED};
 
 	if ((rc = pn_args_parse(&args, argc, argv, NULL)) != PN_ARGS_RUN)
 		return rc;

@@ -128,6 +128,16 @@ class Upgrade(unittest.TestCase):
                          (0, "schema is at version %d: nothing to do\napplied functions.sql\n"
                           % int(files[-1][:3])), p.stderr)
 
+    def test_an_argument_is_a_usage_error(self):
+        # `paynotify migrate sql/` once ran against the installed files
+        env = pntest.clean_env({"PAYNOTIFY_CONFIG": self.cfg.path})
+        p = subprocess.run([os.path.join(pntest.REPO, "paynotify"), "migrate",
+                            os.path.join(pntest.REPO, "sql")], env=env, capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual((p.returncode, p.stdout), (64, ""), p.stderr)
+        self.assertIn('paynotify: migrate: unexpected argument "%s"'
+                      % os.path.join(pntest.REPO, "sql"), p.stderr)
+
     def test_keys_rewritten(self):
         self.assertEqual(self.row("paid")[:2], ("2088T1:TRADE_SUCCESS", "applied"))
         self.assertEqual(self.row("refund")[0], "2088T1:TRADE_SUCCESS:refund:RF1")
