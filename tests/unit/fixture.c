@@ -169,27 +169,26 @@ event_field(const struct pn_event *ev, const char *key, char *buf, size_t sz)
 	return NULL;
 }
 
-void
-fixture_run_case(const struct pn_provider *p, const char *dir, const char *name)
-{
-	char	rel[512], *text = NULL, *line, *save = NULL, *body = NULL;
-	char	site_name[128] = "", body_file[256] = "", expect[32] = "";
+/* One tests/fixtures/PROVIDER/NAME.case file, read (its format: fixture.h). */
+struct fixture_case {
+	char	rel[512];
+	char	site_name[128], body_file[256], expect[32];
 	char	want_err[8][256];
 	struct expect ex[32];
-	size_t	nex = 0, nerr = 0, body_len = 0, i;
-	int64_t	now = 0;
-	struct pn_err err;
+	size_t	nex, nerr;
+	int64_t	now;
 	struct pn_request req;
-	struct pn_event ev;
-	struct pn_arena *a = pn_arena_new();
-	const struct pn_config *cfg;
-	const struct pn_site *site;
-	enum pn_verdict v;
-	const char *want_name;
+};
 
-	memset(&req, 0, sizeof(req));
-	snprintf(rel, sizeof(rel), "%s/%s.case", dir, name);
-	ck_assert_msg(pn_read_file(fixture_path(rel), 65536, &text, NULL, &err), "%s", err.msg);
+static void
+case_load(struct fixture_case *c, const char *dir, const char *name, struct pn_arena *a)
+{
+	char   *text = NULL, *line, *save = NULL;
+	struct pn_err err;
+
+	memset(c, 0, sizeof(*c));
+	snprintf(c->rel, sizeof(c->rel), "%s/%s.case", dir, name);
+	ck_assert_msg(pn_read_file(fixture_path(c->rel), 65536, &text, NULL, &err), "%s", err.msg);
 	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		char *eq, *k, *val;
 
@@ -197,80 +196,108 @@ fixture_run_case(const struct pn_provider *p, const char *dir, const char *name)
 		if (*line == '#' || *line == '\0')
 			continue;
 		eq = strstr(line, " =");
-		ck_assert_msg(eq != NULL, "%s: bad line \"%s\"", rel, line);
+		ck_assert_msg(eq != NULL, "%s: bad line \"%s\"", c->rel, line);
 		*eq = '\0';
 		k = pn_trim(line);
 		val = eq + 2;
 		if (*val == ' ')
 			val++;
 		if (strcmp(k, "site") == 0)
-			snprintf(site_name, sizeof(site_name), "%s", val);
+			snprintf(c->site_name, sizeof(c->site_name), "%s", val);
 		else if (strcmp(k, "body") == 0)
-			snprintf(body_file, sizeof(body_file), "%s/%s", dir, val);
+			snprintf(c->body_file, sizeof(c->body_file), "%s/%s", dir, val);
 		else if (strcmp(k, "now") == 0)
-			ck_assert(pn_parse_i64(val, &now));
+			ck_assert(pn_parse_i64(val, &c->now));
 		else if (strncmp(k, "header ", 7) == 0) {
-			ck_assert(req.nheaders < PN_MAX_HEADERS);
-			req.headers[req.nheaders].name = pn_arena_strdup(a, k + 7);
-			req.headers[req.nheaders].value = pn_arena_strdup(a, val);
-			req.nheaders++;
+			ck_assert(c->req.nheaders < PN_MAX_HEADERS);
+			c->req.headers[c->req.nheaders].name = pn_arena_strdup(a, k + 7);
+			c->req.headers[c->req.nheaders].value = pn_arena_strdup(a, val);
+			c->req.nheaders++;
 		} else if (strcmp(k, "expect") == 0)
-			snprintf(expect, sizeof(expect), "%s", val);
+			snprintf(c->expect, sizeof(c->expect), "%s", val);
 		else if (strcmp(k, "error") == 0) {
-			ck_assert_msg(*val != '\0', "%s: empty error", rel);
-			ck_assert_msg(nerr < PN_ARRAY_LEN(want_err), "%s: too many error lines", rel);
-			ck_assert_msg(strlen(val) < sizeof(want_err[0]), "%s: error too long", rel);
-			snprintf(want_err[nerr++], sizeof(want_err[0]), "%s", val);
+			ck_assert_msg(*val != '\0', "%s: empty error", c->rel);
+			ck_assert_msg(c->nerr < PN_ARRAY_LEN(c->want_err), "%s: too many error lines",
+				      c->rel);
+			ck_assert_msg(strlen(val) < sizeof(c->want_err[0]), "%s: error too long", c->rel);
+			snprintf(c->want_err[c->nerr++], sizeof(c->want_err[0]), "%s", val);
 		}
 		else if (strncmp(k, "expect.", 7) == 0) {
-			ck_assert(nex < PN_ARRAY_LEN(ex));
-			snprintf(ex[nex].key, sizeof(ex[nex].key), "%s", k + 7);
-			snprintf(ex[nex].value, sizeof(ex[nex].value), "%s", val);
-			nex++;
+			ck_assert(c->nex < PN_ARRAY_LEN(c->ex));
+			snprintf(c->ex[c->nex].key, sizeof(c->ex[c->nex].key), "%s", k + 7);
+			snprintf(c->ex[c->nex].value, sizeof(c->ex[c->nex].value), "%s", val);
+			c->nex++;
 		} else
-			ck_abort_msg("%s: unknown key \"%s\"", rel, k);
+			ck_abort_msg("%s: unknown key \"%s\"", c->rel, k);
 	}
-	cfg = fixture_config_of(site_name);
-	site = pn_cfg_site(cfg, site_name);
-	ck_assert_msg(site != NULL, "%s: unknown site \"%s\"", rel, site_name);
-	ck_assert_msg(pn_read_file(fixture_path(body_file), 1 << 20, &body, &body_len, &err), "%s",
-		      err.msg);
-	req.method = "POST";
-	req.path_info = pn_arena_printf(a, "/notify/%s/%s", p->name, site_name);
-	req.body = (const unsigned char *)body;
-	req.body_len = body_len;
+	free(text);
+}
 
-	pn_event_init(&ev);
+/* The case's request through p's verify, as the receiver makes it; the
+ * body is copied into a (the event points into it). */
+static enum pn_verdict
+case_verify(const struct pn_provider *p, struct fixture_case *c, struct pn_arena *a,
+	    const struct pn_site **site_out, struct pn_event *ev, struct pn_err *err)
+{
+	const struct pn_config *cfg = fixture_config_of(c->site_name);
+	const struct pn_site *site = pn_cfg_site(cfg, c->site_name);
+	char   *body = NULL;
+	size_t	body_len = 0;
+
+	ck_assert_msg(site != NULL, "%s: unknown site \"%s\"", c->rel, c->site_name);
+	ck_assert_msg(pn_read_file(fixture_path(c->body_file), 1 << 20, &body, &body_len, err),
+		      "%s", err->msg);
+	c->req.method = "POST";
+	c->req.path_info = pn_arena_printf(a, "/notify/%s/%s", p->name, c->site_name);
+	c->req.body = pn_arena_memdup(a, body, body_len + 1);
+	c->req.body_len = body_len;
+	free(body);
+	pn_event_init(ev);
+	*site_out = site;
 	{
-		struct pn_verify_ctx vc = {&req, site, a, now, now != 0, 0, cfg};
+		struct pn_verify_ctx vc = {&c->req, site, a, c->now, c->now != 0, 0, cfg};
 
-		err.msg[0] = '\0';
-		v = p->verify(&vc, &ev, &err);
+		err->msg[0] = '\0';
+		return p->verify(&vc, ev, err);
 	}
+}
+
+void
+fixture_run_case(const struct pn_provider *p, const char *dir, const char *name)
+{
+	struct fixture_case c;
+	size_t	i;
+	struct pn_err err;
+	struct pn_event ev;
+	struct pn_arena *a = pn_arena_new();
+	const struct pn_site *site;
+	enum pn_verdict v;
+	const char *want_name;
+
+	case_load(&c, dir, name, a);
+	v = case_verify(p, &c, a, &site, &ev, &err);
 	want_name = v == PN_VERIFIED ? "verified" : v == PN_MALFORMED ? "malformed" : "unverified";
-	ck_assert_msg(strcmp(want_name, expect) == 0, "%s: expected %s, got %s (%s)", rel, expect,
-		      want_name, err.msg);
+	ck_assert_msg(strcmp(want_name, c.expect) == 0, "%s: expected %s, got %s (%s)", c.rel,
+		      c.expect, want_name, err.msg);
 	/* A rejection must be for the reason the case names: every "error"
 	 * line is a substring of the verifier's message. */
 	if (v == PN_VERIFIED)
-		ck_assert_msg(nerr == 0, "%s: an error line on a case expected to verify", rel);
+		ck_assert_msg(c.nerr == 0, "%s: an error line on a case expected to verify", c.rel);
 	else
-		ck_assert_msg(nerr > 0, "%s: a case expected %s must say why (error = ...); got \"%s\"",
-			      rel, expect, err.msg);
-	for (i = 0; i < nerr; i++)
-		ck_assert_msg(strstr(err.msg, want_err[i]) != NULL,
+		ck_assert_msg(c.nerr > 0, "%s: a case expected %s must say why (error = ...); got "
+			      "\"%s\"", c.rel, c.expect, err.msg);
+	for (i = 0; i < c.nerr; i++)
+		ck_assert_msg(strstr(err.msg, c.want_err[i]) != NULL,
 			      "%s: %s as expected, but for another reason: \"%s\" does not contain "
-			      "\"%s\"", rel, expect, err.msg, want_err[i]);
-	for (i = 0; i < nex && v == PN_VERIFIED; i++) {
+			      "\"%s\"", c.rel, c.expect, err.msg, c.want_err[i]);
+	for (i = 0; i < c.nex && v == PN_VERIFIED; i++) {
 		char	buf[64];
-		const char *got = event_field(&ev, ex[i].key, buf, sizeof(buf));
+		const char *got = event_field(&ev, c.ex[i].key, buf, sizeof(buf));
 
-		ck_assert_msg(strcmp(got ? got : "", ex[i].value) == 0,
-			      "%s: expected %s \"%s\", got \"%s\"", rel, ex[i].key, ex[i].value,
-			      got ? got : "(null)");
+		ck_assert_msg(strcmp(got ? got : "", c.ex[i].value) == 0,
+			      "%s: expected %s \"%s\", got \"%s\"", c.rel, c.ex[i].key,
+			      c.ex[i].value, got ? got : "(null)");
 	}
-	free(text);
-	free(body);
 	pn_arena_free(a);
 }
 
@@ -278,60 +305,9 @@ enum pn_verdict
 fixture_verify(const struct pn_provider *p, const char *dir, const char *name,
 	       struct pn_arena *a, const struct pn_site **site_out, struct pn_event *ev)
 {
-	char	rel[512], *text = NULL, *line, *save = NULL, *body = NULL;
-	char	site_name[128] = "", body_file[256] = "";
-	size_t	body_len = 0;
-	int64_t	now = 0;
+	struct fixture_case c;
 	struct pn_err err;
-	struct pn_request req;
-	const struct pn_config *cfg;
-	const struct pn_site *site;
-	enum pn_verdict v;
 
-	memset(&req, 0, sizeof(req));
-	snprintf(rel, sizeof(rel), "%s/%s.case", dir, name);
-	ck_assert_msg(pn_read_file(fixture_path(rel), 65536, &text, NULL, &err), "%s", err.msg);
-	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char *eq, *k, *val;
-
-		line = pn_trim(line);
-		if (*line == '#' || *line == '\0' || (eq = strstr(line, " =")) == NULL)
-			continue;
-		*eq = '\0';
-		k = pn_trim(line);
-		val = eq + 2;
-		if (*val == ' ')
-			val++;
-		if (strcmp(k, "site") == 0)
-			snprintf(site_name, sizeof(site_name), "%s", val);
-		else if (strcmp(k, "body") == 0)
-			snprintf(body_file, sizeof(body_file), "%s/%s", dir, val);
-		else if (strcmp(k, "now") == 0)
-			ck_assert(pn_parse_i64(val, &now));
-		else if (strncmp(k, "header ", 7) == 0) {
-			ck_assert(req.nheaders < PN_MAX_HEADERS);
-			req.headers[req.nheaders].name = pn_arena_strdup(a, k + 7);
-			req.headers[req.nheaders].value = pn_arena_strdup(a, val);
-			req.nheaders++;
-		}
-	}
-	cfg = fixture_config_of(site_name);
-	site = pn_cfg_site(cfg, site_name);
-	ck_assert_msg(site != NULL, "%s: unknown site \"%s\"", rel, site_name);
-	ck_assert_msg(pn_read_file(fixture_path(body_file), 1 << 20, &body, &body_len, &err), "%s",
-		      err.msg);
-	req.method = "POST";
-	req.path_info = pn_arena_printf(a, "/notify/%s/%s", p->name, site_name);
-	req.body = pn_arena_memdup(a, body, body_len + 1);
-	req.body_len = body_len;
-	free(body);
-	free(text);
-	pn_event_init(ev);
-	{
-		struct pn_verify_ctx vc = {&req, site, a, now, now != 0, 0, cfg};
-
-		v = p->verify(&vc, ev, &err);
-	}
-	*site_out = site;
-	return v;
+	case_load(&c, dir, name, a);
+	return case_verify(p, &c, a, site_out, ev, &err);
 }
