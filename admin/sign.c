@@ -1,5 +1,6 @@
 /*
- * sign.c: the test registry, one line per provider (sign.h).
+ * sign.c: the test registry: pn_sign_<name> of every line of
+ * webhooks/providers.mk (build/provider_list.h; sign.h).
  */
 #include "config.h"
 
@@ -12,10 +13,9 @@ static const struct {
 	const char *provider;
 	pn_sign_fn sign;
 } registry[] = {
-	{"alipay", pn_sign_alipay},
-	{"stripe", pn_sign_stripe},
-	{"2c2p", pn_sign_2c2p},
-	{"wechatpay", pn_sign_wechatpay},
+#define PN_MODULE(name) {#name, pn_sign_##name},
+#include "provider_list.h"
+#undef PN_MODULE
 };
 
 pn_sign_fn

@@ -68,10 +68,11 @@ struct pn_signed {
 typedef bool (*pn_sign_fn)(const struct pn_sign_req *req, struct pn_signed *out,
 			   struct pn_err *err);
 
-bool pn_sign_alipay(const struct pn_sign_req *req, struct pn_signed *out, struct pn_err *err);
-bool pn_sign_stripe(const struct pn_sign_req *req, struct pn_signed *out, struct pn_err *err);
-bool pn_sign_2c2p(const struct pn_sign_req *req, struct pn_signed *out, struct pn_err *err);
-bool pn_sign_wechatpay(const struct pn_sign_req *req, struct pn_signed *out, struct pn_err *err);
+/* pn_sign_alipay, ...: one per line of webhooks/providers.mk (sign_<name>.c) */
+#define PN_MODULE(name) \
+	bool pn_sign_##name(const struct pn_sign_req *req, struct pn_signed *out, struct pn_err *err);
+#include "provider_list.h"
+#undef PN_MODULE
 
 /* obj (consumed) as compact JSON in its own member order, in the arena;
  * NULL when obj is NULL or cannot be written. */

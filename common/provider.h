@@ -80,10 +80,11 @@ struct pn_provider {
 	void	(*app_free)(void *app);
 };
 
-extern const struct pn_provider pn_provider_2c2p;
-extern const struct pn_provider pn_provider_alipay;
-extern const struct pn_provider pn_provider_stripe;
-extern const struct pn_provider pn_provider_wechatpay;
+/* pn_provider_alipay, ...: one per line of webhooks/providers.mk (each
+ * module's receiver.c defines its own). */
+#define PN_MODULE(name) extern const struct pn_provider pn_provider_##name;
+#include "provider_list.h"
+#undef PN_MODULE
 
 /* Is p configured for site (any of its keys set)? */
 static inline bool

@@ -1,7 +1,7 @@
 /*
- * providers.c: the list of provider adapters (for the admin command).
- * A new provider adds its descriptor here and in provider.h; its
- * configuration (keys, checks) is listed apart, in providers_cfg.h, so that
+ * providers.c: the list of provider adapters (for the admin command), one
+ * per line of webhooks/providers.mk, in its order (build/provider_list.h);
+ * its configuration (keys, checks) is listed apart, in providers_cfg.h, so that
  * loading a configuration links no adapter's verify code.
  */
 #include "config.h"
@@ -11,10 +11,9 @@
 #include "provider.h"
 
 const struct pn_provider *const pn_providers[] = {
-	&pn_provider_alipay,
-	&pn_provider_stripe,
-	&pn_provider_2c2p,
-	&pn_provider_wechatpay,
+#define PN_MODULE(name) &pn_provider_##name,
+#include "provider_list.h"
+#undef PN_MODULE
 	NULL,
 };
 

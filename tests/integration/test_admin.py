@@ -992,7 +992,7 @@ class TestTypos(AdminTest):
                   sites)
         self.typo(["replay", "--outcome", "foo"], '--outcome "foo": unknown outcome; ' + outcomes)
         self.typo(["replay", "--provider", "paypal"], '--provider "paypal": unknown provider; '
-                  "expected one of alipay, stripe, 2c2p, wechatpay")
+                  "expected one of alipay, stripe, wechatpay, 2c2p")
         self.typo(["replay", "--since", "yesterday-ish"], '--since "yesterday-ish": expected a time')
         self.typo(["replay", "--until", "2026-13-01"], '--until "2026-13-01": expected a time')
         self.typo(["replay", "--until", "2026-02-30"], "expected a time")
